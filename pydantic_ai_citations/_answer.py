@@ -1,0 +1,635 @@
+"""`CitedAnswer`: one view of a run's answer, with its citations in three honest states.
+
+Pydantic AI keeps citations on each `TextPart` (`TextPart.citations`, anchors are offsets into that part's
+`content`) and builds `result.output` by joining text parts. This module joins the parts exactly the way Pydantic
+AI builds text output, shifts every anchor onto the joined text, and sorts what it finds into:
+
+- `spans`: a source *with* a position (render as an inline link or footnote mark);
+- `unanchored`: a source *without* a position (render as a "sources used" card, never pinned to a sentence);
+- `raw_only`: provider data in `provider_details['citations']` that maps to no normalised citation (audit only).
+
+Anything that cannot be used as it stands (anchors past the end of their text, duplicates, unreadable raw data,
+a stream that did not complete) becomes a `CitationProblem`; nothing is dropped silently.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import KW_ONLY, dataclass, field
+from typing import Literal, Protocol, TypedDict, cast
+
+from pydantic import JsonValue, TypeAdapter
+from pydantic_ai import (
+    Citation,
+    DocumentCitationSource,
+    ModelMessage,
+    ModelResponse,
+    NativeToolCallPart,
+    TextPart,
+    ToolCallPart,
+    WebCitationSource,
+)
+
+from ._problems import CitationProblem
+
+__all__ = (
+    'CitedAnswer',
+    'CitedSpan',
+    'PartSegment',
+    'RawCitation',
+    'SourceRef',
+    'answer_parts',
+    'cited_answer_ta',
+)
+
+SourceKind = Literal['web', 'document']
+AnchorKind = Literal['content', 'marker']
+
+
+@dataclass(frozen=True)
+class SourceRef:
+    """One source, deduplicated across the answer (same URL, or same document id)."""
+
+    number: int
+    """1-based number by first appearance in the answer: stable footnote numbers."""
+    kind: SourceKind
+    """`'web'` for a URL, `'document'` for a document the provider was given or searched."""
+    _: KW_ONLY
+    url: str | None = None
+    """The URL of a web source."""
+    document_id: str | None = None
+    """The provider's id of a document source (not a local path); `None` when the provider gives none."""
+    title: str | None = None
+    """Title given by the provider."""
+    excerpts: list[str] = field(default_factory=list[str])
+    """Provider excerpts of the source (Anthropic `cited_text`, OpenRouter `content`, Google chunk text), deduplicated."""
+    provider_name: str | None = None
+    """Provider of the part that first cited this source."""
+
+
+@dataclass(frozen=True)
+class CitedSpan:
+    """A citation with a position: offsets into `CitedAnswer.text`."""
+
+    start: int
+    """Start offset in `CitedAnswer.text` (inclusive)."""
+    end: int
+    """End offset in `CitedAnswer.text` (exclusive)."""
+    kind: AnchorKind
+    """`'content'`: the span is the supported words. `'marker'`: the span is a marker the model wrote (`[1]`, a link)."""
+    sources: list[int]
+    """Numbers of the cited sources (`SourceRef.number`)."""
+    _: KW_ONLY
+    message_index: int
+    """Index of the `ModelResponse` in the messages the answer was built from."""
+    part_index: int
+    """Index of the `TextPart` in that response."""
+    citation_index: int
+    """Index of the citation in `TextPart.citations`."""
+
+
+@dataclass(frozen=True)
+class RawCitation:
+    """Provider citation data that maps to no normalised citation: for audit logs, never shown to users."""
+
+    data: JsonValue
+    """The raw entry, as the provider adapter stored it."""
+    reason: str
+    """Why it maps to no normalised citation."""
+    _: KW_ONLY
+    provider_name: str | None = None
+    """Provider of the part or response that carried it."""
+    message_index: int
+    """Index of the `ModelResponse` in the messages."""
+    part_index: int | None = None
+    """Index of the part, or `None` for response-level data (`ModelResponse.provider_details`)."""
+    raw_index: int
+    """Index of the entry in the raw list."""
+
+
+@dataclass(frozen=True)
+class PartSegment:
+    """Where one `TextPart` of the answer landed in `CitedAnswer.text`."""
+
+    start: int
+    """Start offset in `CitedAnswer.text`."""
+    end: int
+    """End offset in `CitedAnswer.text`."""
+    _: KW_ONLY
+    message_index: int
+    """Index of the `ModelResponse` in the messages."""
+    part_index: int
+    """Index of the `TextPart` in that response."""
+    provider_name: str | None = None
+    """`TextPart.provider_name`."""
+
+
+class _Where(TypedDict):
+    message_index: int
+    part_index: int
+    citation_index: int
+
+
+class _HasMessages(Protocol):
+    def all_messages(self) -> list[ModelMessage]: ...
+
+
+@dataclass(frozen=True)
+class CitedAnswer:
+    """The answer of a run with its citations, ready for a UI, a store or a support check.
+
+    Build it with `CitedAnswer.from_messages(messages)` or `CitedAnswer.from_result(result)`.
+    """
+
+    text: str
+    """The answer text, joined from the final response's `TextPart`s the way Pydantic AI builds `result.output`."""
+    _: KW_ONLY
+    spans: list[CitedSpan] = field(default_factory=list[CitedSpan])
+    """Citations with a position, offsets into `text`, sorted by position."""
+    unanchored: list[SourceRef] = field(default_factory=list[SourceRef])
+    """Sources cited without a (usable) position: a "sources used" card, never pinned to a sentence."""
+    raw_only: list[RawCitation] = field(default_factory=list[RawCitation])
+    """Raw provider citation data that maps to no normalised citation: audit only."""
+    sources: list[SourceRef] = field(default_factory=list[SourceRef])
+    """Every cited source, deduplicated, numbered by first appearance."""
+    problems: list[CitationProblem] = field(default_factory=list[CitationProblem])
+    """What could not be used as it stands."""
+    complete: bool = True
+    """`False` when the response did not complete (cancelled or broken stream): never a complete-looking answer."""
+    provider_name: str | None = None
+    """`ModelResponse.provider_name` of the answering response."""
+    model_name: str | None = None
+    """`ModelResponse.model_name` of the answering response."""
+    segments: list[PartSegment] = field(default_factory=list[PartSegment])
+    """Where each text part landed in `text`."""
+
+    @classmethod
+    def from_messages(cls, messages: Sequence[ModelMessage], *, complete: bool = True) -> CitedAnswer:
+        """Build the answer from a run's messages: the last `ModelResponse` is the answer.
+
+        Args:
+            messages: The run's messages (`result.all_messages()` or `new_messages()`).
+            complete: Pass `False` when the response did not complete; a `stream_incomplete` problem is added.
+        """
+        return _build(messages, complete=complete)
+
+    @classmethod
+    def from_result(cls, result: _HasMessages) -> CitedAnswer:
+        """Build the answer from the result of `run`, `run_sync`, `run_stream` (`StreamedRunResult`) or `iter` (`AgentRun`).
+
+        A streamed result that has not completed gives `complete=False` and a `stream_incomplete` problem.
+        """
+        complete = getattr(result, 'is_complete', True)
+        if getattr(result, 'next_node', None) is not None and getattr(result, 'result', True) is None:
+            complete = False  # an `AgentRun` that has not reached its `End` node
+        return _build(result.all_messages(), complete=bool(complete))
+
+    def source(self, number: int) -> SourceRef:
+        """The source with this footnote number."""
+        return self.sources[number - 1]
+
+    def span_text(self, span: CitedSpan) -> str:
+        """The text a span covers."""
+        return self.text[span.start : span.end]
+
+    def to_json(self) -> bytes:
+        """JSON, readable back with `CitedAnswer.from_json`."""
+        return cited_answer_ta.dump_json(self)
+
+    @classmethod
+    def from_json(cls, data: str | bytes) -> CitedAnswer:
+        """Read JSON written by `to_json`."""
+        return cited_answer_ta.validate_json(data)
+
+
+cited_answer_ta: TypeAdapter[CitedAnswer] = TypeAdapter(CitedAnswer)
+"""JSON round trip for `CitedAnswer`; equality holds after a round trip."""
+
+
+def answer_parts(response: ModelResponse) -> list[int]:
+    """Indexes of the `TextPart`s of a response that make up its text output, as Pydantic AI picks them.
+
+    Mirrors Pydantic AI's text output: text parts after the last native tool call, joined directly; when no
+    text (and no function tool call) follows the last native tool call, the text run before it (Gemini reports
+    its searches after the text).
+    """
+    current: list[int] = []
+    before: list[int] = []
+    has_tool_calls = False
+    for index, part in enumerate(response.parts):
+        if isinstance(part, TextPart):
+            current.append(index)
+        elif isinstance(part, ToolCallPart):
+            has_tool_calls = True
+        elif isinstance(part, NativeToolCallPart):
+            if _joined(response, current):
+                before = current
+            current = []
+    if not has_tool_calls and not _joined(response, current):
+        return before
+    return current
+
+
+def _joined(response: ModelResponse, indexes: list[int]) -> str:
+    return ''.join(_text(response.parts[i]) for i in indexes)
+
+
+def _text(part: object) -> str:
+    return part.content if isinstance(part, TextPart) else ''
+
+
+class _Builder:
+    def __init__(self) -> None:
+        self.sources: list[SourceRef] = []
+        self.by_key: dict[str, int] = {}
+        self.problems: list[CitationProblem] = []
+        self.spans: list[CitedSpan] = []
+        self.unanchored: list[int] = []
+        self.raw_only: list[RawCitation] = []
+
+    def add_source(self, source: object, provider_name: str | None, where: _Where) -> int | None:
+        key = _source_key(source)
+        if key is None:
+            self.problems.append(
+                CitationProblem(
+                    'source_without_content',
+                    'A cited source has no URL, document id, title or excerpt to show; it is left out of `sources`.',
+                    detail=_short(repr(source)),
+                    **where,
+                )
+            )
+            return None
+        assert isinstance(source, WebCitationSource | DocumentCitationSource)
+        excerpts = [e for e in _as_str_list(source.excerpts)]
+        if key in self.by_key:
+            number = self.by_key[key]
+            existing = self.sources[number - 1]
+            new_excerpts = [e for e in excerpts if e not in existing.excerpts]
+            if new_excerpts or (existing.title is None and source.title):
+                self.sources[number - 1] = SourceRef(
+                    number,
+                    existing.kind,
+                    url=existing.url,
+                    document_id=existing.document_id,
+                    title=existing.title or source.title,
+                    excerpts=[*existing.excerpts, *new_excerpts],
+                    provider_name=existing.provider_name,
+                )
+            return number
+        number = len(self.sources) + 1
+        self.by_key[key] = number
+        deduped: list[str] = []
+        for excerpt in excerpts:
+            if excerpt not in deduped:
+                deduped.append(excerpt)
+        if isinstance(source, WebCitationSource):
+            ref = SourceRef(
+                number, 'web', url=source.url, title=source.title, excerpts=deduped, provider_name=provider_name
+            )
+        else:
+            ref = SourceRef(
+                number,
+                'document',
+                document_id=source.document_id,
+                title=source.title,
+                excerpts=deduped,
+                provider_name=provider_name,
+            )
+        self.sources.append(ref)
+        return number
+
+
+def _build(messages: Sequence[ModelMessage], *, complete: bool) -> CitedAnswer:
+    message_index = next(
+        (i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], ModelResponse)),
+        None,
+    )
+    b = _Builder()
+    if not complete:
+        b.problems.append(
+            CitationProblem(
+                'stream_incomplete',
+                'The response did not complete; text and citations may be missing (citations often arrive last).',
+                message_index=message_index,
+            )
+        )
+    if message_index is None:
+        return CitedAnswer('', problems=b.problems, complete=complete)
+    response = messages[message_index]
+    assert isinstance(response, ModelResponse)
+
+    text_pieces: list[str] = []
+    segments: list[PartSegment] = []
+    offset = 0
+    for part_index in answer_parts(response):
+        part = response.parts[part_index]
+        assert isinstance(part, TextPart)
+        content = part.content
+        segments.append(
+            PartSegment(
+                offset,
+                offset + len(content),
+                message_index=message_index,
+                part_index=part_index,
+                provider_name=part.provider_name,
+            )
+        )
+        _add_part(b, part, message_index, part_index, offset)
+        text_pieces.append(content)
+        offset += len(content)
+    _add_response_raw(b, response, message_index)
+
+    spans = _dedupe_spans(b)
+    unanchored_numbers: list[int] = []
+    for number in b.unanchored:
+        if number not in unanchored_numbers:
+            unanchored_numbers.append(number)
+    return CitedAnswer(
+        ''.join(text_pieces),
+        spans=spans,
+        unanchored=[b.sources[n - 1] for n in sorted(unanchored_numbers)],
+        raw_only=b.raw_only,
+        sources=b.sources,
+        problems=b.problems,
+        complete=complete,
+        provider_name=response.provider_name,
+        model_name=response.model_name,
+        segments=segments,
+    )
+
+
+def _add_part(b: _Builder, part: TextPart, message_index: int, part_index: int, offset: int) -> None:
+    citations = cast(object, part.citations)  # read defensively: hand-built parts may hold anything
+    content = part.content
+    identities: set[str] = set()
+    if citations is not None and not isinstance(citations, list):
+        b.problems.append(
+            CitationProblem(
+                'unreadable_raw_data',
+                '`TextPart.citations` is not a list; it was not read.',
+                message_index=message_index,
+                part_index=part_index,
+                detail=_short(repr(citations)),
+            )
+        )
+        citations = None
+    for citation_index, citation in enumerate(_iter_list(cast(object, citations))):
+        where = _Where(message_index=message_index, part_index=part_index, citation_index=citation_index)
+        if not isinstance(citation, Citation):
+            b.problems.append(
+                CitationProblem(
+                    'unreadable_raw_data',
+                    'An entry of `TextPart.citations` is not a `Citation`; it was not read.',
+                    detail=_short(repr(citation)),
+                    **where,
+                )
+            )
+            continue
+        numbers: list[int] = []
+        for source in _iter_list(citation.sources):
+            identities.update(_identities(source))
+            number = b.add_source(source, part.provider_name, where)
+            if number is not None and number not in numbers:
+                numbers.append(number)
+        if not numbers:
+            continue
+        anchor = citation.anchor
+        if anchor is None:
+            b.unanchored.extend(numbers)
+            continue
+        # Read defensively: parts built with `model_construct` or by hand may hold anything.
+        start = cast(object, anchor.start)
+        end = cast(object, anchor.end)
+        if not (isinstance(start, int) and isinstance(end, int) and 0 <= start < end <= len(content)):
+            b.problems.append(
+                CitationProblem(
+                    'anchor_out_of_range',
+                    f'Anchor {start}..{end} does not fit the text of its part (length {len(content)}); '
+                    'its sources are kept as unanchored.',
+                    start=start if isinstance(start, int) else None,
+                    end=end if isinstance(end, int) else None,
+                    **where,
+                )
+            )
+            b.unanchored.extend(numbers)
+            continue
+        kind: AnchorKind = 'marker' if anchor.kind == 'marker' else 'content'
+        b.spans.append(
+            CitedSpan(
+                offset + start,
+                offset + end,
+                kind,
+                numbers,
+                message_index=message_index,
+                part_index=part_index,
+                citation_index=citation_index,
+            )
+        )
+        if kind == 'content':
+            identities.add(content[start:end])
+
+    details = part.provider_details
+    if details is None or 'citations' not in details:
+        return
+    raw = details['citations']
+    if not isinstance(raw, list):
+        b.problems.append(
+            CitationProblem(
+                'unreadable_raw_data',
+                "`provider_details['citations']` is not a list; it was not read.",
+                message_index=message_index,
+                part_index=part_index,
+                detail=_short(repr(raw)),
+            )
+        )
+        return
+    for raw_index, entry in enumerate(_iter_list(cast(object, raw))):
+        _check_raw_entry(b, entry, identities, part.provider_name, message_index, part_index, raw_index)
+
+
+def _add_response_raw(b: _Builder, response: ModelResponse, message_index: int) -> None:
+    """Response-level annotations (OpenRouter keeps every annotation, file ones included, here)."""
+    details = response.provider_details
+    if not details or 'annotations' not in details:
+        return
+    raw = details['annotations']
+    if not isinstance(raw, list):
+        b.problems.append(
+            CitationProblem(
+                'unreadable_raw_data',
+                "`ModelResponse.provider_details['annotations']` is not a list; it was not read.",
+                message_index=message_index,
+                detail=_short(repr(raw)),
+            )
+        )
+        return
+    identities: set[str] = set()
+    for source in b.sources:
+        identities.update(s for s in (source.url, source.document_id, source.title, *source.excerpts) if s)
+    for raw_index, entry in enumerate(_iter_list(cast(object, raw))):
+        _check_raw_entry(b, entry, identities, response.provider_name, message_index, None, raw_index)
+
+
+def _check_raw_entry(
+    b: _Builder,
+    entry: object,
+    identities: set[str],
+    provider_name: str | None,
+    message_index: int,
+    part_index: int | None,
+    raw_index: int,
+) -> None:
+    json_entry = _to_json_value(entry)
+    if json_entry is None and entry is not None:
+        b.problems.append(
+            CitationProblem(
+                'unreadable_raw_data',
+                'A raw provider citation entry is not JSON data; it was not read.',
+                message_index=message_index,
+                part_index=part_index,
+                citation_index=raw_index,
+                detail=_short(repr(entry)),
+            )
+        )
+        return
+    if any(s in identities for s in _strings(json_entry)):
+        return
+    kind = json_entry.get('type') if isinstance(json_entry, dict) else None
+    reason = (
+        f'{kind!r} is not mapped to a citation by Pydantic AI'
+        if isinstance(kind, str)
+        else 'names no source among the normalised citations'
+    )
+    b.raw_only.append(
+        RawCitation(
+            json_entry,
+            reason,
+            provider_name=provider_name,
+            message_index=message_index,
+            part_index=part_index,
+            raw_index=raw_index,
+        )
+    )
+
+
+def _dedupe_spans(b: _Builder) -> list[CitedSpan]:
+    spans = sorted(b.spans, key=lambda s: (s.start, s.end, s.message_index, s.part_index, s.citation_index))
+    kept: list[CitedSpan] = []
+    seen: set[tuple[int, int, str, tuple[int, ...]]] = set()
+    for span in spans:
+        key = (span.start, span.end, span.kind, tuple(sorted(span.sources)))
+        if key in seen:
+            b.problems.append(
+                CitationProblem(
+                    'duplicate_citation',
+                    f'The same citation ({span.kind} anchor {span.start}..{span.end}) appears twice; kept once.',
+                    message_index=span.message_index,
+                    part_index=span.part_index,
+                    citation_index=span.citation_index,
+                    start=span.start,
+                    end=span.end,
+                )
+            )
+            continue
+        seen.add(key)
+        kept.append(span)
+    for i, span in enumerate(kept):
+        for other in kept[i + 1 :]:
+            if other.start >= span.end:
+                break
+            same_range = (other.start, other.end) == (span.start, span.end)
+            if not same_range and not (other.end <= span.end):  # partial overlap: neither contains the other
+                b.problems.append(
+                    CitationProblem(
+                        'overlapping_citations',
+                        f'Anchors {span.start}..{span.end} and {other.start}..{other.end} overlap partially; '
+                        'renderers must not nest them.',
+                        message_index=other.message_index,
+                        part_index=other.part_index,
+                        citation_index=other.citation_index,
+                        start=other.start,
+                        end=other.end,
+                    )
+                )
+    return kept
+
+
+def _source_key(source: object) -> str | None:
+    if isinstance(source, WebCitationSource):
+        url = cast(object, source.url)
+        if isinstance(url, str) and url.strip():
+            return 'url:' + url.strip()
+        return None
+    if isinstance(source, DocumentCitationSource):
+        if source.document_id:
+            return 'doc:' + source.document_id
+        if source.title:
+            return 'doc-title:' + source.title
+        excerpts = _as_str_list(source.excerpts)
+        if excerpts:
+            return 'doc-excerpt:' + excerpts[0]
+        return None
+    return None
+
+
+def _identities(source: object) -> set[str]:
+    if isinstance(source, WebCitationSource):
+        return {s for s in (source.url, source.title, *_as_str_list(source.excerpts)) if isinstance(s, str) and s}
+    if isinstance(source, DocumentCitationSource):
+        return {
+            s for s in (source.document_id, source.title, *_as_str_list(source.excerpts)) if isinstance(s, str) and s
+        }
+    return set()
+
+
+def _as_str_list(value: object) -> list[str]:
+    return [v for v in _iter_list(value) if isinstance(v, str)]
+
+
+def _iter_list(value: object) -> Iterator[object]:
+    if isinstance(value, list | tuple):
+        yield from value  # pyright: ignore[reportUnknownVariableType]
+
+
+def _to_json_value(value: object, depth: int = 0) -> JsonValue:
+    """A JSON copy of raw data, or `None` when it is not JSON-like (depth-limited against cycles)."""
+    if depth > 50:
+        return None
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, Mapping):
+        out: dict[str, JsonValue] = {}
+        for k, v in value.items():  # pyright: ignore[reportUnknownVariableType]
+            v = cast(object, v)
+            if not isinstance(k, str):
+                return None
+            converted = _to_json_value(v, depth + 1)
+            if converted is None and v is not None:
+                return None
+            out[k] = converted
+        return out
+    if isinstance(value, list | tuple):
+        items: list[JsonValue] = []
+        for v in value:  # pyright: ignore[reportUnknownVariableType]
+            v = cast(object, v)
+            converted = _to_json_value(v, depth + 1)
+            if converted is None and v is not None:
+                return None
+            items.append(converted)
+        return items
+    return None
+
+
+def _strings(value: JsonValue) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _strings(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _strings(v)
+
+
+def _short(text: str, limit: int = 200) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + '…'

@@ -1,0 +1,1 @@
+"""The capability matrix: measured per provider API."""

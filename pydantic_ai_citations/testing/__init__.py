@@ -1,0 +1,1 @@
+"""Testing helpers: scripted citing models, replay of real recordings, failure-path scenarios."""
