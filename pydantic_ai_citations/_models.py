@@ -1,0 +1,89 @@
+"""Which provider API a Pydantic AI model talks to.
+
+`Model.system` names the provider family (`'openai'` for both OpenAI APIs), so the API is read from the model's
+class (walking its MRO by name, so provider SDKs that are not installed are never imported) and, for
+OpenAI-compatible endpoints, from its base URL (Perplexity speaks both OpenAI wire formats).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic_ai.models import Model
+
+__all__ = ('API_LABELS', 'ApiLabel', 'ModelInfo', 'describe_model')
+
+ApiLabel = Literal[
+    'anthropic-messages',
+    'bedrock-converse',
+    'openai-responses',
+    'openai-chat',
+    'openrouter',
+    'google-gemini',
+    'google-vertex',
+    'xai',
+    'perplexity-agent',
+    'perplexity-sonar',
+    'mistral',
+    'cohere',
+    'groq',
+    'other',
+]
+"""Provider APIs this package tells apart."""
+
+API_LABELS: tuple[ApiLabel, ...] = ApiLabel.__args__  # pyright: ignore[reportAttributeAccessIssue]
+
+_BY_CLASS: dict[str, ApiLabel] = {
+    'OpenRouterModel': 'openrouter',
+    'OpenAIResponsesModel': 'openai-responses',
+    'OpenAIChatModel': 'openai-chat',
+    'AnthropicModel': 'anthropic-messages',
+    'BedrockConverseModel': 'bedrock-converse',
+    'GoogleModel': 'google-gemini',
+    'XaiModel': 'xai',
+    'MistralModel': 'mistral',
+    'CohereModel': 'cohere',
+    'GroqModel': 'groq',
+}
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """The model that served a request."""
+
+    api: ApiLabel
+    """The provider API (tells OpenAI Chat Completions from Responses, Gemini API from Vertex)."""
+    system: str
+    """`Model.system`: the provider family as Pydantic AI names it."""
+    model_name: str
+    """`Model.model_name`."""
+    model_class: str
+    """The model's class name."""
+
+
+def describe_model(model: Model) -> ModelInfo:
+    """Describe the model that serves a request: its provider API, system and name."""
+    api: ApiLabel = 'other'
+    label = getattr(model, 'api_label', None)  # scripted models (`CitingModel`) say which API they imitate
+    if isinstance(label, str) and label in API_LABELS:
+        api = label
+    for cls in type(model).__mro__ if api == 'other' else ():
+        if (found := _BY_CLASS.get(cls.__name__)) is not None:
+            api = found
+            break
+    system = _attr(model, 'system')
+    base_url = _attr(model, 'base_url')
+    if api == 'google-gemini' and ('vertex' in system or 'aiplatform' in base_url):
+        api = 'google-vertex'
+    elif api in ('openai-responses', 'openai-chat') and 'perplexity' in base_url:
+        api = 'perplexity-agent' if api == 'openai-responses' else 'perplexity-sonar'
+    return ModelInfo(api, system, _attr(model, 'model_name'), type(model).__name__)
+
+
+def _attr(model: Model, name: str) -> str:
+    try:
+        value: object = getattr(model, name, '')
+    except Exception:  # a model property that needs a live client must not break tracking
+        return ''
+    return value if isinstance(value, str) else ''

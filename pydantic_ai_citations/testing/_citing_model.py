@@ -1,0 +1,530 @@
+"""`CitingModel`: a scripted model that answers with citations the way a named provider does.
+
+Each style reproduces what Pydantic AI 2.68's real adapter for that provider produces (checked in the tests against
+replayed real recordings): the part layout, the anchor kind, the source kinds, the raw `provider_details['citations']`
+shape, the `provider_name`, and — in streams — when the citations delta arrives relative to the part's `PartEndEvent`
+and to the end of the provider's response (`finish_reason`). Streams use the same parts-manager API the real adapters
+use, so events go through Pydantic AI's own stream machinery.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal, assert_never
+from urllib.parse import urlsplit
+
+from pydantic import JsonValue
+from pydantic_ai import (
+    Citation,
+    ContentCitationAnchor,
+    DocumentCitationSource,
+    MarkerCitationAnchor,
+    ModelMessage,
+    ModelResponse,
+    ModelResponsePart,
+    NativeToolCallPart,
+    NativeToolReturnPart,
+    RunContext,
+    TextPart,
+    WebCitationSource,
+)
+from pydantic_ai.exceptions import UserError
+from pydantic_ai.messages import ModelResponseStreamEvent
+from pydantic_ai.models import Model, ModelRequestParameters, StreamedResponse
+from pydantic_ai.settings import ModelSettings
+from pydantic_ai.usage import RequestUsage
+
+from .._models import ApiLabel
+
+__all__ = ('CITING_STYLES', 'CitingModel', 'CitingStyle', 'ScriptedCitation', 'ScriptedStreamError')
+
+CitingStyle = Literal['anthropic', 'bedrock', 'openai-responses', 'openai-chat', 'openrouter', 'google', 'xai']
+"""Provider styles `CitingModel` can imitate."""
+
+CITING_STYLES: tuple[CitingStyle, ...] = CitingStyle.__args__  # pyright: ignore[reportAttributeAccessIssue]
+
+_STYLE_API: dict[CitingStyle, ApiLabel] = {
+    'anthropic': 'anthropic-messages',
+    'bedrock': 'bedrock-converse',
+    'openai-responses': 'openai-responses',
+    'openai-chat': 'openai-chat',
+    'openrouter': 'openrouter',
+    'google': 'google-gemini',
+    'xai': 'xai',
+}
+_STYLE_PROVIDER: dict[CitingStyle, str] = {
+    'anthropic': 'anthropic',
+    'bedrock': 'bedrock',
+    'openai-responses': 'openai',
+    'openai-chat': 'openai',
+    'openrouter': 'openrouter',
+    'google': 'google-gla',
+    'xai': 'xai',
+}
+
+Source = WebCitationSource | DocumentCitationSource
+
+
+@dataclass(frozen=True)
+class ScriptedCitation:
+    """A citation for `CitingModel`: the words of the answer it supports, and its sources."""
+
+    quote: str
+    """The supported words: a substring of the answer text (its first occurrence after the previous quote)."""
+    sources: Sequence[Source]
+    """What the words cite."""
+
+
+class ScriptedStreamError(ConnectionError):
+    """Raised by a `CitingModel` stream told to break (`break_stream_after`), like a dropped connection."""
+
+
+@dataclass(frozen=True)
+class _Segment:
+    """One stretch of the answer as the style emits it."""
+
+    text: str
+    citations: list[Citation] | None = None
+    raw: list[dict[str, JsonValue]] | None = None
+
+
+@dataclass(init=False)
+class CitingModel(Model):
+    """A scripted `Model` that answers with `text` and citations the way the provider named by `style` does.
+
+    - `'anthropic'`, `'bedrock'`: every cited quote is its own `TextPart` anchored `ContentCitationAnchor(0, len)`,
+      with all its sources; citations arrive at the part's end (before `PartEndEvent`). Bedrock documents have no id.
+    - `'openai-responses'`: one `TextPart`; after each quote the model writes a markdown link `([domain](url))` and a
+      `MarkerCitationAnchor` covers it; document sources become `file_citation`s with no anchor; citations arrive
+      when the text is done, before `PartEndEvent`.
+    - `'openai-chat'`: like Responses (web only), but citations are flushed after the last chunk (`'response_end'`).
+    - `'openrouter'`: citations without anchor (OpenRouter sends 0/0 offsets), excerpts from `content`, at response end.
+    - `'google'`: `ContentCitationAnchor` over each quote; the grounding search is reported as native tool parts
+      after the text, and citations come at the very end, after the text's `PartEndEvent`.
+    - `'xai'`: a `[[n]](url)` marker after each quote, `MarkerCitationAnchor`, at response end.
+    """
+
+    text: str
+    citations: Sequence[ScriptedCitation]
+    style: CitingStyle
+    chunk_size: int
+    break_stream_after: int | None
+    _model_name: str
+    requests: list[list[ModelMessage]]
+
+    def __init__(
+        self,
+        text: str,
+        citations: Sequence[ScriptedCitation] = (),
+        *,
+        style: CitingStyle = 'anthropic',
+        model_name: str | None = None,
+        chunk_size: int = 16,
+        break_stream_after: int | None = None,
+    ) -> None:
+        """Script the answer.
+
+        Args:
+            text: The answer text (before any markers the style writes).
+            citations: What the answer cites; each quote must occur in `text`, in order.
+            style: Which provider to imitate.
+            model_name: The model name to report (default: `'citing-<style>'`).
+            chunk_size: Characters per streamed text delta.
+            break_stream_after: Raise `ScriptedStreamError` after this many text deltas (a broken stream).
+        """
+        super().__init__()
+        if style not in CITING_STYLES:
+            raise UserError(f'Unknown CitingModel style {style!r}; use one of {", ".join(CITING_STYLES)}.')
+        if chunk_size < 1:
+            raise UserError(f'chunk_size must be at least 1, got {chunk_size!r}.')
+        self.text = text
+        self.citations = tuple(citations)
+        self.style = style
+        self.chunk_size = chunk_size
+        self.break_stream_after = break_stream_after
+        self._model_name = model_name or f'citing-{style}'
+        self.requests = []
+        self._segments = _segments(text, self.citations, style)  # validates the script up front
+
+    @property
+    def model_name(self) -> str:
+        """The model name."""
+        return self._model_name
+
+    @property
+    def system(self) -> str:
+        """The provider family of the imitated provider."""
+        return _STYLE_PROVIDER[self.style]
+
+    @property
+    def api_label(self) -> ApiLabel:
+        """The provider API this model imitates (read by `describe_model`)."""
+        return _STYLE_API[self.style]
+
+    async def request(
+        self,
+        messages: list[ModelMessage],
+        model_settings: ModelSettings | None,
+        model_request_parameters: ModelRequestParameters,
+    ) -> ModelResponse:
+        self.requests.append(messages)
+        parts: list[ModelResponsePart] = []
+        provider = _STYLE_PROVIDER[self.style]
+        single = self.style not in ('anthropic', 'bedrock')
+        for segment in [_merge(self._segments)] if single else self._segments:
+            details = {'citations': segment.raw} if segment.raw else None
+            parts.append(
+                TextPart(
+                    segment.text,
+                    citations=segment.citations,
+                    provider_name=provider if segment.citations else None,
+                    provider_details=details,
+                )
+            )
+        if self.style == 'google':
+            parts.extend(_google_search_parts())
+        return ModelResponse(
+            parts=parts,
+            model_name=self._model_name,
+            provider_name=provider,
+            provider_details=self._response_details(),
+            finish_reason='stop',
+            usage=RequestUsage(input_tokens=10, output_tokens=len(self.text) // 4 + 1),
+        )
+
+    @asynccontextmanager
+    async def request_stream(
+        self,
+        messages: list[ModelMessage],
+        model_settings: ModelSettings | None,
+        model_request_parameters: ModelRequestParameters,
+        run_context: RunContext[Any] | None = None,
+    ) -> AsyncGenerator[StreamedResponse]:
+        self.requests.append(messages)
+        model_settings, model_request_parameters = self.prepare_request(model_settings, model_request_parameters)
+        yield _CitingStream(model_request_parameters, model=self)
+
+    def _response_details(self) -> dict[str, Any] | None:
+        if self.style != 'openrouter':
+            return None
+        return {'annotations': _merge(self._segments).raw or []}
+
+
+@dataclass
+class _CitingStream(StreamedResponse):
+    model: CitingModel = field(kw_only=True)
+    _timestamp: datetime = field(default_factory=lambda: datetime.now(UTC), init=False)
+
+    async def _get_event_iterator(self) -> AsyncIterator[ModelResponseStreamEvent]:
+        model = self.model
+        style = model.style
+        provider = _STYLE_PROVIDER[style]
+        deltas = 0
+        late = False
+        for index, segment in enumerate(model._segments):  # pyright: ignore[reportPrivateUsage]
+            # Anthropic/Bedrock send one content block per segment; the others one text part for everything.
+            vendor_id = index if style in ('anthropic', 'bedrock') else 'text'
+            for start in range(0, len(segment.text), model.chunk_size):
+                if model.break_stream_after is not None and deltas >= model.break_stream_after:
+                    raise ScriptedStreamError(f'scripted stream broke after {deltas} text deltas')
+                for event in self._parts_manager.handle_text_delta(
+                    vendor_part_id=vendor_id, content=segment.text[start : start + model.chunk_size]
+                ):
+                    yield event
+                deltas += 1
+            if segment.citations and style in ('anthropic', 'bedrock'):
+                # Buffered per block and sent at the block's stop, before the next block starts.
+                for event in self._parts_manager.handle_text_delta(
+                    vendor_part_id=vendor_id,
+                    content='',
+                    citations=segment.citations,
+                    provider_name=provider,
+                    provider_details={'citations': segment.raw},
+                ):
+                    yield event
+            elif segment.citations:
+                late = True
+        if style == 'openai-responses' and late:
+            # Emitted at `response.output_text.done`: before the part ends and before `response.completed`.
+            for event in self._citations_for_single_part(provider):
+                yield event
+        if style == 'google':
+            for event in _google_search_events(self):
+                yield event
+        self.finish_reason = 'stop'
+        if style in ('openai-chat', 'openrouter', 'google', 'xai') and late:
+            # Flushed after the provider's last chunk.
+            for event in self._citations_for_single_part(provider):
+                yield event
+        if style == 'openrouter':
+            self.provider_details = model._response_details()  # pyright: ignore[reportPrivateUsage]
+        self._usage = RequestUsage(input_tokens=10, output_tokens=len(model.text) // 4 + 1)
+
+    def _citations_for_single_part(self, provider: str) -> list[ModelResponseStreamEvent]:
+        merged = _merge(self.model._segments)  # pyright: ignore[reportPrivateUsage]
+        return list(
+            self._parts_manager.handle_text_delta(
+                vendor_part_id='text',
+                content='',
+                citations=merged.citations,
+                provider_name=provider,
+                provider_details={'citations': merged.raw},
+            )
+        )
+
+    @property
+    def model_name(self) -> str:
+        return self.model.model_name
+
+    @property
+    def provider_name(self) -> str | None:
+        return _STYLE_PROVIDER[self.model.style]
+
+    @property
+    def provider_url(self) -> str | None:
+        return None
+
+    @property
+    def timestamp(self) -> datetime:
+        return self._timestamp
+
+
+def _segments(text: str, citations: Sequence[ScriptedCitation], style: CitingStyle) -> list[_Segment]:
+    """Lay the answer out as the style's adapter does; anchors are relative to each segment's own text."""
+    found: list[tuple[int, int, ScriptedCitation]] = []
+    cursor = 0
+    for citation in citations:
+        if not citation.quote:
+            raise UserError('A ScriptedCitation needs a non-empty quote.')
+        if not citation.sources:
+            raise UserError(f'ScriptedCitation {citation.quote!r} needs at least one source.')
+        start = text.find(citation.quote, cursor)
+        if start < 0:
+            raise UserError(f'Quote {citation.quote!r} not found in the text after offset {cursor}.')
+        found.append((start, start + len(citation.quote), citation))
+        cursor = start + len(citation.quote)
+    if style in ('openai-chat', 'openrouter', 'xai') and any(
+        isinstance(s, DocumentCitationSource) for c in citations for s in c.sources
+    ):
+        raise UserError(f'Style {style!r} cites web sources only.')
+
+    if style in ('anthropic', 'bedrock'):
+        segments: list[_Segment] = []
+        cursor = 0
+        for start, end, citation in found:
+            if start > cursor:
+                segments.append(_Segment(text[cursor:start]))
+            quote = text[start:end]
+            sources = [_block_source(s, style, quote) for s in citation.sources]
+            raw = [_block_raw(s, style, quote, i) for i, s in enumerate(citation.sources)]
+            segments.append(
+                _Segment(quote, [Citation(sources, anchor=ContentCitationAnchor(start=0, end=len(quote)))], raw)
+            )
+            cursor = end
+        if cursor < len(text) or not segments:
+            segments.append(_Segment(text[cursor:]))
+        return segments
+
+    # Single-part styles: one segment per cited stretch so the stream can flush them together at the end.
+    segments = []
+    cursor = 0
+    for number, (start, end, citation) in enumerate(found, start=1):
+        segment_text = text[cursor:end]
+        local_start, local_end = start - cursor, end - cursor
+        citations_out: list[Citation] = []
+        raw_out: list[dict[str, JsonValue]] = []
+        for source in citation.sources:
+            if isinstance(source, DocumentCitationSource):
+                if style == 'openai-responses':
+                    citations_out.append(Citation([source]))
+                    raw_out.append(
+                        {
+                            'type': 'file_citation',
+                            'file_id': source.document_id,
+                            'filename': source.title,
+                            'index': len(segment_text),
+                        }
+                    )
+                else:  # google retrieved context
+                    citations_out.append(
+                        Citation([source], anchor=ContentCitationAnchor(start=local_start, end=local_end))
+                    )
+                    raw_out.append(_google_raw(segment_text, local_start, local_end, source))
+                continue
+            url = source.url
+            if style in ('openai-responses', 'openai-chat'):
+                marker = f' ([{urlsplit(url).netloc or url}]({url}))'
+                anchor_start = len(segment_text) + 1
+                segment_text += marker
+                anchor = MarkerCitationAnchor(start=anchor_start, end=len(segment_text))
+                citations_out.append(Citation([WebCitationSource(url, title=source.title)], anchor=anchor))
+                entry: dict[str, JsonValue] = {
+                    'type': 'url_citation',
+                    'url': url,
+                    'title': source.title,
+                    'start_index': anchor.start,
+                    'end_index': anchor.end,
+                }
+                raw_out.append(
+                    entry if style == 'openai-responses' else {'type': 'url_citation', 'url_citation': entry}
+                )
+            elif style == 'xai':
+                marker = f' [[{number}]]({url})'
+                anchor_start = len(segment_text) + 1
+                segment_text += marker
+                anchor = MarkerCitationAnchor(start=anchor_start, end=len(segment_text))
+                citations_out.append(Citation([WebCitationSource(url)], anchor=anchor))
+                raw_out.append(
+                    {
+                        'id': str(number),
+                        'start_index': anchor.start,
+                        'end_index': anchor.end,
+                        'web_citation': {'url': url},
+                    }
+                )
+            elif style == 'openrouter':
+                excerpts = list(source.excerpts) or [citation.quote]
+                citations_out.append(Citation([WebCitationSource(url, title=source.title, excerpts=excerpts)]))
+                raw_out.append(
+                    {
+                        'type': 'url_citation',
+                        'url_citation': {
+                            'url': url,
+                            'title': source.title,
+                            'content': excerpts[0],
+                            'start_index': 0,
+                            'end_index': 0,
+                        },
+                    }
+                )
+            elif style == 'google':
+                citations_out.append(
+                    Citation(
+                        [WebCitationSource(url, title=source.title)],
+                        anchor=ContentCitationAnchor(start=local_start, end=local_end),
+                    )
+                )
+                raw_out.append(_google_raw(segment_text, local_start, local_end, source))
+            else:  # pragma: no cover
+                assert_never(style)  # pyright: ignore[reportArgumentType]
+        segments.append(_Segment(segment_text, citations_out, raw_out))
+        cursor = end
+    if cursor < len(text) or not segments:
+        segments.append(_Segment(text[cursor:]))
+    return segments
+
+
+def _merge(segments: Sequence[_Segment]) -> _Segment:
+    """Single-part styles put the whole answer in one part: join the segments, shifting anchors and raw offsets."""
+    citations: list[Citation] = []
+    raw: list[dict[str, JsonValue]] = []
+    shift = 0
+    for segment in segments:
+        for citation in segment.citations or []:
+            anchor = citation.anchor
+            if anchor is not None:
+                anchor = type(anchor)(start=anchor.start + shift, end=anchor.end + shift)
+            citations.append(Citation(list(citation.sources), anchor=anchor))
+        raw.extend(_shift_raw(segment.raw or [], shift))
+        shift += len(segment.text)
+    return _Segment(''.join(s.text for s in segments), citations or None, raw or None)
+
+
+def _shift_raw(raw: list[dict[str, JsonValue]], shift: int) -> list[dict[str, JsonValue]]:
+    out: list[dict[str, JsonValue]] = []
+    for entry in raw:
+        entry = dict(entry)
+        for key in ('start_index', 'end_index'):
+            value = entry.get(key)
+            if isinstance(value, int):
+                entry[key] = value + shift
+        nested = entry.get('url_citation')
+        if isinstance(nested, dict) and isinstance(nested.get('start_index'), int) and nested.get('end_index'):
+            nested = dict(nested)
+            for key in ('start_index', 'end_index'):
+                value = nested.get(key)
+                if isinstance(value, int):
+                    nested[key] = value + shift
+            entry['url_citation'] = nested
+        segment = entry.get('segment')
+        if isinstance(segment, dict):
+            segment = dict(segment)
+            for key in ('start_index', 'end_index'):
+                value = segment.get(key)
+                if isinstance(value, int):
+                    segment[key] = value + shift
+            entry['segment'] = segment
+        out.append(entry)
+    return out
+
+
+def _block_source(source: Source, style: CitingStyle, quote: str) -> Source:
+    if isinstance(source, WebCitationSource):
+        if style == 'bedrock':
+            return WebCitationSource(source.url)
+        return WebCitationSource(source.url, title=source.title, excerpts=list(source.excerpts) or [quote])
+    excerpts = list(source.excerpts) or [quote]
+    if style == 'bedrock':
+        return DocumentCitationSource(title=source.title or 'Document 1', excerpts=excerpts)
+    return DocumentCitationSource(document_id=source.document_id, title=source.title, excerpts=excerpts)
+
+
+def _block_raw(source: Source, style: CitingStyle, quote: str, index: int) -> dict[str, JsonValue]:
+    excerpt = (list(source.excerpts) or [quote])[0]
+    if style == 'bedrock':
+        if isinstance(source, WebCitationSource):
+            return {'location': {'web': {'url': source.url, 'domain': urlsplit(source.url).netloc}}}
+        return {
+            'title': source.title or 'Document 1',
+            'sourceContent': [{'text': excerpt}],
+            'location': {'documentChar': {'documentIndex': index, 'start': 0, 'end': len(excerpt)}},
+        }
+    if isinstance(source, WebCitationSource):
+        return {
+            'type': 'web_search_result_location',
+            'url': source.url,
+            'title': source.title,
+            'cited_text': excerpt,
+            'encrypted_index': f'enc-{index}',
+        }
+    return {
+        'type': 'char_location',
+        'cited_text': excerpt,
+        'document_index': index,
+        'document_title': source.title,
+        'file_id': source.document_id,
+        'start_char_index': 0,
+        'end_char_index': len(excerpt),
+    }
+
+
+def _google_raw(text: str, start: int, end: int, source: Source) -> dict[str, JsonValue]:
+    chunk: dict[str, JsonValue]
+    if isinstance(source, WebCitationSource):
+        chunk = {'web': {'uri': source.url, 'title': source.title}}
+    else:
+        chunk = {'retrieved_context': {'document_name': source.document_id, 'title': source.title}}
+    return {
+        'segment': {
+            'start_index': len(text[:start].encode()),
+            'end_index': len(text[:end].encode()),
+            'text': text[start:end],
+        },
+        'grounding_chunk_indices': [0],
+        'grounding_chunks': [chunk],
+    }
+
+
+def _google_search_parts() -> list[ModelResponsePart]:
+    call = NativeToolCallPart(
+        'web_search', args={'queries': ['scripted']}, tool_call_id='search-1', provider_name='google-gla'
+    )
+    result = NativeToolReturnPart('web_search', content=[], tool_call_id='search-1', provider_name='google-gla')
+    return [call, result]
+
+
+def _google_search_events(stream: _CitingStream) -> list[ModelResponseStreamEvent]:
+    return [stream._parts_manager.handle_part(vendor_part_id=None, part=part) for part in _google_search_parts()]  # pyright: ignore[reportPrivateUsage]
