@@ -7,8 +7,9 @@ OpenAI-compatible endpoints, from its base URL (Perplexity speaks both OpenAI wi
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, cast
 
 from pydantic_ai.models import Model
 
@@ -87,3 +88,38 @@ def _attr(model: Model, name: str) -> str:
     except Exception:  # a model property that needs a live client must not break tracking
         return ''
     return value if isinstance(value, str) else ''
+
+
+def describe_serving_model(model: Model, response_model_name: str | None, response_provider: str | None) -> ModelInfo:
+    """Describe the model that actually answered, looking inside `FallbackModel`s and `WrapperModel`s.
+
+    A `FallbackModel` serves a request with the first of its models that succeeds; the response names that model
+    (`model_name`, `provider_name`), so the candidate it matches is the one that answered.
+    """
+    candidates = list(_leaves(model))
+    if len(candidates) == 1:
+        return describe_model(candidates[0])
+    infos = [describe_model(m) for m in candidates]
+    name = response_model_name or ''
+    for matches in (
+        [i for i in infos if name and i.model_name == name],
+        [i for i in infos if name and i.model_name and name.startswith(i.model_name)],
+        [i for i in infos if response_provider and i.system == response_provider],
+    ):
+        if len(matches) == 1:
+            return matches[0]
+    return describe_model(model)
+
+
+def _leaves(model: Model, depth: int = 0) -> list[Model]:
+    inner: object = getattr(model, 'models', None) if type(model).__name__ == 'FallbackModel' else None
+    if depth < 10 and isinstance(inner, list | tuple):
+        found: list[Model] = []
+        for m in cast(Sequence[object], inner):
+            if isinstance(m, Model):
+                found.extend(_leaves(m, depth + 1))  # pyright: ignore[reportUnknownArgumentType]
+        return found
+    wrapped: object = getattr(model, 'wrapped', None)
+    if depth < 10 and isinstance(wrapped, Model):
+        return _leaves(wrapped, depth + 1)  # pyright: ignore[reportUnknownArgumentType]
+    return [model]

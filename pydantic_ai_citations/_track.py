@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+import warnings
 from collections.abc import AsyncGenerator, AsyncIterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import KW_ONLY, dataclass, field
@@ -51,7 +52,7 @@ from pydantic_ai.settings import ModelSettings
 
 from . import _ledger
 from ._answer import CitedAnswer
-from ._models import ApiLabel, ModelInfo, describe_model
+from ._models import ApiLabel, ModelInfo, describe_model, describe_serving_model
 from ._problems import CitationProblem
 
 __all__ = (
@@ -243,7 +244,7 @@ class TrackCitations(AbstractCapability[Any]):
             request = _Request(
                 describe_model(request_context.model),
                 streamed=request_context.streaming,
-                output_mode=str(request_context.model_request_parameters.output_mode),
+                output_mode=_output_mode(request_context),
                 citations_requested=bool(settings.get('citations', False)),
                 attempt=request_context.attempt,
             )
@@ -300,6 +301,8 @@ class TrackCitations(AbstractCapability[Any]):
             return response
         request.response = response
         request.finished = True
+        if request.info.api == 'other' or request.info.model_class == 'FallbackModel':
+            request.info = describe_serving_model(request_context.model, response.model_name, response.provider_name)
         observation = _observe(request)
         request.observation = observation
         if self.matrix is not None:
@@ -370,6 +373,20 @@ class _StreamObserver(WrapperModel):
             if (request := _current(self._state)) is not None:
                 request.stream = response_stream
             yield response_stream
+
+
+def _output_mode(request_context: ModelRequestContext) -> str:
+    """The output mode the request will use: `'auto'` resolved the way the serving model resolves it."""
+    params = request_context.model_request_parameters
+    if params.output_mode != 'auto':
+        return str(params.output_mode)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter('ignore')  # settings the model does not support are not our concern here
+            _, prepared = request_context.model.prepare_request(request_context.model_settings, params)
+    except Exception:  # the request itself will report an invalid combination; keep what we know
+        return 'auto'
+    return str(prepared.output_mode)
 
 
 def _current(state: _RunState) -> _Request | None:

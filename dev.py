@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""Developer entry point that needs only Python 3.11+ and pip: makes `.venv`, installs what is needed, runs a task.
+
+    python3 dev.py matrix [ARGS...]   # the capability matrix on the embedded default (the package's main job)
+    python3 dev.py test [ARGS...]     # the test suite
+    python3 dev.py lint | typecheck | bench | ci | install | test-latest
+
+Installs are pinned by `constraints.txt`, so a new Pydantic AI release cannot break CI silently; `test-latest` tests
+against the newest releases the version ranges allow, in a separate `.venv-latest`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+EXTRAS = '.[all,dev]'
+
+
+def _venv(latest: bool = False) -> Path:
+    path = ROOT / ('.venv-latest' if latest else '.venv')
+    python = path / 'bin' / 'python'
+    if not python.exists():
+        print(f'creating {path.name} ...', flush=True)
+        venv.EnvBuilder(with_pip=True, clear=True).create(path)
+    inputs = (ROOT / 'pyproject.toml').read_bytes() + (b'' if latest else (ROOT / 'constraints.txt').read_bytes())
+    stamp = path / '.installed'
+    digest = hashlib.sha256(inputs).hexdigest()
+    if not stamp.exists() or stamp.read_text() != digest:
+        print(f'installing into {path.name} ...', flush=True)
+        pip = [str(python), '-m', 'pip', 'install', '--disable-pip-version-check', '-q']
+        if latest:
+            _run([*pip, '--upgrade', '-e', EXTRAS])
+        else:
+            _run([*pip, '-c', str(ROOT / 'constraints.txt'), '-e', EXTRAS])
+        stamp.write_text(digest)
+    return path / 'bin'
+
+
+def _run(cmd: list[str]) -> None:
+    result = subprocess.run(cmd, cwd=ROOT)
+    if result.returncode:
+        sys.exit(result.returncode)
+
+
+def main(argv: list[str]) -> None:
+    task, args = (argv[0], argv[1:]) if argv else ('test', [])
+    if task == 'install':
+        _venv()
+    elif task == 'matrix':
+        _run([str(_venv() / 'pydantic-ai-citations'), 'matrix', *args])
+    elif task == 'test':
+        _run([str(_venv() / 'pytest'), *args])
+    elif task == 'test-latest':
+        _run([str(_venv(latest=True) / 'pytest'), *args])
+    elif task == 'lint':
+        bin_ = _venv()
+        _run([str(bin_ / 'ruff'), 'check', '.'])
+        _run([str(bin_ / 'ruff'), 'format', '--check', '.'])
+    elif task == 'typecheck':
+        _run([str(_venv() / 'pyright')])
+    elif task == 'bench':
+        _run([str(_venv() / 'pytest'), 'benchmarks', '--benchmark-only', '-p', 'no:cacheprovider', *args])
+    elif task == 'ci':
+        main(['lint'])
+        main(['typecheck'])
+        main(['test', *args])
+    else:
+        sys.exit(f'unknown task {task!r}; see the docstring of dev.py')
+
+
+if __name__ == '__main__':
+    os.environ.setdefault('PYTHONDONTWRITEBYTECODE', '1')
+    main(sys.argv[1:])

@@ -1,0 +1,199 @@
+from __future__ import annotations
+
+import pytest
+from inline_snapshot import snapshot
+from pydantic_ai import Agent, AgentRunResultEvent, DocumentCitationSource, WebCitationSource
+from pydantic_ai.capabilities import Citations
+from pydantic_ai.models.fallback import FallbackModel
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+from pydantic_ai_citations._track import TrackCitations
+from pydantic_ai_citations.testing._citing_model import (
+    CITING_STYLES,
+    CitingModel,
+    CitingStyle,
+    ScriptedCitation,
+    ScriptedStreamError,
+)
+
+pytestmark = pytest.mark.anyio
+
+TEXT = 'K2 is 8,611 m tall. It lies on the border of Pakistan and China.'
+WEB = WebCitationSource('https://example.com/k2', title='K2')
+DOC = DocumentCitationSource(document_id='file-1', title='atlas.txt')
+
+
+def _model(style: CitingStyle, **kw: object) -> CitingModel:
+    sources = [WEB] if style in ('openai-chat', 'openrouter', 'xai') else [WEB, DOC]
+    return CitingModel(TEXT, [ScriptedCitation('K2 is 8,611 m tall.', sources)], style=style, **kw)  # type: ignore[arg-type]
+
+
+def _summary(run: object) -> list[tuple[str, str, bool, list[tuple[str, list[str], list[str]]]]]:
+    return [
+        (r.api, r.output_mode, r.streamed, [(p.arrival, p.anchor_kinds, p.source_kinds) for p in r.parts if p.citations])
+        for r in run.requests  # type: ignore[attr-defined]
+    ]
+
+
+async def test_styles_non_streamed_and_streamed():
+    seen: dict[str, object] = {}
+    for style in CITING_STYLES:
+        track = TrackCitations()
+        agent = Agent(_model(style), capabilities=[track])
+        result = await agent.run('q')
+        plain = track.report(result)
+        async with agent.run_stream('q') as stream:
+            await stream.get_output()
+        streamed = track.report(stream)
+        assert plain.answer.text == streamed.answer.text == result.output
+        assert plain.answer.complete and streamed.answer.complete
+        seen[style] = (_summary(plain), _summary(streamed))
+    assert seen == snapshot(
+        {
+            'anthropic': (
+                [('anthropic-messages', 'text', False, [('response', ['content'], ['web', 'document'])])],
+                [('anthropic-messages', 'text', True, [('part_end', ['content'], ['web', 'document'])])],
+            ),
+            'bedrock': (
+                [('bedrock-converse', 'text', False, [('response', ['content'], ['web', 'document'])])],
+                [('bedrock-converse', 'text', True, [('part_end', ['content'], ['web', 'document'])])],
+            ),
+            'openai-responses': (
+                [('openai-responses', 'text', False, [('response', ['marker', 'none'], ['web', 'document'])])],
+                [('openai-responses', 'text', True, [('part_end', ['marker', 'none'], ['web', 'document'])])],
+            ),
+            'openai-chat': (
+                [('openai-chat', 'text', False, [('response', ['marker'], ['web'])])],
+                [('openai-chat', 'text', True, [('response_end', ['marker'], ['web'])])],
+            ),
+            'openrouter': (
+                [('openrouter', 'text', False, [('response', ['none'], ['web'])])],
+                [('openrouter', 'text', True, [('response_end', ['none'], ['web'])])],
+            ),
+            'google': (
+                [('google-gemini', 'text', False, [('response', ['content', 'content'], ['web', 'document'])])],
+                [('google-gemini', 'text', True, [('after_part_end', ['content', 'content'], ['web', 'document'])])],
+            ),
+            'xai': (
+                [('xai', 'text', False, [('response', ['marker'], ['web'])])],
+                [('xai', 'text', True, [('response_end', ['marker'], ['web'])])],
+            ),
+        }
+    )
+
+
+async def test_plain_run_is_not_switched_to_streaming():
+    model = _model('anthropic')
+    track = TrackCitations()
+    result = await Agent(model, capabilities=[track]).run('q')
+    assert [r.streamed for r in track.report(result).requests] == [False]
+
+
+async def test_iter_and_run_stream_events():
+    track = TrackCitations()
+    agent = Agent(_model('google'), capabilities=[track])
+    async with agent.iter('q') as run:
+        async for node in run:
+            if Agent.is_model_request_node(node):
+                async with node.stream(run.ctx) as events:
+                    async for _ in events:
+                        pass
+    report = track.report(run)
+    assert report.answer.complete
+    assert [p.arrival for p in report.requests[0].parts] == ['after_part_end']
+
+    final = None
+    async with agent.run_stream_events('q') as events:
+        async for event in events:
+            if isinstance(event, AgentRunResultEvent):
+                final = event.result
+    assert final is not None
+    assert [p.arrival for p in track.report(final).requests[0].parts] == ['after_part_end']
+
+
+async def test_broken_stream_is_incomplete():
+    track = TrackCitations()
+    agent = Agent(_model('google', break_stream_after=2, chunk_size=4), capabilities=[track])
+    with pytest.raises(ScriptedStreamError):
+        async with agent.run_stream('q', run_id='broken-run') as stream:
+            await stream.get_output()
+    report = track.report_run('broken-run')
+    assert not report.answer.complete
+    assert report.answer.text == 'K2 is 8,'
+    assert [p.code for p in report.problems] == ['stream_incomplete']
+    assert report.requests[0].complete is False
+
+
+async def test_early_close_is_incomplete():
+    track = TrackCitations()
+    agent = Agent(_model('openai-chat', chunk_size=2), capabilities=[track])
+    async with agent.run_stream('q') as stream:
+        async for _ in stream.stream_text(delta=True):
+            break
+    report = track.report(stream)
+    assert not report.answer.complete
+    assert 'stream_incomplete' in [p.code for p in report.problems]
+
+
+async def test_citations_requested_and_output_mode():
+    track = TrackCitations()
+    agent = Agent(_model('anthropic'), capabilities=[track, Citations()])
+    result = await agent.run('q')
+    assert track.report(result).requests[0].citations_requested is True
+
+    def tool_output(messages: list[object], info: AgentInfo):
+        from pydantic_ai import ModelResponse, ToolCallPart
+
+        return ModelResponse(parts=[ToolCallPart(info.output_tools[0].name, {'x': 1})])
+
+    track = TrackCitations()
+    from pydantic import BaseModel
+
+    class Out(BaseModel):
+        x: int
+
+    result2 = await Agent(FunctionModel(tool_output), output_type=Out, capabilities=[track, Citations()]).run('q')  # type: ignore[arg-type]
+    requests = track.report(result2).requests
+    assert [(r.output_mode, r.text_output, r.api) for r in requests] == [('tool', False, 'other')]
+
+
+async def test_fallback_attempts_are_recorded():
+    def failing(messages: list[object], info: AgentInfo):
+        from pydantic_ai.exceptions import ModelHTTPError
+
+        raise ModelHTTPError(500, 'first', body='down')
+
+    track = TrackCitations()
+    agent = Agent(FallbackModel(FunctionModel(failing), _model('anthropic')), capabilities=[track])  # type: ignore[arg-type]
+    result = await agent.run('q')
+    report = track.report(result)
+    assert report.answer.text == TEXT
+    assert [r.api for r in report.requests][-1] == 'anthropic-messages'
+
+
+class _Sink:
+    def __init__(self) -> None:
+        self.seen: list[object] = []
+
+    def add_observation(self, observation: object) -> None:
+        self.seen.append(observation)
+
+
+async def test_matrix_sink_gets_observations():
+    sink = _Sink()
+    agent = Agent(_model('xai'), capabilities=[TrackCitations(matrix=sink)])
+    await agent.run('q')
+    async with agent.run_stream('q') as s:
+        await s.get_output()
+    assert [o.streamed for o in sink.seen] == [False, True]  # type: ignore[attr-defined]
+
+
+def test_unknown_style_is_a_user_error():
+    from pydantic_ai.exceptions import UserError
+
+    with pytest.raises(UserError, match="Unknown CitingModel style 'nope'"):
+        CitingModel('x', style='nope')  # type: ignore[arg-type]
+    with pytest.raises(UserError, match='not found'):
+        CitingModel('x', [ScriptedCitation('y', [WEB])])
+    with pytest.raises(UserError, match='web sources only'):
+        CitingModel('x', [ScriptedCitation('x', [DOC])], style='xai')
