@@ -30,7 +30,12 @@ def _model(style: CitingStyle, **kw: object) -> CitingModel:
 
 def _summary(run: object) -> list[tuple[str, str, bool, list[tuple[str, list[str], list[str]]]]]:
     return [
-        (r.api, r.output_mode, r.streamed, [(p.arrival, p.anchor_kinds, p.source_kinds) for p in r.parts if p.citations])
+        (
+            r.api,
+            r.output_mode,
+            r.streamed,
+            [(p.arrival, p.anchor_kinds, p.source_kinds) for p in r.parts if p.citations],
+        )
         for r in run.requests  # type: ignore[attr-defined]
     ]
 
@@ -46,7 +51,8 @@ async def test_styles_non_streamed_and_streamed():
             await stream.get_output()
         streamed = track.report(stream)
         assert plain.answer.text == streamed.answer.text == result.output
-        assert plain.answer.complete and streamed.answer.complete
+        assert plain.answer.complete
+        assert streamed.answer.complete
         seen[style] = (_summary(plain), _summary(streamed))
     assert seen == snapshot(
         {
@@ -72,7 +78,7 @@ async def test_styles_non_streamed_and_streamed():
             ),
             'google': (
                 [('google-gemini', 'text', False, [('response', ['content', 'content'], ['web', 'document'])])],
-                [('google-gemini', 'text', True, [('after_part_end', ['content', 'content'], ['web', 'document'])])],
+                [('google-gemini', 'text', True, [('response_end', ['content', 'content'], ['web', 'document'])])],
             ),
             'xai': (
                 [('xai', 'text', False, [('response', ['marker'], ['web'])])],
@@ -91,7 +97,7 @@ async def test_plain_run_is_not_switched_to_streaming():
 
 async def test_iter_and_run_stream_events():
     track = TrackCitations()
-    agent = Agent(_model('google'), capabilities=[track])
+    agent = Agent(_model('google', part_after_text=True), capabilities=[track])
     async with agent.iter('q') as run:
         async for node in run:
             if Agent.is_model_request_node(node):

@@ -103,7 +103,8 @@ class CitingModel(Model):
     - `'openai-chat'`: like Responses (web only), but citations are flushed after the last chunk (`'response_end'`).
     - `'openrouter'`: citations without anchor (OpenRouter sends 0/0 offsets), excerpts from `content`, at response end.
     - `'google'`: `ContentCitationAnchor` over each quote; the grounding search is reported as native tool parts
-      after the text, and citations come at the very end, after the text's `PartEndEvent`.
+      after the text, and citations are flushed at the end of the response (`'response_end'`), or after the text's
+      `PartEndEvent` with `part_after_text=True` (`'after_part_end'`).
     - `'xai'`: a `[[n]](url)` marker after each quote, `MarkerCitationAnchor`, at response end.
     """
 
@@ -112,6 +113,7 @@ class CitingModel(Model):
     style: CitingStyle
     chunk_size: int
     break_stream_after: int | None
+    part_after_text: bool
     _model_name: str
     requests: list[list[ModelMessage]]
 
@@ -124,6 +126,7 @@ class CitingModel(Model):
         model_name: str | None = None,
         chunk_size: int = 16,
         break_stream_after: int | None = None,
+        part_after_text: bool = False,
     ) -> None:
         """Script the answer.
 
@@ -134,6 +137,10 @@ class CitingModel(Model):
             model_name: The model name to report (default: `'citing-<style>'`).
             chunk_size: Characters per streamed text delta.
             break_stream_after: Raise `ScriptedStreamError` after this many text deltas (a broken stream).
+            part_after_text: Google style: stream the grounding search as native tool parts *before* the citations,
+                so they arrive after the text's `PartEndEvent` (`'after_part_end'`), as happens when Gemini starts
+                another part after the text. Default `False`: citations are flushed at the end of the response
+                while the text is still the current part (`'response_end'`), as in the real Vertex recording.
         """
         super().__init__()
         if style not in CITING_STYLES:
@@ -145,6 +152,7 @@ class CitingModel(Model):
         self.style = style
         self.chunk_size = chunk_size
         self.break_stream_after = break_stream_after
+        self.part_after_text = part_after_text
         self._model_name = model_name or f'citing-{style}'
         self.requests = []
         self._segments = _segments(text, self.citations, style)  # validates the script up front
@@ -251,13 +259,17 @@ class _CitingStream(StreamedResponse):
             # Emitted at `response.output_text.done`: before the part ends and before `response.completed`.
             for event in self._citations_for_single_part(provider):
                 yield event
-        if style == 'google':
+        if style == 'google' and model.part_after_text:
+            # A part started after the text ends the text part: its citations then come after its `PartEndEvent`.
             for event in _google_search_events(self):
                 yield event
         self.finish_reason = 'stop'
         if style in ('openai-chat', 'openrouter', 'google', 'xai') and late:
             # Flushed after the provider's last chunk.
             for event in self._citations_for_single_part(provider):
+                yield event
+        if style == 'google' and not model.part_after_text:
+            for event in _google_search_events(self):
                 yield event
         if style == 'openrouter':
             self.provider_details = model._response_details()  # pyright: ignore[reportPrivateUsage]

@@ -1,0 +1,928 @@
+"""Perplexity citations: numbered `[N]` markers resolved through search results.
+
+Two wire formats carry them:
+
+- **Agent API** (`POST /v1/agent`, alias `POST /v1/responses`; the live API since Sonar chat completions were
+  retired on 2026-09-27). OpenAI Responses wire format plus Perplexity's own events and output items: search
+  results arrive in `response.reasoning.search_results` events (one per search) or a `search_results` output
+  item, each result with an `id`; the answer cites with `[N]` where `N` is a result's **`id`**, never its
+  position in an array. `AgentStreamCollector` turns one response's events into citations; `collect_response`
+  does the same for a non-streamed body.
+- **Sonar chat completions** (legacy logs): top-level `citations` (URLs) and `search_results`; `[N]` is 1-based
+  into that list. Through `OpenAIChatModel` with `openai_include_unmapped_response_data=True` they survive in
+  `ModelResponse.provider_details['unmapped']['response']` (non-streamed) or
+  `provider_details['unmapped']['chunks'][i]['response']` (streamed): `citations_from_sonar_unmapped` /
+  `apply_sonar`.
+
+## Why an HTTP transport tap for the Agent API through Pydantic AI
+
+Pydantic AI 2.68's `OpenAIResponsesModel` never sees the Perplexity-only data: the openai SDK builds an event
+or output item of a type it does not know into the *first* class of its union (a `search_results` event becomes
+a `ResponseAudioDeltaEvent`, a `search_results` item a `ResponseOutputMessage` with `content=None`), and the model
+ignores those. Worse, a **non-streamed** body with a `search_results` output item crashes
+`OpenAIResponsesModel._process_response` with `TypeError: 'NoneType' object is not iterable`.
+`openai_include_unmapped_response_data` applies to Chat Completions only.
+
+Routes considered:
+
+1. Subclass `OpenAIResponsesModel` and override `_process_provider_details`: private hook, sees only the final
+   response object (the streamed `search_results` events are gone by then), does not fix the crash.
+2. Wrap the openai client's HTTP transport: `OpenAIProvider(http_client=...)` is public API, the wire format is
+   Perplexity's documented format, and nothing in Pydantic AI's internals is touched. **Chosen.**
+
+`PerplexityTap` wraps an `httpx2` async transport. For every response from a Perplexity responses/agent
+endpoint it feeds the body into a *fresh* `AgentStreamCollector` as the bytes flow to the SDK (SSE is never
+buffered), and stores the collector under the response `id`, which Pydantic AI also records as
+`ModelResponse.provider_response_id`. A non-streamed JSON body is read whole (it must be parsed anyway) and,
+by default, handed to the SDK without its Perplexity-only output items, which avoids the crash above; the
+collector keeps them. `apply_to_response` then fills `TextPart.citations` in place.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import zlib
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import cast
+
+import httpx2
+from pydantic import JsonValue
+from pydantic_ai.exceptions import UserError
+from pydantic_ai.messages import Citation, MarkerCitationAnchor, ModelResponse, TextPart, WebCitationSource
+
+from .._problems import CitationProblem
+
+__all__ = (
+    'AgentStreamCollector',
+    'ConflictingSourceIdError',
+    'NumberedMarker',
+    'PerplexityTap',
+    'SearchResult',
+    'TextSegment',
+    'apply_sonar',
+    'apply_to_response',
+    'citations_from_sonar_unmapped',
+    'collect_response',
+    'find_numbered_markers',
+    'perplexity_http_client',
+)
+
+_MARKER_RE = re.compile(r'\[([0-9]{1,6})\]')
+_PARTIAL_MARKER_RE = re.compile(r'\[[0-9]{0,6}\Z')
+_PERPLEXITY_ONLY_ITEMS = frozenset({'search_results', 'fetch_url_results'})
+
+
+class ConflictingSourceIdError(ValueError):
+    """Raised by a collector in `strict=True` mode when one search-result id arrives with two different URLs.
+
+    Without `strict`, the same situation is reported as a `conflicting_source_id` problem and the first URL is
+    kept. The `problem` attribute holds that problem.
+    """
+
+    def __init__(self, problem: CitationProblem) -> None:
+        super().__init__(problem.message)
+        self.problem = problem
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """One Perplexity search result, as the Agent API or Sonar returns it."""
+
+    id: int
+    """The result's id (Agent API), or its 1-based position (Sonar). `[N]` markers cite this number."""
+    url: str
+    """The result's URL."""
+    title: str | None = None
+    """Page title, if given."""
+    snippet: str | None = None
+    """Text snippet from the page, if given; used as the citation's excerpt."""
+    date: str | None = None
+    """Publication date, if given."""
+    last_updated: str | None = None
+    """Last-updated date, if given."""
+
+
+@dataclass(frozen=True)
+class NumberedMarker:
+    """A `[N]` marker found in text: `text[start:end] == f'[{number}]'`."""
+
+    number: int
+    """The cited number `N`."""
+    start: int
+    """Offset of `[`."""
+    end: int
+    """Offset just past `]`."""
+
+
+@dataclass(frozen=True)
+class TextSegment:
+    """The text of one output text content (`item_id`, `content_index`), with its resolved citations."""
+
+    item_id: str | None
+    """The message output item id, which Pydantic AI copies to `TextPart.id`."""
+    content_index: int
+    """Index of the content in the message item."""
+    text: str
+    """The accumulated text."""
+    citations: list[Citation]
+    """Citations for resolved markers, anchored on `text`."""
+    markers: list[NumberedMarker]
+    """All complete markers in `text`, resolved or not."""
+
+
+def find_numbered_markers(text: str) -> list[NumberedMarker]:
+    """Find every complete `[N]` marker (1 to 6 digits) in `text`."""
+    return [NumberedMarker(int(m.group(1)), m.start(), m.end()) for m in _MARKER_RE.finditer(text)]
+
+
+class _MarkerScanner:
+    """Incremental `[N]` scanner: any split of the text into pieces finds the same markers as one scan."""
+
+    def __init__(self) -> None:
+        self.text = ''
+        self.markers: list[NumberedMarker] = []
+        self._pos = 0
+
+    def feed(self, piece: str) -> None:
+        self.text += piece
+        tail = self.text[self._pos :]
+        last_end = 0
+        for m in _MARKER_RE.finditer(tail):
+            self.markers.append(NumberedMarker(int(m.group(1)), self._pos + m.start(), self._pos + m.end()))
+            last_end = m.end()
+        # Keep a possibly unfinished marker at the end for the next piece; anything before it is settled.
+        partial = _PARTIAL_MARKER_RE.search(tail, last_end)
+        self._pos += partial.start() if partial else len(tail)
+
+
+@dataclass
+class _Segment:
+    item_id: str | None
+    content_index: int
+    scanner: _MarkerScanner = field(default_factory=_MarkerScanner)
+    streamed: bool = False
+
+
+def _as_map(value: object) -> Mapping[str, object] | None:
+    return cast(Mapping[str, object], value) if isinstance(value, Mapping) else None
+
+
+def _as_list(value: object) -> Sequence[object]:
+    return cast(list[object], value) if isinstance(value, list | tuple) else ()
+
+
+def _opt_str(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _short(value: object, limit: int = 120) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + '...'
+
+
+def _result_id(value: object) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= 18:
+        return int(value)
+    return None
+
+
+class AgentStreamCollector:
+    """Collects one Perplexity Agent API response (streamed events or a JSON body) into citations.
+
+    Use one collector per response: never share it between requests or users. Feed events in order with
+    `feed_event`; read `citations()`, `links`, `unresolved` and `problems` at any time (they reflect what has
+    arrived so far). Search results are kept by their `id`: a later search event adds to them, re-sorted results
+    keep their ids, and an id arriving again with a *different* URL is a `conflicting_source_id` problem (the
+    first URL is kept; `strict=True` raises `ConflictingSourceIdError` instead).
+    """
+
+    def __init__(self, *, strict: bool = False) -> None:
+        """Create an empty collector.
+
+        Args:
+            strict: Raise `ConflictingSourceIdError` on a conflicting search-result id instead of reporting it.
+        """
+        self.strict = strict
+        self.response_id: str | None = None
+        """The response `id`, once an event or the body has carried it."""
+        self.results: dict[int, SearchResult] = {}
+        """Search results by id, in order of first arrival."""
+        self.completed = False
+        """True only after `response.completed` (or a non-streamed body with status `completed`)."""
+        self.closed = False
+        """True once `close()` was called: no more input will come."""
+        self._segments: dict[tuple[str | None, int], _Segment] = {}
+        self._problems: list[CitationProblem] = []
+
+    # -- input -----------------------------------------------------------------------------------------------
+
+    def feed_event(self, event: Mapping[str, JsonValue]) -> None:
+        """Feed one decoded stream event (the SSE `data` object). Unknown event types are ignored."""
+        ev = _as_map(event)
+        if ev is None:
+            self._problems.append(CitationProblem('unreadable_raw_data', 'A stream event is not a JSON object.'))
+            return
+        kind = ev.get('type')
+        if kind == 'response.output_text.delta':
+            delta = ev.get('delta')
+            if isinstance(delta, str):
+                seg = self._segment(ev.get('item_id'), ev.get('content_index'))
+                seg.streamed = True
+                seg.scanner.feed(delta)
+        elif kind == 'response.reasoning.search_results':
+            self._add_results(ev.get('results'))
+        elif kind in ('response.output_item.added', 'response.output_item.done'):
+            item = _as_map(ev.get('item'))
+            if item is not None and item.get('type') == 'search_results':
+                self._add_results(item.get('results'))
+        elif kind in ('response.created', 'response.in_progress'):
+            self._take_response(ev.get('response'), final=False)
+        elif kind == 'response.completed':
+            self._take_response(ev.get('response'), final=True)
+            self.completed = True
+        elif kind in ('response.failed', 'response.incomplete', 'error'):
+            response = _as_map(ev.get('response'))
+            if response is not None:
+                self._take_response(response, final=True)
+            error = _as_map(ev.get('error')) or (_as_map(response.get('error')) if response else None)
+            message = error.get('message') if error else ev.get('message')
+            self._problems.append(
+                CitationProblem(
+                    'provider_error',
+                    f'Perplexity reported {kind!r}: {message if isinstance(message, str) else "no message"}.',
+                    detail=_short(error or dict(ev)),
+                )
+            )
+
+    def feed_response(self, body: Mapping[str, JsonValue]) -> None:
+        """Feed a complete non-streamed response body (`{'id', 'status', 'output': [...]}`)."""
+        body_map = _as_map(body)
+        if body_map is None:
+            self._problems.append(CitationProblem('unreadable_raw_data', 'The response body is not a JSON object.'))
+            return
+        self._take_response(body_map, final=True)
+        error = _as_map(body_map.get('error'))
+        if error is not None:
+            message = error.get('message')
+            self._problems.append(
+                CitationProblem(
+                    'provider_error',
+                    f'Perplexity returned an error: {message if isinstance(message, str) else "no message"}.',
+                    detail=_short(error),
+                )
+            )
+        if body_map.get('status') == 'completed':
+            self.completed = True
+
+    def close(self) -> None:
+        """Mark the end of input. A stream closed before `response.completed` is reported as incomplete."""
+        self.closed = True
+
+    def report(self, problem: CitationProblem) -> None:
+        """Record a problem found outside the events (for example by the transport tap)."""
+        self._problems.append(problem)
+
+    def _segment(self, item_id: object, content_index: object) -> _Segment:
+        key = (item_id if isinstance(item_id, str) else None, content_index if type(content_index) is int else 0)
+        seg = self._segments.get(key)
+        if seg is None:
+            seg = self._segments[key] = _Segment(key[0], key[1])
+        return seg
+
+    def _take_response(self, response: object, *, final: bool) -> None:
+        resp = _as_map(response)
+        if resp is None:
+            return
+        if self.response_id is None and isinstance(rid := resp.get('id'), str) and rid:
+            self.response_id = rid
+        if not final:
+            return
+        for item_obj in _as_list(resp.get('output')):
+            item = _as_map(item_obj)
+            if item is None:
+                continue
+            if item.get('type') == 'search_results':
+                self._add_results(item.get('results'))
+            elif item.get('type') == 'message':
+                for index, content_obj in enumerate(_as_list(item.get('content'))):
+                    content = _as_map(content_obj)
+                    text = content.get('text') if content else None
+                    if not isinstance(text, str) or not content or content.get('type', 'output_text') != 'output_text':
+                        continue
+                    seg = self._segment(item.get('id'), index)
+                    if not seg.streamed and not seg.scanner.text:
+                        # Text that was not streamed (a non-streamed body, or a final snapshot) is taken whole.
+                        seg.scanner.feed(text)
+                    elif seg.scanner.text != text:
+                        self._problems.append(
+                            CitationProblem(
+                                'unmapped_provider_citation',
+                                'The final response text differs from the streamed text; markers stay on the streamed text.',
+                                detail=_short(item.get('id')),
+                            )
+                        )
+
+    def _add_results(self, results: object) -> None:
+        if not isinstance(results, list | tuple):
+            self._problems.append(
+                CitationProblem('invalid_search_result', 'Search results are not a list.', detail=_short(results))
+            )
+            return
+        for index, raw_obj in enumerate(cast(Sequence[object], results)):
+            raw = _as_map(raw_obj)
+            rid = _result_id(raw.get('id')) if raw else None
+            url = _opt_str(raw.get('url')) if raw else None
+            if raw is None or rid is None or url is None:
+                self._problems.append(
+                    CitationProblem(
+                        'invalid_search_result',
+                        'A search result has no usable integer `id` or `url`; it cannot be cited.',
+                        citation_index=index,
+                        detail=_short(raw_obj),
+                    )
+                )
+                continue
+            result = SearchResult(
+                id=rid,
+                url=url,
+                title=_opt_str(raw.get('title')),
+                snippet=_opt_str(raw.get('snippet')),
+                date=_opt_str(raw.get('date')),
+                last_updated=_opt_str(raw.get('last_updated')),
+            )
+            self._merge_result(result)
+
+    def _merge_result(self, result: SearchResult) -> None:
+        known = self.results.get(result.id)
+        if known is None:
+            self.results[result.id] = result
+        elif known.url != result.url:
+            problem = CitationProblem(
+                'conflicting_source_id',
+                f'Search result id {result.id} arrived with two URLs ({known.url!r}, then {result.url!r}); '
+                'the first is kept.',
+                detail=str(result.id),
+            )
+            if self.strict:
+                raise ConflictingSourceIdError(problem)
+            self._problems.append(problem)
+
+    # -- output ----------------------------------------------------------------------------------------------
+
+    @property
+    def text(self) -> str:
+        """All output text so far, the segments joined in order of arrival."""
+        return ''.join(seg.scanner.text for seg in self._segments.values())
+
+    @property
+    def markers(self) -> list[NumberedMarker]:
+        """All complete `[N]` markers, with offsets into `text`."""
+        out: list[NumberedMarker] = []
+        offset = 0
+        for seg in self._segments.values():
+            out.extend(NumberedMarker(m.number, m.start + offset, m.end + offset) for m in seg.scanner.markers)
+            offset += len(seg.scanner.text)
+        return out
+
+    @property
+    def links(self) -> dict[int, str]:
+        """Cited id → URL, for every cited id that resolved to a search result."""
+        return {
+            m.number: self.results[m.number].url
+            for seg in self._segments.values()
+            for m in seg.scanner.markers
+            if m.number in self.results
+        }
+
+    @property
+    def unresolved(self) -> list[int]:
+        """Cited ids with no search result (in order of first citation). They are kept, never re-pointed."""
+        seen: dict[int, None] = {}
+        for seg in self._segments.values():
+            for m in seg.scanner.markers:
+                if m.number not in self.results:
+                    seen.setdefault(m.number, None)
+        return list(seen)
+
+    @property
+    def problems(self) -> list[CitationProblem]:
+        """Problems so far: bad results, conflicts, provider errors, unresolved markers, an incomplete stream."""
+        out = list(self._problems)
+        for m in self.markers:
+            if m.number not in self.results:
+                out.append(
+                    CitationProblem(
+                        'unresolved_marker',
+                        f'Marker [{m.number}] cites no search result with id {m.number}.',
+                        start=m.start,
+                        end=m.end,
+                        detail=f'[{m.number}]',
+                    )
+                )
+        if self.closed and not self.completed:
+            out.append(CitationProblem('stream_incomplete', 'The response ended before `response.completed`.'))
+        return out
+
+    def segments(self) -> list[TextSegment]:
+        """The output text per message content, each with citations anchored on its own text."""
+        return [
+            TextSegment(
+                seg.item_id,
+                seg.content_index,
+                seg.scanner.text,
+                self._citations_for(seg.scanner.markers),
+                list(seg.scanner.markers),
+            )
+            for seg in self._segments.values()
+        ]
+
+    def citations(self) -> list[Citation]:
+        """One `Citation` per resolved `[N]` marker, `MarkerCitationAnchor` over the marker in `text`."""
+        return self._citations_for(self.markers)
+
+    def _citations_for(self, markers: Iterable[NumberedMarker]) -> list[Citation]:
+        out: list[Citation] = []
+        for m in markers:
+            result = self.results.get(m.number)
+            if result is not None:
+                out.append(Citation([_web_source(result)], anchor=MarkerCitationAnchor(start=m.start, end=m.end)))
+        return out
+
+
+def _web_source(result: SearchResult) -> WebCitationSource:
+    return WebCitationSource(result.url, title=result.title, excerpts=[result.snippet] if result.snippet else [])
+
+
+def collect_response(body: Mapping[str, JsonValue], *, strict: bool = False) -> AgentStreamCollector:
+    """Map a non-streamed Agent API response body (with its `search_results` output item) like a stream."""
+    collector = AgentStreamCollector(strict=strict)
+    collector.feed_response(body)
+    collector.close()
+    return collector
+
+
+# -- applying to Pydantic AI messages ------------------------------------------------------------------------
+
+
+def apply_to_response(response: ModelResponse, collector: AgentStreamCollector) -> list[CitationProblem]:
+    """Fill `TextPart.citations` of `response` from `collector`, IN PLACE, where Pydantic AI left them empty.
+
+    In-place on purpose: `run_stream` keeps the `ModelResponse` objects it already handed out in its history, so
+    only changes to those same objects show up there. Each part is matched to the collector's text by its `id`
+    (the message item id) and its content; anchors are offsets into the part's own text. A part whose text
+    differs from what the collector saw gets no citations and a problem.
+
+    Returns:
+        The collector's problems (with `part_index` where they belong to one part) plus matching problems.
+    """
+    segments = [seg for seg in collector.segments() if seg.text]
+    problems: list[CitationProblem] = [p for p in collector.problems if p.code != 'unresolved_marker']
+    used: set[int] = set()
+    for part_index, part in enumerate(response.parts):
+        if not isinstance(part, TextPart):
+            continue
+        match = _match_segment(part, segments, used)
+        if match is None:
+            if any(seg.item_id is not None and seg.item_id == part.id for seg in segments):
+                problems.append(
+                    CitationProblem(
+                        'unmapped_provider_citation',
+                        'The text part differs from the text Perplexity sent, so its markers cannot be anchored.',
+                        part_index=part_index,
+                    )
+                )
+            continue
+        used.add(match)
+        seg = segments[match]
+        for m in seg.markers:
+            if m.number not in collector.results:
+                problems.append(
+                    CitationProblem(
+                        'unresolved_marker',
+                        f'Marker [{m.number}] cites no search result with id {m.number}.',
+                        part_index=part_index,
+                        start=m.start,
+                        end=m.end,
+                        detail=f'[{m.number}]',
+                    )
+                )
+        if part.citations or not seg.citations:
+            continue
+        part.citations = seg.citations
+        details = dict(part.provider_details or {})
+        details.setdefault(
+            'citations',
+            [
+                {
+                    'type': 'perplexity_search_result',
+                    'id': m.number,
+                    'url': collector.results[m.number].url,
+                    'start': m.start,
+                    'end': m.end,
+                }
+                for m in seg.markers
+                if m.number in collector.results
+            ],
+        )
+        part.provider_details = details
+    return problems
+
+
+def _match_segment(part: TextPart, segments: Sequence[TextSegment], used: set[int]) -> int | None:
+    for i, seg in enumerate(segments):
+        if i not in used and seg.item_id is not None and seg.item_id == part.id and seg.text == part.content:
+            return i
+    same_text = [i for i, seg in enumerate(segments) if i not in used and seg.text == part.content]
+    return same_text[0] if len(same_text) == 1 else None
+
+
+# -- the HTTP transport tap ---------------------------------------------------------------------------------
+
+
+class _SSEDecoder:
+    """Incremental SSE decoder: bytes in, `data` JSON objects out (split-safe across chunks)."""
+
+    def __init__(self) -> None:
+        self._buffer = b''
+        self._data: list[str] = []
+
+    def feed(self, chunk: bytes) -> list[object]:
+        self._buffer += chunk
+        events: list[object] = []
+        while True:
+            idx = self._buffer.find(b'\n')
+            if idx < 0:
+                break
+            line = self._buffer[:idx].rstrip(b'\r').decode('utf-8', errors='replace')
+            self._buffer = self._buffer[idx + 1 :]
+            if not line:
+                events.extend(self._dispatch())
+            elif line.startswith('data:'):
+                self._data.append(line[5:].removeprefix(' '))
+        return events
+
+    def flush(self) -> list[object]:
+        if self._buffer:
+            self.feed(b'\n')
+        return self._dispatch()
+
+    def _dispatch(self) -> list[object]:
+        if not self._data:
+            return []
+        data = '\n'.join(self._data)
+        self._data = []
+        if data.strip() == '[DONE]':
+            return []
+        try:
+            return [json.loads(data)]
+        except ValueError:
+            return [None]
+
+
+class PerplexityTap:
+    """Feeds every Perplexity Agent API response that passes an HTTP client into its own collector.
+
+    Build the client with `perplexity_http_client(tap)` (or wrap a transport with `tap.transport(...)`) and give it
+    to `OpenAIProvider(http_client=...)`. After a request, `tap.collector_for(model_response.provider_response_id)`
+    returns that response's collector. The tap keeps the newest `max_responses` collectors and forgets older ones.
+    """
+
+    def __init__(
+        self,
+        *,
+        max_responses: int = 256,
+        hosts: Sequence[str] = ('api.perplexity.ai',),
+        strip_unknown_output_items: bool = True,
+        strict: bool = False,
+    ) -> None:
+        """Create a tap.
+
+        Args:
+            max_responses: How many collectors to keep, newest first; older ones are evicted.
+            hosts: Hosts whose `.../responses` and `.../agent` endpoints are tapped.
+            strip_unknown_output_items: Remove Perplexity-only output items (`search_results`,
+                `fetch_url_results`) from non-streamed JSON bodies before the openai SDK parses them; Pydantic AI
+                2.68 crashes on them otherwise. The collector still sees them.
+            strict: Passed to each collector (`ConflictingSourceIdError` on conflicting ids).
+        """
+        if max_responses < 1:
+            raise UserError(f'`max_responses` must be at least 1, got {max_responses!r}.')
+        self.max_responses = max_responses
+        self.hosts = tuple(hosts)
+        self.strip_unknown_output_items = strip_unknown_output_items
+        self.strict = strict
+        self.problems: list[CitationProblem] = []
+        """Problems with responses that never carried an id (so have no collector to hold them)."""
+        self._collectors: OrderedDict[str, AgentStreamCollector] = OrderedDict()
+
+    def collector_for(self, response_id: str | None) -> AgentStreamCollector | None:
+        """The collector of the response with this id, or `None` if it was not seen (or was evicted)."""
+        if response_id is None:
+            return None
+        return self._collectors.get(response_id)
+
+    def pop(self, response_id: str | None) -> AgentStreamCollector | None:
+        """Like `collector_for`, but forget the collector."""
+        if response_id is None:
+            return None
+        return self._collectors.pop(response_id, None)
+
+    def transport(self, inner: httpx2.AsyncBaseTransport | None = None) -> httpx2.AsyncBaseTransport:
+        """Wrap `inner` (default: a new `httpx2.AsyncHTTPTransport()`) so its Perplexity responses are tapped."""
+        return _TapTransport(self, inner if inner is not None else httpx2.AsyncHTTPTransport())
+
+    def _wants(self, request: httpx2.Request) -> bool:
+        path = request.url.path.rstrip('/')
+        return request.url.host in self.hosts and (path.endswith('/responses') or path.endswith('/agent'))
+
+    def _register(self, collector: AgentStreamCollector) -> None:
+        rid = collector.response_id
+        if rid is None or self._collectors.get(rid) is collector:
+            return
+        self._collectors[rid] = collector
+        self._collectors.move_to_end(rid)
+        while len(self._collectors) > self.max_responses:
+            self._collectors.popitem(last=False)
+
+    def _orphan(self, collector: AgentStreamCollector) -> None:
+        if collector.response_id is None:
+            self.problems.extend(collector.problems)
+
+
+def perplexity_http_client(
+    tap: PerplexityTap, *, transport: httpx2.AsyncBaseTransport | None = None, timeout: float | None = 600.0
+) -> httpx2.AsyncClient:
+    """An `httpx2.AsyncClient` whose Perplexity Agent API responses feed `tap`.
+
+    Args:
+        tap: The tap that keeps the collectors.
+        transport: The transport to wrap (default: a new `httpx2.AsyncHTTPTransport()`).
+        timeout: Client timeout in seconds.
+    """
+    return httpx2.AsyncClient(transport=tap.transport(transport), timeout=timeout)
+
+
+class _TapTransport(httpx2.AsyncBaseTransport):
+    def __init__(self, tap: PerplexityTap, inner: httpx2.AsyncBaseTransport) -> None:
+        self._tap = tap
+        self._inner = inner
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        if not self._tap._wants(request):  # pyright: ignore[reportPrivateUsage]
+            return await self._inner.handle_async_request(request)
+        # Ask for an uncompressed body, so the tap can read the bytes the SDK receives.
+        request.headers['accept-encoding'] = 'identity'
+        response = await self._inner.handle_async_request(request)
+        if response.status_code >= 400:
+            return response
+        content_type = response.headers.get('content-type', '')
+        collector = AgentStreamCollector(strict=self._tap.strict)
+        if 'text/event-stream' in content_type:
+            stream = _TapStream(self._tap, collector, response.stream, response.headers.get('content-encoding', ''))
+            return httpx2.Response(
+                response.status_code,
+                headers=response.headers,
+                stream=stream,
+                request=request,
+                extensions=response.extensions,
+            )
+        if 'json' not in content_type:
+            return response
+        # The raw (possibly compressed) bytes: the SDK must get exactly these when the body is left as it is.
+        stream = cast(httpx2.AsyncByteStream, response.stream)
+        try:
+            raw = b''.join([chunk async for chunk in stream])
+        finally:
+            await stream.aclose()
+        body_bytes = _decode_body(raw, response.headers.get('content-encoding', ''))
+        try:
+            body: object = json.loads(body_bytes) if body_bytes is not None else None
+        except ValueError:
+            body = None
+        if not isinstance(body, dict):
+            self._tap.problems.append(
+                CitationProblem('unreadable_raw_data', 'A Perplexity JSON body could not be read.')
+            )
+            return httpx2.Response(
+                response.status_code,
+                headers=response.headers,
+                content=raw,
+                request=request,
+                extensions=response.extensions,
+            )
+        body_map = cast(dict[str, JsonValue], body)
+        collector.feed_response(body_map)
+        collector.close()
+        self._tap._register(collector)  # pyright: ignore[reportPrivateUsage]
+        self._tap._orphan(collector)  # pyright: ignore[reportPrivateUsage]
+        headers = response.headers
+        content = raw
+        output = body_map.get('output')
+        if self._tap.strip_unknown_output_items and isinstance(output, list):
+            kept = [
+                item for item in output if not (isinstance(item, dict) and item.get('type') in _PERPLEXITY_ONLY_ITEMS)
+            ]
+            if len(kept) != len(output):
+                content = json.dumps({**body_map, 'output': kept}).encode()
+                headers = httpx2.Headers(
+                    [
+                        (k, v)
+                        for k, v in response.headers.multi_items()
+                        if k.lower() not in ('content-length', 'content-encoding', 'transfer-encoding')
+                    ]
+                )
+        return httpx2.Response(
+            response.status_code, headers=headers, content=content, request=request, extensions=response.extensions
+        )
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+def _decode_body(raw: bytes, encoding: str) -> bytes | None:
+    encoding = encoding.strip().lower()
+    if encoding in ('', 'identity'):
+        return raw
+    if encoding in ('gzip', 'deflate'):
+        try:
+            return zlib.decompress(raw, 47)  # 47: gzip or zlib header, detected
+        except zlib.error:
+            return None
+    return None
+
+
+class _TapStream(httpx2.AsyncByteStream):
+    """Passes each chunk on unchanged right after feeding it to the collector: nothing is buffered."""
+
+    def __init__(
+        self, tap: PerplexityTap, collector: AgentStreamCollector, inner: object, content_encoding: str
+    ) -> None:
+        self._tap = tap
+        self._collector = collector
+        self._inner = cast(httpx2.AsyncByteStream, inner)
+        self._decoder = _SSEDecoder()
+        encoding = content_encoding.strip().lower()
+        self._unzip = zlib.decompressobj(47) if encoding in ('gzip', 'deflate') else None
+        self._readable = encoding in ('', 'identity', 'gzip', 'deflate')
+        if not self._readable:
+            collector.report(
+                CitationProblem(
+                    'unreadable_raw_data',
+                    f'The stream is encoded as {encoding!r}, which the tap cannot read.',
+                )
+            )
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        try:
+            async for chunk in self._inner:
+                self._feed(chunk)
+                yield chunk
+            self._finish()
+        finally:
+            self._collector.close()
+            self._tap._register(self._collector)  # pyright: ignore[reportPrivateUsage]
+            self._tap._orphan(self._collector)  # pyright: ignore[reportPrivateUsage]
+
+    def _feed(self, chunk: bytes) -> None:
+        if not self._readable:
+            return
+        try:
+            data = self._unzip.decompress(chunk) if self._unzip is not None else chunk
+        except zlib.error:
+            self._readable = False
+            self._collector.report(CitationProblem('unreadable_raw_data', 'The compressed stream could not be read.'))
+            return
+        self._take(self._decoder.feed(data))
+
+    def _finish(self) -> None:
+        if self._readable:
+            self._take(self._decoder.flush())
+
+    def _take(self, events: list[object]) -> None:
+        for event in events:
+            if isinstance(event, dict):
+                self._collector.feed_event(cast(dict[str, JsonValue], event))
+                # Register as soon as the id is known, so a caller can look the collector up mid-stream.
+                self._tap._register(self._collector)  # pyright: ignore[reportPrivateUsage]
+            else:
+                self._collector.report(CitationProblem('unreadable_raw_data', 'An SSE event is not a JSON object.'))
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+# -- Sonar chat completions (legacy) ------------------------------------------------------------------------
+
+
+def _sonar_results(data: Mapping[str, object]) -> tuple[dict[int, SearchResult], list[CitationProblem]]:
+    """Sonar `citations` / `search_results` → results keyed by 1-based position."""
+    problems: list[CitationProblem] = []
+    urls = [u if isinstance(u, str) else None for u in _as_list(data.get('citations'))]
+    search = [_as_map(r) for r in _as_list(data.get('search_results'))]
+    results: dict[int, SearchResult] = {}
+    for i in range(max(len(urls), len(search))):
+        info = search[i] if i < len(search) else None
+        url = urls[i] if i < len(urls) else None
+        info_url = _opt_str(info.get('url')) if info else None
+        url = url or info_url
+        if not url:
+            problems.append(
+                CitationProblem(
+                    'invalid_search_result', f'Sonar source {i + 1} has no URL.', citation_index=i, detail=_short(info)
+                )
+            )
+            continue
+        if info is not None and info_url is not None and info_url != url:
+            problems.append(
+                CitationProblem(
+                    'conflicting_source_id',
+                    f'Sonar source {i + 1} has URL {url!r} in `citations` but {info_url!r} in `search_results`; '
+                    'the `citations` URL is kept and the search result details are not used.',
+                    citation_index=i,
+                    detail=str(i + 1),
+                )
+            )
+            info = None
+        results[i + 1] = SearchResult(
+            id=i + 1,
+            url=url,
+            title=_opt_str(info.get('title')) if info else None,
+            snippet=_opt_str(info.get('snippet')) if info else None,
+            date=_opt_str(info.get('date')) if info else None,
+            last_updated=_opt_str(info.get('last_updated')) if info else None,
+        )
+    return results, problems
+
+
+def _sonar_source_data(response: ModelResponse) -> Mapping[str, object] | None:
+    unmapped = _as_map((response.provider_details or {}).get('unmapped'))
+    if unmapped is None:
+        return None
+    whole = _as_map(unmapped.get('response'))
+    if whole is not None and ('citations' in whole or 'search_results' in whole):
+        return whole
+    # Streamed: every chunk repeats the (growing) lists; the last chunk that has them is the final state.
+    for chunk in reversed(_as_list(unmapped.get('chunks'))):
+        chunk_map = _as_map(chunk)
+        data = _as_map(chunk_map.get('response')) if chunk_map is not None else None
+        if data is not None and ('citations' in data or 'search_results' in data):
+            return data
+    return None
+
+
+def citations_from_sonar_unmapped(
+    response: ModelResponse,
+) -> tuple[dict[int, list[Citation]], list[CitationProblem]]:
+    """Resolve Sonar `[N]` markers using the data `openai_include_unmapped_response_data=True` kept.
+
+    Returns:
+        Citations by part index (only text parts with resolved markers), and the problems found (unresolved
+        markers, sources without URLs). Empty when the response carries no Sonar data.
+    """
+    data = _sonar_source_data(response)
+    if data is None:
+        return {}, []
+    results, problems = _sonar_results(data)
+    by_part: dict[int, list[Citation]] = {}
+    for part_index, part in enumerate(response.parts):
+        if not isinstance(part, TextPart):
+            continue
+        cites: list[Citation] = []
+        for m in find_numbered_markers(part.content):
+            result = results.get(m.number)
+            if result is None:
+                problems.append(
+                    CitationProblem(
+                        'unresolved_marker',
+                        f'Marker [{m.number}] has no entry {m.number} in the Sonar citations list.',
+                        part_index=part_index,
+                        start=m.start,
+                        end=m.end,
+                        detail=f'[{m.number}]',
+                    )
+                )
+                continue
+            cites.append(Citation([_web_source(result)], anchor=MarkerCitationAnchor(start=m.start, end=m.end)))
+        if cites:
+            by_part[part_index] = cites
+    return by_part, problems
+
+
+def apply_sonar(response: ModelResponse) -> list[CitationProblem]:
+    """Fill `TextPart.citations` from Sonar data, IN PLACE, on parts Pydantic AI left without citations.
+
+    In place because `run_stream` history holds these very objects (see `apply_to_response`).
+    """
+    by_part, problems = citations_from_sonar_unmapped(response)
+    for part_index, cites in by_part.items():
+        part = response.parts[part_index]
+        if isinstance(part, TextPart) and not part.citations:
+            part.citations = cites
+    return problems

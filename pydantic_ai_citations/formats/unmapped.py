@@ -1,0 +1,368 @@
+"""Citations Pydantic AI 2.68 leaves unmapped although their raw data is present.
+
+What survives where (read from the installed 2.68 source):
+
+- **OpenAI `container_file_citation`** (code interpreter files): `map_responses_citations` skips it and
+  `provider_details['citations']` keeps only URL/file citations. The raw annotation survives only with
+  `openai_include_raw_annotations=True`, in `TextPart.provider_details['annotations']` (streamed and not).
+  Recovered as a `DocumentCitationSource(document_id=file_id, title=filename)` with a `MarkerCitationAnchor`
+  over `start_index:end_index` (the `sandbox:/mnt/data/...` link target), when that range is a non-empty range
+  inside the text; a `0/0` range (seen in real recordings) is raw-only.
+- **xAI tool-output citations**: `XaiModel` puts X-search result URLs on the `NativeToolReturnPart.content`
+  as `{'citations': [...]}`. They are what the tool found, with no position in the answer: raw-only.
+- **Cohere `citations`**: `CohereModel` drops them completely; no raw data survives in `ModelResponse` (its
+  `provider_details` hold only `finish_reason`). `cohere_citations_from_body` parses a raw Cohere v2 chat body
+  instead; its `start`/`end` mark the supported text and are checked against the citation's own `text`.
+- **Anthropic `search_result_location`**: ignored by `map_citations` (`_CITATION_TYPES`). The raw dict survives
+  in `TextPart.provider_details['citations']` *only when the same text block also carried a citation type
+  Pydantic AI maps*; a block cited only by search results gets no `provider_details` at all, and then only the
+  raw body helps (`anthropic_search_result_locations_from_body`). Anthropic cites whole blocks, so a recovered
+  citation gets `ContentCitationAnchor(0, len(text))` like Pydantic AI's own Anthropic citations. The
+  `search_result_index` counts `search_result` blocks across the whole *request*; it is kept raw on the source's
+  `document_id` and resolving it is left to `formats.anthropic_search_results`.
+
+Everything here is pure: inputs are never modified, and positions are never guessed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import KW_ONLY, dataclass, field
+from typing import cast
+
+from pydantic import JsonValue
+from pydantic_ai.messages import (
+    Citation,
+    ContentCitationAnchor,
+    DocumentCitationSource,
+    MarkerCitationAnchor,
+    ModelResponse,
+    NativeToolReturnPart,
+    TextPart,
+    WebCitationSource,
+)
+
+from .._problems import CitationProblem
+
+__all__ = (
+    'RawOnlyCitation',
+    'Recovery',
+    'anthropic_search_result_locations',
+    'anthropic_search_result_locations_from_body',
+    'cohere_citations_from_body',
+    'container_file_citations',
+    'recover',
+    'xai_tool_output_citations',
+)
+
+
+@dataclass(frozen=True)
+class RawOnlyCitation:
+    """Provider citation data that cannot become a positioned `Citation`: kept for audit, never shown to users."""
+
+    provider: str
+    """Which provider sent it (`'openai'`, `'xai'`, `'cohere'`, `'anthropic'`)."""
+    kind: str
+    """The provider's own citation type, e.g. `'container_file_citation'`."""
+    reason: str
+    """Why it is raw-only (no position, a position outside the text, a text mismatch...)."""
+    raw: JsonValue
+    """The raw citation data as received."""
+    _: KW_ONLY
+    part_index: int | None = None
+    """Index of the part in `ModelResponse.parts` it belongs to, if any."""
+    url: str | None = None
+    """The cited URL, if any."""
+
+
+@dataclass(frozen=True)
+class Recovery:
+    """What `recover` (or a per-format function) found."""
+
+    citations: dict[int, list[Citation]] = field(default_factory=dict[int, list[Citation]])
+    """Recovered citations by part index, anchored on that part's text. They are *in addition* to what the part
+    already has."""
+    raw_only: list[RawOnlyCitation] = field(default_factory=list[RawOnlyCitation])
+    """Citation data without a trustworthy position."""
+    problems: list[CitationProblem] = field(default_factory=list[CitationProblem])
+    """Data that could not be read."""
+
+    def merged(self, other: Recovery) -> Recovery:
+        """Both recoveries together (citations for the same part are concatenated)."""
+        citations = {k: list(v) for k, v in self.citations.items()}
+        for k, v in other.citations.items():
+            citations.setdefault(k, []).extend(v)
+        return Recovery(citations, [*self.raw_only, *other.raw_only], [*self.problems, *other.problems])
+
+
+def _map(value: object) -> Mapping[str, object] | None:
+    return cast(Mapping[str, object], value) if isinstance(value, Mapping) else None
+
+
+def _maps(value: object) -> list[Mapping[str, object]]:
+    items = cast(list[object], value) if isinstance(value, list | tuple) else []
+    return [m for item in items if (m := _map(item)) is not None]
+
+
+def _str(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _json(value: object) -> JsonValue:
+    return cast(JsonValue, value)
+
+
+def recover(response: ModelResponse) -> Recovery:
+    """Recover every citation format this module knows from one `ModelResponse` (pure; `response` is unchanged)."""
+    out = Recovery()
+    for recovery in (
+        container_file_citations(response),
+        xai_tool_output_citations(response),
+        anthropic_search_result_locations(response),
+    ):
+        out = out.merged(recovery)
+    return out
+
+
+# -- OpenAI container_file_citation ---------------------------------------------------------------------------
+
+
+def container_file_citations(response: ModelResponse) -> Recovery:
+    """Recover `container_file_citation` annotations kept by `openai_include_raw_annotations=True`."""
+    citations: dict[int, list[Citation]] = {}
+    raw_only: list[RawOnlyCitation] = []
+    problems: list[CitationProblem] = []
+    for part_index, part in enumerate(response.parts):
+        if not isinstance(part, TextPart) or not part.provider_details:
+            continue
+        raw_annotations = part.provider_details.get('annotations')
+        if raw_annotations is None:
+            continue
+        if not isinstance(raw_annotations, list | tuple):
+            problems.append(
+                CitationProblem(
+                    'unreadable_raw_data', '`provider_details["annotations"]` is not a list.', part_index=part_index
+                )
+            )
+            continue
+        for ann in _maps(cast(object, raw_annotations)):
+            if ann.get('type') != 'container_file_citation':
+                continue
+            start, end = _int(ann.get('start_index')), _int(ann.get('end_index'))
+            file_id, filename = _str(ann.get('file_id')), _str(ann.get('filename'))
+            if file_id is None and filename is None:
+                raw_only.append(
+                    RawOnlyCitation(
+                        'openai',
+                        'container_file_citation',
+                        'no file id or filename',
+                        _json(dict(ann)),
+                        part_index=part_index,
+                    )
+                )
+                continue
+            if start is None or end is None or not 0 <= start < end <= len(part.content):
+                raw_only.append(
+                    RawOnlyCitation(
+                        'openai',
+                        'container_file_citation',
+                        f'no usable position in the text (start_index={start!r}, end_index={end!r}, '
+                        f'text length {len(part.content)})',
+                        _json(dict(ann)),
+                        part_index=part_index,
+                    )
+                )
+                continue
+            source = DocumentCitationSource(document_id=file_id, title=filename)
+            citations.setdefault(part_index, []).append(
+                Citation([source], anchor=MarkerCitationAnchor(start=start, end=end))
+            )
+    return Recovery(citations, raw_only, problems)
+
+
+# -- xAI tool-output citations --------------------------------------------------------------------------------
+
+
+def xai_tool_output_citations(response: ModelResponse) -> Recovery:
+    """Tool-output citation lists (`NativeToolReturnPart.content['citations']`): raw-only, they have no position."""
+    raw_only: list[RawOnlyCitation] = []
+    problems: list[CitationProblem] = []
+    for part_index, part in enumerate(response.parts):
+        if not isinstance(part, NativeToolReturnPart):
+            continue
+        content = _map(cast(object, part.content))
+        if content is None or 'citations' not in content:
+            continue
+        entries = content.get('citations')
+        if not isinstance(entries, list | tuple):
+            problems.append(
+                CitationProblem(
+                    'unreadable_raw_data',
+                    f'`{part.tool_name}` return `citations` is not a list.',
+                    part_index=part_index,
+                )
+            )
+            continue
+        for entry in cast(Sequence[object], entries):
+            url = _entry_url(entry)
+            raw_only.append(
+                RawOnlyCitation(
+                    part.provider_name or 'xai',
+                    'tool_output_citation',
+                    f'a result of the `{part.tool_name}` tool, not tied to a position in the answer',
+                    _json(entry),
+                    part_index=part_index,
+                    url=url,
+                )
+            )
+    return Recovery({}, raw_only, problems)
+
+
+def _entry_url(entry: object) -> str | None:
+    if isinstance(entry, str):
+        return entry or None
+    entry_map = _map(entry)
+    if entry_map is None:
+        return None
+    if (url := _str(entry_map.get('url'))) is not None:
+        return url
+    for kind in ('x_citation', 'web_citation'):
+        if (inner := _map(entry_map.get(kind))) is not None and (url := _str(inner.get('url'))) is not None:
+            return url
+    return None
+
+
+# -- Cohere ---------------------------------------------------------------------------------------------------
+
+
+def _cohere_source(source: Mapping[str, object]) -> DocumentCitationSource | WebCitationSource | None:
+    document = _map(source.get('document')) or {}
+    tool_output = _map(source.get('tool_output')) or {}
+    url = _str(document.get('url'))
+    excerpt = _str(document.get('text')) or _str(document.get('snippet')) or _str(tool_output.get('content'))
+    excerpts = [excerpt] if excerpt else []
+    title = _str(document.get('title'))
+    if url is not None:
+        return WebCitationSource(url, title=title, excerpts=excerpts)
+    doc_id = _str(source.get('id')) or _str(document.get('id'))
+    if doc_id is None and title is None and not excerpts:
+        return None
+    return DocumentCitationSource(document_id=doc_id, title=title, excerpts=excerpts)
+
+
+def cohere_citations_from_body(body: Mapping[str, JsonValue]) -> tuple[str, Recovery]:
+    """Parse a raw Cohere v2 chat body (`CohereModel` keeps none of its citations).
+
+    Returns:
+        The answer text (its text content parts joined) and a `Recovery` whose citations are keyed by part index
+        0 (the single text part `CohereModel` makes). A citation is anchored with `ContentCitationAnchor` only when
+        `text[start:end]` equals its own `text`; otherwise it is raw-only.
+    """
+    message = _map(body.get('message')) or {}
+    text = ''.join(_str(c.get('text')) or '' for c in _maps(message.get('content')) if c.get('type', 'text') == 'text')
+    citations: list[Citation] = []
+    raw_only: list[RawOnlyCitation] = []
+    for raw in _maps(message.get('citations')):
+        kind = (_str(raw.get('type')) or 'citation').lower()
+        sources = [s for s in (_cohere_source(src) for src in _maps(raw.get('sources'))) if s is not None]
+        start, end, cited = _int(raw.get('start')), _int(raw.get('end')), _str(raw.get('text'))
+        if not sources:
+            raw_only.append(RawOnlyCitation('cohere', kind, 'no usable source', _json(dict(raw)), part_index=0))
+            continue
+        if start is None or end is None or not 0 <= start < end <= len(text) or text[start:end] != cited:
+            raw_only.append(
+                RawOnlyCitation(
+                    'cohere',
+                    kind,
+                    f'start/end ({start!r}, {end!r}) do not select the cited text {cited!r} in the answer',
+                    _json(dict(raw)),
+                    part_index=0,
+                )
+            )
+            continue
+        citations.append(Citation(list(sources), anchor=ContentCitationAnchor(start=start, end=end)))
+    return text, Recovery({0: citations} if citations else {}, raw_only, [])
+
+
+# -- Anthropic search_result_location -------------------------------------------------------------------------
+
+
+def _anthropic_search_source(raw: Mapping[str, object]) -> DocumentCitationSource | WebCitationSource | None:
+    source, title, cited = _str(raw.get('source')), _str(raw.get('title')), _str(raw.get('cited_text'))
+    excerpts = [cited] if cited else []
+    if source is not None and source.startswith(('http://', 'https://')):
+        return WebCitationSource(source, title=title, excerpts=excerpts)
+    if source is None and title is None and not excerpts:
+        return None
+    return DocumentCitationSource(document_id=source, title=title, excerpts=excerpts)
+
+
+def _anthropic_block(
+    raw_citations: Sequence[Mapping[str, object]], text: str, part_index: int | None
+) -> tuple[list[Citation], list[RawOnlyCitation]]:
+    sources: list[DocumentCitationSource | WebCitationSource] = []
+    raw_only: list[RawOnlyCitation] = []
+    for raw in raw_citations:
+        if raw.get('type') != 'search_result_location':
+            continue
+        source = _anthropic_search_source(raw)
+        if source is None or not text:
+            raw_only.append(
+                RawOnlyCitation(
+                    'anthropic',
+                    'search_result_location',
+                    'no source, title or cited text' if source is None else 'the cited block has no text',
+                    _json(dict(raw)),
+                    part_index=part_index,
+                )
+            )
+            continue
+        sources.append(source)
+    # Anthropic cites whole text blocks: one citation covering the block, as Pydantic AI does for its other types.
+    citations = [Citation(list(sources), anchor=ContentCitationAnchor(start=0, end=len(text)))] if sources else []
+    return citations, raw_only
+
+
+def anthropic_search_result_locations(response: ModelResponse) -> Recovery:
+    """Recover `search_result_location` citations that survived in `TextPart.provider_details['citations']`."""
+    citations: dict[int, list[Citation]] = {}
+    raw_only: list[RawOnlyCitation] = []
+    problems: list[CitationProblem] = []
+    for part_index, part in enumerate(response.parts):
+        if not isinstance(part, TextPart) or not part.provider_details or part.provider_name != 'anthropic':
+            continue
+        raw = part.provider_details.get('citations')
+        if not isinstance(raw, list | tuple):
+            problems.append(
+                CitationProblem(
+                    'unreadable_raw_data', '`provider_details["citations"]` is not a list.', part_index=part_index
+                )
+            )
+            continue
+        found, raw_part = _anthropic_block(_maps(cast(object, raw)), part.content, part_index)
+        if found:
+            citations[part_index] = found
+        raw_only.extend(raw_part)
+    return Recovery(citations, raw_only, problems)
+
+
+def anthropic_search_result_locations_from_body(body: Mapping[str, JsonValue]) -> Recovery:
+    """Recover `search_result_location` citations from a raw Messages body, keyed by content block index.
+
+    Use this when Pydantic AI kept no raw data (a block cited only by search results). The keys are *content
+    block* indexes of the body, which match `ModelResponse.parts` indexes only when every block became one part.
+    """
+    citations: dict[int, list[Citation]] = {}
+    raw_only: list[RawOnlyCitation] = []
+    for index, block in enumerate(_maps(body.get('content'))):
+        if block.get('type') != 'text':
+            continue
+        found, raw_block = _anthropic_block(_maps(block.get('citations')), _str(block.get('text')) or '', index)
+        if found:
+            citations[index] = found
+        raw_only.extend(raw_block)
+    return Recovery(citations, raw_only, [])

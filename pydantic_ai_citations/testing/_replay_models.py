@@ -1,0 +1,362 @@
+"""Build the real Pydantic AI model class for a `Recording`, with its transport answered from the recording.
+
+- HTTP SDKs (Anthropic, OpenAI, OpenRouter, Google, Perplexity via OpenAI Chat): `httpx2.MockTransport`;
+  Cohere's SDK still uses `httpx`, so it gets `httpx.MockTransport`. SDK retries are off, so an error answer
+  surfaces at once.
+- Bedrock: a botocore `before-send` hook on a boto3 client with dummy credentials answers every operation.
+- xAI: the real `xai_sdk` chat client over a fake gRPC channel that serialises each request with the SDK's own
+  serializer and answers with the recorded protobuf bytes.
+
+Nothing here opens a socket: every transport answers from memory, and a request to a path that is not the
+recording's model endpoint is answered with an error instead of being sent.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import threading
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import TYPE_CHECKING, Any, cast
+from urllib.parse import urlsplit
+
+from pydantic import JsonValue
+from pydantic_ai.settings import ModelSettings
+
+from ._replay import ENDPOINT_PATHS, Recording, RecordingError
+
+if TYPE_CHECKING:
+    from pydantic_ai.models import Model
+
+__all__ = ('ReplayTransport', 'build_model')
+
+_DUMMY_KEY = 'replay-dummy-key'
+
+_Answer = tuple[int, list[tuple[str, str]], bytes]
+
+
+class ReplayTransport:
+    """Answers requests, in order, from a recording's model-endpoint responses; shared by all transports."""
+
+    def __init__(self, recording: Recording, sent: list[dict[str, JsonValue]] | None) -> None:
+        self._recording = recording
+        self._sent = sent
+        self._next = 0
+        # Bedrock calls run in worker threads.
+        self._lock = threading.Lock()
+
+    def answer(self, method: str, url: str, body: bytes) -> _Answer:
+        """The recorded answer to a request, or an HTTP 500 error answer (unexpected path, recording exhausted)."""
+        path = urlsplit(url).path
+        recording = self._recording
+        if not ENDPOINT_PATHS[recording.api].search(path):
+            return _error_answer(
+                f'unexpected request {method} {url}: not a {recording.api} model endpoint; '
+                f'replay of {recording.path.name} never touches the network'
+            )
+        with self._lock:
+            if self._sent is not None:
+                self._sent.append(_json_body(body))
+            index = self._next
+            self._next += 1
+        if index >= len(recording.responses):
+            return _error_answer(
+                f'recording exhausted: {recording.path.name} holds {len(recording.responses)} model response(s), '
+                f'this is request #{index + 1}'
+            )
+        response = recording.responses[index]
+        headers = list(response.headers) or [('content-type', response.content_type)]
+        return response.status, headers, response.body
+
+    def record_sent(self, body: dict[str, JsonValue]) -> int:
+        """Record an outgoing request (xAI: the request message as JSON) and return its index."""
+        with self._lock:
+            if self._sent is not None:
+                self._sent.append(body)
+            index = self._next
+            self._next += 1
+        return index
+
+
+def _json_body(body: bytes) -> dict[str, JsonValue]:
+    try:
+        value: object = json.loads(body) if body else {}
+    except ValueError:
+        return {'body': body.decode('utf-8', 'replace')}
+    return cast(dict[str, JsonValue], value) if isinstance(value, dict) else {'body': cast(JsonValue, value)}
+
+
+def _error_answer(message: str) -> _Answer:
+    # One body that the Anthropic, OpenAI, Google, Cohere and Bedrock error parsers all find a message in.
+    body = {
+        'type': 'error',
+        'error': {'type': 'api_error', 'code': 500, 'status': 'INTERNAL', 'message': message},
+        'message': message,
+    }
+    headers = [('content-type', 'application/json'), ('x-amzn-errortype', 'InternalServerException')]
+    return 500, headers, json.dumps(body).encode('utf-8')
+
+
+def _settings(recording: Recording) -> ModelSettings:
+    # A copy: the model must not share (and could not change) the frozen recording's dict.
+    return cast(ModelSettings, dict(recording.model_settings))
+
+
+def build_model(recording: Recording, sent: list[dict[str, JsonValue]] | None) -> Model:
+    """A fresh model instance of the recording's API, answered from `recording.responses`."""
+    transport = ReplayTransport(recording, sent)
+    api = recording.api
+    if api == 'anthropic-messages':
+        return _anthropic(recording, transport)
+    if api in ('openai-responses', 'openai-chat', 'openrouter', 'perplexity-sonar'):
+        return _openai(recording, transport)
+    if api in ('google-gemini', 'google-vertex'):
+        return _google(recording, transport)
+    if api == 'bedrock-converse':
+        return _bedrock(recording, transport)
+    if api == 'cohere':
+        return _cohere(recording, transport)
+    return _xai(recording, transport)
+
+
+def _httpx2_client(transport: ReplayTransport, *, timeout: float | None = None) -> Any:
+    import httpx2
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        status, headers, body = transport.answer(request.method, str(request.url), request.read())
+        return httpx2.Response(status, headers=headers, content=body)
+
+    mock = httpx2.MockTransport(handler)
+    if timeout is None:
+        # No explicit timeout: the Anthropic SDK streams non-streamed requests when the client timeout isn't its default.
+        return httpx2.AsyncClient(transport=mock)
+    return httpx2.AsyncClient(transport=mock, timeout=timeout)
+
+
+def _anthropic(recording: Recording, transport: ReplayTransport) -> Model:
+    from anthropic import AsyncAnthropic
+    from pydantic_ai.models.anthropic import AnthropicModel
+    from pydantic_ai.providers.anthropic import AnthropicProvider
+
+    client = AsyncAnthropic(
+        api_key=_DUMMY_KEY,
+        base_url='https://api.anthropic.com',
+        http_client=_httpx2_client(transport),
+        max_retries=0,
+    )
+    provider = AnthropicProvider(anthropic_client=client)
+    return AnthropicModel(recording.model_name, provider=provider, settings=_settings(recording))
+
+
+_OPENAI_BASE_URLS = {
+    'openai-responses': 'https://api.openai.com/v1',
+    'openai-chat': 'https://api.openai.com/v1',
+    'openrouter': 'https://openrouter.ai/api/v1',
+    'perplexity-sonar': 'https://api.perplexity.ai',
+}
+
+
+def _openai(recording: Recording, transport: ReplayTransport) -> Model:
+    from openai import AsyncOpenAI
+    from pydantic_ai.models.openai import OpenAIChatModel, OpenAIResponsesModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    client = AsyncOpenAI(
+        api_key=_DUMMY_KEY,
+        base_url=_OPENAI_BASE_URLS[recording.api],
+        http_client=_httpx2_client(transport),
+        max_retries=0,
+    )
+    if recording.api == 'openrouter':
+        from pydantic_ai.models.openrouter import OpenRouterModel
+        from pydantic_ai.providers.openrouter import OpenRouterProvider
+
+        return OpenRouterModel(
+            recording.model_name, provider=OpenRouterProvider(openai_client=client), settings=_settings(recording)
+        )
+    provider = OpenAIProvider(openai_client=client)
+    if recording.api == 'openai-responses':
+        return OpenAIResponsesModel(recording.model_name, provider=provider, settings=_settings(recording))
+    return OpenAIChatModel(recording.model_name, provider=provider, settings=_settings(recording))
+
+
+def _google(recording: Recording, transport: ReplayTransport) -> Model:
+    from pydantic_ai.models.google import GoogleModel
+    from pydantic_ai.providers.google import GoogleProvider
+    from pydantic_ai.providers.google_cloud import GoogleCloudProvider
+
+    # An explicit timeout: google-genai warns about httpx's short default otherwise.
+    http_client = _httpx2_client(transport, timeout=600)
+    if recording.api == 'google-vertex':
+        # Vertex AI express mode (API key): no project, location or Application Default Credentials lookup.
+        provider = GoogleCloudProvider(api_key=_DUMMY_KEY, http_client=http_client)
+        return GoogleModel(recording.model_name, provider=provider, settings=_settings(recording))
+    gemini = GoogleProvider(api_key=_DUMMY_KEY, http_client=http_client)
+    return GoogleModel(recording.model_name, provider=gemini, settings=_settings(recording))
+
+
+def _cohere(recording: Recording, transport: ReplayTransport) -> Model:
+    import httpx
+    from cohere import AsyncClientV2
+    from pydantic_ai.models.cohere import CohereModel
+    from pydantic_ai.providers.cohere import CohereProvider
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        status, headers, body = transport.answer(request.method, str(request.url), request.read())
+        return httpx.Response(status, headers=headers, content=body)
+
+    client = AsyncClientV2(
+        api_key=_DUMMY_KEY,
+        base_url='https://api.cohere.com',
+        httpx_client=httpx.AsyncClient(transport=httpx.MockTransport(handler)),
+    )
+    provider = CohereProvider(cohere_client=client)
+    return CohereModel(recording.model_name, provider=provider, settings=_settings(recording))
+
+
+class _BotoRawBody:
+    """The `raw` of a botocore `AWSResponse`: botocore reads `stream()`, event streams iterate it."""
+
+    def __init__(self, body: bytes) -> None:
+        self._body = body
+
+    def stream(self, **_kwargs: object) -> Iterator[bytes]:
+        return iter([self._body] if self._body else [])
+
+    def read(self, amt: int | None = None) -> bytes:
+        body, self._body = (self._body, b'') if amt is None else (self._body[:amt], self._body[amt:])
+        return body
+
+    def close(self) -> None:
+        self._body = b''
+
+
+def _bedrock(recording: Recording, transport: ReplayTransport) -> Model:
+    from pydantic_ai.models.bedrock import BedrockConverseModel
+    from pydantic_ai.providers.bedrock import BedrockProvider
+
+    # boto3 and botocore ship no type stubs: used untyped.
+    boto3: Any = importlib.import_module('boto3')
+    aws_response: Any = importlib.import_module('botocore.awsrequest').AWSResponse
+    config: Any = importlib.import_module('botocore.config').Config
+
+    region = 'us-east-1'
+    host = urlsplit(recording.responses[0].uri or '').hostname or ''
+    if host.startswith('bedrock-runtime.') and host.endswith('.amazonaws.com'):
+        region = host.split('.')[1]
+    # A private session with dummy credentials: no profile, environment or instance-metadata lookup.
+    session: Any = boto3.session.Session(aws_access_key_id='replay', aws_secret_access_key='replay', region_name=region)
+    client: Any = session.client('bedrock-runtime', config=config(retries={'total_max_attempts': 1}))
+
+    def before_send(request: Any, **_kwargs: object) -> Any:
+        body: object = request.body
+        raw = body if isinstance(body, bytes) else (str(body).encode('utf-8') if body else b'')
+        status, headers, content = transport.answer(str(request.method), str(request.url), raw)
+        return aws_response(str(request.url), status, dict(headers), _BotoRawBody(content))
+
+    # Answering in `before-send` means botocore never opens a connection.
+    client.meta.events.register('before-send.bedrock-runtime', before_send)
+    provider = BedrockProvider(bedrock_client=client)
+    return BedrockConverseModel(recording.model_name, provider=provider, settings=_settings(recording))
+
+
+class _FakeGrpcChannel:
+    """Just enough of `grpc.aio.Channel` for `xai_sdk`'s generated stubs, answered from the recording."""
+
+    def __init__(self, recording: Recording, transport: ReplayTransport) -> None:
+        self._recording = recording
+        self._transport = transport
+
+    def _record(self, method: str, request: Any, serializer: Callable[[Any], bytes] | None) -> int:
+        from google.protobuf import json_format
+
+        if not ENDPOINT_PATHS['xai'].search(method):
+            raise RecordingError(
+                self._recording.path,
+                f'unexpected xAI call {method}: not a chat completion; replay never touches the network',
+            )
+        if serializer is not None:
+            serializer(request)  # The SDK's own serializer, so a malformed request fails as it would live.
+        return self._transport.record_sent(
+            cast(dict[str, JsonValue], json_format.MessageToDict(request, preserving_proto_field_name=True))
+        )
+
+    def _response(self, index: int, method: str) -> Any:
+        responses = self._recording.responses
+        if index >= len(responses):
+            raise RecordingError(
+                self._recording.path,
+                f'recording exhausted: holds {len(responses)} model response(s), this is request #{index + 1}',
+            )
+        response = responses[index]
+        wants_stream = method.endswith('Chunk')
+        if wants_stream != bool(response.chunks):
+            kind = 'streamed' if response.chunks else 'non-streamed'
+            raise RecordingError(
+                self._recording.path, f'request #{index + 1} ({method}) cannot be answered by a {kind} response'
+            )
+        return response
+
+    def unary_unary(
+        self,
+        method: str,
+        request_serializer: Callable[[Any], bytes] | None = None,
+        response_deserializer: Callable[[bytes], Any] | None = None,
+        **_kwargs: object,
+    ) -> Callable[..., Any]:
+        async def call(request: Any, **_call_kwargs: object) -> Any:
+            response = self._response(self._record(method, request, request_serializer), method)
+            return response.body if response_deserializer is None else response_deserializer(response.body)
+
+        return call
+
+    def unary_stream(
+        self,
+        method: str,
+        request_serializer: Callable[[Any], bytes] | None = None,
+        response_deserializer: Callable[[bytes], Any] | None = None,
+        **_kwargs: object,
+    ) -> Callable[..., Any]:
+        def call(request: Any, **_call_kwargs: object) -> AsyncIterator[Any]:
+            index = self._record(method, request, request_serializer)
+
+            async def chunks() -> AsyncIterator[Any]:
+                response = self._response(index, method)
+                for chunk in response.chunks:
+                    yield chunk if response_deserializer is None else response_deserializer(chunk)
+
+            return chunks()
+
+        return call
+
+    def stream_unary(self, method: str, *_args: object, **_kwargs: object) -> Callable[..., Any]:
+        return self._unsupported(method)
+
+    def stream_stream(self, method: str, *_args: object, **_kwargs: object) -> Callable[..., Any]:
+        return self._unsupported(method)
+
+    def _unsupported(self, method: str) -> Callable[..., Any]:
+        def call(*_args: object, **_kwargs: object) -> Any:
+            raise RecordingError(
+                self._recording.path, f'unexpected xAI call {method}: replay never touches the network'
+            )
+
+        return call
+
+
+class _FakeXaiClient:
+    """Stands in for `xai_sdk.AsyncClient`: `XaiModel` only uses its `chat` client for completions."""
+
+    def __init__(self, chat: object) -> None:
+        self.chat = chat
+
+
+def _xai(recording: Recording, transport: ReplayTransport) -> Model:
+    from pydantic_ai.models.xai import XaiModel
+    from pydantic_ai.providers.xai import XaiProvider
+
+    # xai_sdk ships no type stubs: its real chat client is used untyped, over the fake channel.
+    chat_client: Any = importlib.import_module('xai_sdk.aio.chat').Client
+    chat: object = chat_client(_FakeGrpcChannel(recording, transport))
+    provider = XaiProvider(xai_client=cast(Any, _FakeXaiClient(chat)))
+    return XaiModel(recording.model_name, provider=provider, settings=_settings(recording))
