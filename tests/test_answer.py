@@ -80,11 +80,12 @@ def test_gemini_text_before_trailing_search_is_the_answer():
     assert CitedAnswer.from_messages([response]).text == 'Grounded.'
 
 
-def test_matches_agent_output_for_several_parts():
+@pytest.mark.anyio
+async def test_matches_agent_output_for_several_parts():
     def model(messages: list[object], info: AgentInfo) -> ModelResponse:
         return _resp(TextPart('one '), ThinkingPart('hmm'), TextPart('two'))
 
-    result = Agent(FunctionModel(model)).run_sync('q')  # type: ignore[arg-type]
+    result = await Agent(FunctionModel(model)).run('q')  # type: ignore[arg-type]
     assert CitedAnswer.from_result(result).text == result.output == 'one two'
 
 

@@ -1,1 +1,71 @@
-"""Support check: does the cited page hold a passage that backs the claim?"""
+"""Support check: does the cited page hold a passage that backs the claim?
+
+Split pages into passages (`split_passages`), score claim-vs-passage coverage (`best_passage`), check every
+citation of a `CitedAnswer` (`check_support`), keep snapshots of cited pages taken at answer time
+(`SnapshotStore`, `capture`, `capture_answer`), and judge lexically (default) or with a model (`LLMJudge`).
+Needs the `[support]` extra (selectolax, snowballstemmer, httpx2).
+"""
+
+from ._claims import Claim, ClaimKind, claims_for
+from ._decode import DecodedPage, decode_body
+from ._judge import Judge, Judgement, JudgeVerdict, LexicalJudge, LLMJudge, LLMVerdict
+from ._passages import DEFAULT_MIN_WORDS, Passage, split_passages
+from ._report import (
+    THRESHOLDS,
+    Basis,
+    CitationCheck,
+    Pages,
+    SupportReport,
+    SupportSummary,
+    ThresholdPoint,
+    Verdict,
+    acheck_support,
+    check_support,
+    summarize,
+    support_report_ta,
+    support_reports_ta,
+)
+from ._score import PassageIndex, PassageMatch, best_passage
+from ._snapshots import Liveness, PageSnapshot, SnapshotStore, capture, capture_answer, page_snapshots_ta
+from ._terms import detect_language, terms
+
+__all__ = (
+    'DEFAULT_MIN_WORDS',
+    'THRESHOLDS',
+    'Basis',
+    'CitationCheck',
+    'Claim',
+    'ClaimKind',
+    'DecodedPage',
+    'Judge',
+    'JudgeVerdict',
+    'Judgement',
+    'LLMJudge',
+    'LLMVerdict',
+    'LexicalJudge',
+    'Liveness',
+    'PageSnapshot',
+    'Pages',
+    'Passage',
+    'PassageIndex',
+    'PassageMatch',
+    'SnapshotStore',
+    'SupportReport',
+    'SupportSummary',
+    'ThresholdPoint',
+    'Verdict',
+    'acheck_support',
+    'best_passage',
+    'capture',
+    'capture_answer',
+    'check_support',
+    'claims_for',
+    'decode_body',
+    'detect_language',
+    'page_snapshots_ta',
+    'split_passages',
+    'summarize',
+    'support_report_ta',
+    'support_reports_ta',
+    'terms',
+)
