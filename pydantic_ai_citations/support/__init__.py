@@ -6,6 +6,8 @@ citation of a `CitedAnswer` (`check_support`), keep snapshots of cited pages tak
 Needs the `[support]` extra (selectolax, snowballstemmer, httpx2).
 """
 
+from . import _requires  # noqa: F401  # pyright: ignore[reportUnusedImport]  # first: name a missing extra
+from ._audit import AuditedAnswer, AuditReport, audit, audit_report_ta, audit_to_html, audit_to_markdown
 from ._claims import Claim, ClaimKind, claims_for
 from ._decode import DecodedPage, decode_body
 from ._judge import Judge, Judgement, JudgeVerdict, LexicalJudge, LLMJudge, LLMVerdict
@@ -31,6 +33,12 @@ from ._terms import detect_language, terms
 
 __all__ = (
     'DEFAULT_MIN_WORDS',
+    'AuditReport',
+    'AuditedAnswer',
+    'audit',
+    'audit_report_ta',
+    'audit_to_html',
+    'audit_to_markdown',
     'THRESHOLDS',
     'Basis',
     'CitationCheck',

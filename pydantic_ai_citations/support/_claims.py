@@ -1,0 +1,132 @@
+"""What each citation of a `CitedAnswer` claims.
+
+- A content anchor marks the supported words: the claim is that text (`'anchored'`).
+- A marker anchor marks a marker the model wrote (`[1]`, a Markdown link): the claim is the sentence the
+  marker closes (`'marker_sentence'`), i.e. the text back to the previous sentence end, with every marker
+  of the answer blanked out so `[2]` never becomes a term.
+- A source cited without a position (`answer.unanchored`) can only be checked against the whole answer
+  (`'whole_answer'`): labelled so, because its score is naturally lower.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import TypeAdapter
+
+from .._answer import CitedAnswer, CitedSpan
+
+__all__ = ('Claim', 'ClaimKind', 'claims_for', 'claims_ta')
+
+ClaimKind = Literal['anchored', 'marker_sentence', 'whole_answer']
+
+_TERMINATORS = '.!?…。！？'
+_CLOSERS = '"\'”’»)]'
+
+
+@dataclass(frozen=True)
+class Claim:
+    """The text one cited source is supposed to back."""
+
+    source: int
+    """`SourceRef.number` of the cited source."""
+    text: str
+    """The claimed text, markers removed, whitespace folded."""
+    kind: ClaimKind
+    """How the claim was found: `'anchored'`, `'marker_sentence'` or `'whole_answer'`."""
+    start: int | None = None
+    """Start offset of the claim in `CitedAnswer.text` (`None` for `'whole_answer'`)."""
+    end: int | None = None
+    """End offset of the claim in `CitedAnswer.text` (`None` for `'whole_answer'`)."""
+    span_index: int | None = None
+    """Index of the span in `CitedAnswer.spans` the claim comes from (`None` for `'whole_answer'`)."""
+
+
+claims_ta: TypeAdapter[list[Claim]] = TypeAdapter(list[Claim])
+"""JSON round trip for lists of claims."""
+
+
+def _without_markers(text: str, start: int, end: int, markers: list[tuple[int, int]]) -> str:
+    """`text[start:end]` with marker ranges blanked out and whitespace folded."""
+    pieces: list[str] = []
+    pos = start
+    for m_start, m_end in markers:
+        if m_end <= pos or m_start >= end:
+            continue
+        pieces.append(text[pos : max(m_start, pos)])
+        if text[m_end : m_end + 1] not in ('.', ',', ';', ':', '!', '?'):
+            pieces.append(' ')
+        pos = max(pos, m_end)
+    pieces.append(text[pos:end])
+    folded = ' '.join(''.join(pieces).split())
+    for mark in '.,;:!?':  # `France [1].` -> `France.`
+        folded = folded.replace(' ' + mark, mark)
+    return folded
+
+
+def _is_sentence_end(text: str, i: int) -> bool:
+    """Whether `text[i]` ends a sentence: a terminator followed by space/end (closing quotes allowed), or a newline."""
+    ch = text[i]
+    if ch == '\n':
+        return True
+    if ch not in _TERMINATORS:
+        return False
+    j = i + 1
+    while j < len(text) and text[j] in _CLOSERS:
+        j += 1
+    # A marker glued to the terminator (`people.[2] Next`) still ends the sentence.
+    return j >= len(text) or text[j].isspace() or text[j] == '[' or ch in '。！？'
+
+
+def _marker_sentence(text: str, span: CitedSpan, markers: list[tuple[int, int]]) -> tuple[int, int]:
+    """The range of the sentence a marker closes (markers inside it are removed later)."""
+    ends = {m_end: m_start for m_start, m_end in markers}
+    # The claim ends where the marker (and any markers right before it, as in `[1][2]`) starts.
+    end = min(max(span.start, 0), len(text))
+    while True:
+        j = end
+        while j > 0 and text[j - 1] in ' \t':
+            j -= 1
+        if j in ends and ends[j] < j:
+            end = ends[j]
+            continue
+        break
+    # Skip the sentence's own terminator ("France.[1]"), then walk back to the previous sentence end.
+    k = end
+    while k > 0 and (text[k - 1].isspace() or text[k - 1] in _TERMINATORS + _CLOSERS):
+        k -= 1
+    start = k
+    while start > 0 and not _is_sentence_end(text, start - 1):
+        start -= 1
+    if text[start:end].strip():
+        return start, end
+    # A marker opening a sentence ("[1] Paris is ..."): claim the sentence that follows it.
+    begin = min(max(span.end, 0), len(text))
+    stop = begin
+    while stop < len(text) and not _is_sentence_end(text, stop):
+        stop += 1
+    return begin, min(stop + 1, len(text))
+
+
+def claims_for(answer: CitedAnswer) -> list[Claim]:
+    """One claim per (span, source) pair in span order, then one `'whole_answer'` claim per unanchored source."""
+    text = answer.text
+    markers = sorted((s.start, s.end) for s in answer.spans if s.kind == 'marker')
+    out: list[Claim] = []
+    for span_index, span in enumerate(answer.spans):
+        if span.kind == 'content':
+            start = min(max(span.start, 0), len(text))
+            end = min(max(span.end, start), len(text))
+            kind: ClaimKind = 'anchored'
+        else:
+            start, end = _marker_sentence(text, span, markers)
+            kind = 'marker_sentence'
+        claim_text = _without_markers(text, start, end, markers)
+        for number in span.sources:
+            out.append(Claim(number, claim_text, kind, start, end, span_index))
+    if answer.unanchored:
+        whole = _without_markers(text, 0, len(text), markers)
+        for source in answer.unanchored:
+            out.append(Claim(source.number, whole, 'whole_answer'))
+    return out

@@ -1,0 +1,307 @@
+"""Split a page (HTML, Markdown or plain text) into passages: the content blocks a claim can be checked against.
+
+HTML is parsed with selectolax (lexbor), never with regular expressions, and walked once, iteratively (deeply
+nested junk must not hit the recursion limit). The walk keeps one buffer of text and *ends the current passage*
+at the edges of content blocks (`p`, `li`, headings, table cells, `blockquote`, ...). Layout containers (`div`,
+`section`, `ul`, `table`, ...) are not boundaries and never become passages of their own: taking a container's
+whole text as a passage would count the words of every block inside it a second time. Text written directly
+inside a container (outside any block) still becomes exactly one passage: it is kept apart from the text
+before and after the container *if the container holds text*, so a menu of bare links stays a short passage
+below `min_words`, while an empty container in the middle of a sentence (an ad slot, a clearfix `div`) does not
+split it. Two `<br>` in a row end a passage too, the HTML spelling of a blank line. Each visible word is
+therefore in at most one passage, and in exactly one when its block reaches `min_words`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import TypeAdapter
+from pydantic_ai.exceptions import UserError
+from selectolax.lexbor import LexborHTMLParser, LexborNode
+
+__all__ = ('DEFAULT_MIN_WORDS', 'Passage', 'PageKind', 'passages_ta', 'split_passages', 'looks_like_html')
+
+DEFAULT_MIN_WORDS = 6
+"""Passages shorter than this many words (menu items, breadcrumbs, button labels) are dropped."""
+
+PageKind = Literal['auto', 'html', 'markdown', 'text']
+
+
+@dataclass(frozen=True)
+class Passage:
+    """One content block of a page, whitespace folded."""
+
+    text: str
+    """The block's visible text, entities unescaped, whitespace folded to single spaces."""
+    index: int
+    """0-based index among the page's kept passages."""
+    position: float
+    """Where the passage starts in the page's visible text, from 0 (top) to 1 (bottom)."""
+    word_count: int
+    """Number of whitespace-separated words in `text`."""
+
+
+passages_ta: TypeAdapter[list[Passage]] = TypeAdapter(list[Passage])
+"""JSON round trip for lists of passages."""
+
+# Ends of these elements end a passage: they are the content blocks.
+_BLOCKS = frozenset(
+    {
+        'p', 'li', 'h1', 'h2', 'h3', 'h4', 'h5', 'h6', 'td', 'th', 'blockquote', 'dt', 'dd', 'pre', 'caption',
+        'figcaption', 'summary', 'legend', 'address', 'button', 'option', 'label', 'textarea',
+    }
+)  # fmt: skip
+# Layout containers: never a passage of their own, but their edges end a run of loose text.
+_CONTAINERS = frozenset(
+    {
+        'html', 'body', 'div', 'section', 'article', 'main', 'header', 'footer', 'nav', 'aside', 'ul', 'ol', 'dl',
+        'menu', 'table', 'thead', 'tbody', 'tfoot', 'tr', 'colgroup', 'form', 'fieldset', 'figure', 'center',
+        'details', 'hgroup', 'dialog', 'hr', 'select', 'optgroup', 'frameset', 'frame', 'search',
+    }
+)  # fmt: skip
+# Content that is never visible text.
+_DROPPED = frozenset(
+    {
+        'script', 'style', 'noscript', 'svg', 'template', 'head', 'title', 'iframe', 'object', 'embed', 'canvas',
+        'math', 'audio', 'video', 'datalist', 'map', '-comment', '-doctype',
+    }
+)  # fmt: skip
+_HTML_HINTS = (_BLOCKS | _CONTAINERS | {'span', 'a', 'b', 'i', 'em', 'strong', 'img', 'script', 'style'}) - {
+    'html',
+    'body',
+}
+
+
+@dataclass
+class _Builder:
+    """Collects raw blocks (text, start offset in the page's visible text) while walking."""
+
+    parts: list[str]
+    blocks: list[tuple[str, int]]
+    length: int = 0
+
+    def add(self, text: str) -> None:
+        self.parts.append(text)
+
+    def flush(self) -> None:
+        if not self.parts:
+            return
+        text = ' '.join(''.join(self.parts).split())
+        self.parts.clear()
+        if text:
+            self.blocks.append((text, self.length))
+            self.length += len(text) + 1
+
+
+def _html_blocks(html: str) -> _Builder:
+    builder = _Builder([], [])
+    tree = LexborHTMLParser(html)
+    root = tree.body or tree.root
+    if root is None:
+        return builder
+    # Iterative pre-order walk (deep junk must not hit the recursion limit); strings on the stack mark where a
+    # block or a container ends.
+    stack: list[LexborNode | Literal['block', 'container']] = [root]
+    depth = 0  # open layout containers
+    marked = 0  # how many of them (outermost first) already hold text; the rest were opened since the last text
+    pending = False  # a container that held text has ended: the next text starts a new passage
+    last_br = False
+    while stack:
+        item = stack.pop()
+        # `isinstance` first: comparing a node with a string serialises the node's HTML.
+        if isinstance(item, str) and item == 'block':
+            builder.flush()
+            pending = last_br = False
+            continue
+        if isinstance(item, str):
+            if marked >= depth:  # it held text: keep that text apart from what follows
+                pending = True
+            depth -= 1
+            marked = min(marked, depth)
+            last_br = False
+            continue
+        tag = item.tag
+        if tag == '-text':
+            text = item.text_content or ''
+            if text.strip():
+                if pending or marked < depth:
+                    # First text after a container, or inside a container opened since the last text. Empty
+                    # containers (ad slots, clearfix divs) never get here, so they never split a sentence.
+                    builder.flush()
+                    pending = False
+                marked = depth
+                last_br = False
+            builder.add(text)
+            continue
+        if tag is None or tag in _DROPPED or 'hidden' in item.attributes:
+            continue
+        if tag == 'br':
+            if last_br:
+                builder.flush()
+            else:
+                builder.add(' ')
+            last_br = True
+            continue
+        if tag in _BLOCKS:
+            builder.flush()
+            pending = last_br = False
+            stack.append('block')
+        elif tag in _CONTAINERS:
+            depth += 1
+            stack.append('container')
+        elif tag in ('img', 'input', 'wbr'):
+            continue
+        children: list[LexborNode] = []
+        child = item.child
+        while child is not None:
+            children.append(child)
+            child = child.next
+        stack.extend(reversed(children))
+    builder.flush()
+    return builder
+
+
+def _markdown_item(line: str) -> tuple[Literal['heading', 'item', 'rule', 'table', 'text'], str]:
+    """Classify one line (quote markers already removed) and return its content without the marker."""
+    stripped = line.strip()
+    if stripped.startswith('#'):
+        level = len(stripped) - len(stripped.lstrip('#'))
+        rest = stripped[level:]
+        if level <= 6 and (not rest or rest[0] in ' \t'):
+            return 'heading', rest.strip().rstrip('#')
+    if len(stripped) >= 3 and stripped[0] in '-*_=' and set(stripped.replace(' ', '')) == {stripped[0]}:
+        return 'rule', ''
+    if stripped[:2] in ('- ', '* ', '+ '):
+        return 'item', stripped[2:]
+    digits = len(stripped) - len(stripped.lstrip('0123456789'))
+    if 0 < digits <= 9 and stripped[digits : digits + 2] in ('. ', ') '):
+        return 'item', stripped[digits + 2 :]
+    if stripped.startswith('|'):
+        return 'table', stripped
+    return 'text', line
+
+
+def _text_blocks(text: str) -> _Builder:
+    """Markdown and plain text: blank lines, `#` headings, list items, `>` quotes and table cells end passages."""
+    builder = _Builder([], [])
+    in_quote = False
+    in_fence = False
+    offset = 0
+    starts: list[int] = []  # offset of the first line of the current buffer, for positions
+
+    def flush() -> None:
+        before = len(builder.blocks)
+        builder.flush()
+        if len(builder.blocks) > before and starts:
+            text_, _ = builder.blocks[-1]
+            builder.blocks[-1] = (text_, starts[0])
+        starts.clear()
+
+    def add(content: str, at: int) -> None:
+        if not starts:
+            starts.append(at)
+        builder.add(content + '\n')
+
+    for line in text.splitlines(keepends=True):
+        at = offset
+        offset += len(line)
+        body = line.rstrip('\r\n')
+        if body.strip().startswith(('```', '~~~')):
+            flush()
+            in_fence = not in_fence
+            continue
+        if in_fence:
+            add(body, at)
+            continue
+        quoted = False
+        content = body
+        while content.lstrip().startswith('>'):
+            quoted = True
+            content = content.lstrip()[1:]
+        if quoted != in_quote:
+            flush()
+            in_quote = quoted
+        if not content.strip():
+            flush()
+            continue
+        kind, rest = _markdown_item(content)
+        if kind == 'heading':
+            flush()
+            add(rest, at)
+            flush()
+        elif kind == 'rule':
+            flush()
+        elif kind == 'item':
+            flush()
+            add(rest, at)
+        elif kind == 'table':
+            flush()
+            cells = [cell.strip() for cell in rest.strip('|').split('|')]
+            if all(set(cell) <= set('-: ') for cell in cells):
+                continue
+            for cell in cells:
+                add(cell, at)
+                flush()
+        else:
+            add(rest, at)
+    flush()
+    # Positions of text pages are offsets into the original text.
+    builder.length = max(len(text), 1)
+    return builder
+
+
+def looks_like_html(text: str) -> bool:
+    """Whether `text` is HTML rather than Markdown or plain text.
+
+    True when it starts with a tag or declaration, or when parsing it finds an element that only HTML
+    writes (a paragraph, a `div`, a list, a table...); Markdown with the odd inline `<br>` stays Markdown.
+    """
+    head = text.lstrip()[:64].lower()
+    if head.startswith(('<!doctype', '<html', '<?xml', '<!--', '<head', '<body', '<meta')):
+        return True
+    if '<' not in text:
+        return False
+    tree = LexborHTMLParser(text[:200_000])
+    root = tree.body
+    if root is None:
+        return False
+    if head.startswith('<') and root.child is not None and root.child.tag not in (None, '-text'):
+        return True
+    return any(node.tag in _HTML_HINTS for node in root.traverse(include_text=False))
+
+
+def split_passages(html_or_text: str, *, min_words: int = DEFAULT_MIN_WORDS, kind: PageKind = 'auto') -> list[Passage]:
+    """Split a page into passages, one per content block, dropping blocks shorter than `min_words`.
+
+    Boundaries are the ends of content blocks: paragraphs, list items, headings, table cells, block quotes
+    (for Markdown and plain text: blank lines, `#` headings, `-`/`*`/`+`/`1.` list items, `>` quotes, table
+    cells). Layout containers such as `div` are not passages (see the module docstring). Only the HTML body
+    counts; script, style, noscript, svg, template and similar content is dropped; entities are unescaped
+    and whitespace folded.
+
+    Args:
+        html_or_text: The page: HTML, Markdown or plain text.
+        min_words: Blocks with fewer words are dropped (navigation crumbs, button labels). At least 1.
+        kind: `'auto'` guesses with `looks_like_html`; `'html'`, `'markdown'` or `'text'` force a parser
+            (Markdown and plain text share one).
+
+    Returns:
+        The kept passages in page order; `position` is where each starts in the visible text, 0 to 1.
+    """
+    if min_words < 1:
+        raise UserError(f'min_words must be at least 1, got {min_words!r}.')
+    if kind not in ('auto', 'html', 'markdown', 'text'):
+        raise UserError(f'Unknown page kind {kind!r}: use "auto", "html", "markdown" or "text".')
+    if not html_or_text.strip():
+        return []
+    is_html = kind == 'html' or (kind == 'auto' and looks_like_html(html_or_text))
+    builder = _html_blocks(html_or_text) if is_html else _text_blocks(html_or_text)
+    total = max(builder.length, 1)
+    out: list[Passage] = []
+    for text, start in builder.blocks:
+        words = len(text.split())
+        if words >= min_words:
+            out.append(Passage(text=text, index=len(out), position=min(start / total, 1.0), word_count=words))
+    return out

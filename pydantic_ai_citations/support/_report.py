@@ -1,0 +1,509 @@
+"""`check_support`: for each citation of a `CitedAnswer`, does the cited page hold a passage that backs the claim?"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+import anyio
+from pydantic import TypeAdapter
+from pydantic_ai.exceptions import UserError
+
+from .._answer import CitedAnswer, SourceRef
+from ._claims import Claim, ClaimKind, claims_for
+from ._decode import DEFAULT_MAX_BYTES, decode_body
+from ._judge import Judge, Judgement, LexicalJudge
+from ._passages import DEFAULT_MIN_WORDS, Passage, split_passages
+from ._score import PassageIndex
+from ._snapshots import Liveness, PageSnapshot, SnapshotStore
+from ._terms import terms
+
+__all__ = (
+    'Basis',
+    'CitationCheck',
+    'Pages',
+    'SupportReport',
+    'SupportSummary',
+    'THRESHOLDS',
+    'ThresholdPoint',
+    'Verdict',
+    'acheck_support',
+    'check_support',
+    'summarize',
+    'support_report_ta',
+    'support_reports_ta',
+)
+
+Verdict = Literal['supported', 'weak', 'unsupported', 'unreachable', 'no_snapshot', 'excerpt_only', 'unreadable']
+"""`supported` / `weak` / `unsupported`: judged against the page (score vs thresholds, or the judge's own
+verdict); `unreachable`: the snapshot says the link is dead (`not_found`, `gone`, `timeout`, `error`);
+`no_snapshot`: no page and no provider excerpt; `excerpt_only`: no page, judged against the provider's excerpt
+(see `score`); `unreadable`: the page is not text (binary body, e.g. a PDF or an image)."""
+VERDICTS: tuple[Verdict, ...] = Verdict.__args__  # pyright: ignore[reportAttributeAccessIssue]
+
+Basis = Literal['page', 'excerpt', 'none']
+"""What the claim was checked against: the page snapshot, the provider's excerpt, or nothing."""
+
+Pages = Mapping[str, PageSnapshot | str | bytes] | SnapshotStore
+"""Pages to check against, by URL (web sources) or document id / title (documents): a snapshot, HTML,
+Markdown or plain text, or raw bytes (charset detected); or a `SnapshotStore`."""
+
+THRESHOLDS: tuple[float, ...] = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
+"""Where the threshold curve is sampled."""
+
+
+@dataclass(frozen=True)
+class CitationCheck:
+    """The support check of one (claim, source) pair."""
+
+    source: int
+    """`SourceRef.number` of the cited source."""
+    url: str | None
+    """The source's URL (web sources)."""
+    document_id: str | None
+    """The source's document id (document sources)."""
+    title: str | None
+    """The source's title, as the provider gave it."""
+    claim: str
+    """What the answer claims with this citation."""
+    claim_kind: ClaimKind
+    """`'anchored'`, `'marker_sentence'` or `'whole_answer'` (see `Claim`)."""
+    verdict: Verdict
+    """The outcome (see `Verdict`)."""
+    reason: str
+    """Why, for humans."""
+    basis: Basis = 'none'
+    """What the claim was checked against."""
+    score: float | None = None
+    """Share of the claim's terms in the best passage (0 to 1), `None` when nothing was scored."""
+    passage: Passage | None = None
+    """The best passage (or the excerpt, as a passage, when `basis='excerpt'`)."""
+    position: float | None = None
+    """Where `passage` starts in the page, 0 to 1 (`None` unless `basis='page'`)."""
+    liveness: Liveness | None = None
+    """The snapshot's liveness, when there is a snapshot."""
+    quote: str | None = None
+    """The supporting words quoted by the judge, if it quoted any."""
+    judge: str = 'lexical'
+    """Which judge decided."""
+    claim_start: int | None = None
+    """Start offset of the claim in the answer text (`None` for `'whole_answer'`)."""
+    claim_end: int | None = None
+    """End offset of the claim in the answer text (`None` for `'whole_answer'`)."""
+
+
+@dataclass(frozen=True)
+class ThresholdPoint:
+    """One point of the threshold curve."""
+
+    threshold: float
+    """Minimum score."""
+    supported_share: float
+    """Share of scored checks with `score >= threshold`."""
+
+
+@dataclass(frozen=True)
+class SupportSummary:
+    """Aggregates over a set of checks."""
+
+    checks: int
+    """Number of checks."""
+    verdicts: dict[Verdict, int]
+    """How many checks got each verdict (every verdict is listed, zeros included)."""
+    scored: int
+    """Checks with a score (judged against a page or an excerpt): the denominator of the curve."""
+    threshold_curve: list[ThresholdPoint]
+    """Share of scored checks that reach each threshold in `THRESHOLDS`."""
+    median_passages_per_page: float | None
+    """Median number of passages of the pages that were split."""
+    matched_length_quartiles: tuple[float, float, float] | None
+    """Quartiles (Q1, median, Q3) of the word counts of the passages matched on pages."""
+    position_thirds: tuple[float, float, float] | None
+    """Share of page matches in the top, middle and bottom third of their page."""
+    dead_links: list[str]
+    """URLs whose snapshot says the link is dead, with the liveness, e.g. `'https://x.test/a (not_found)'`."""
+
+
+@dataclass(frozen=True)
+class SupportReport:
+    """The support check of one answer."""
+
+    checks: list[CitationCheck]
+    """One check per (claim, source) pair: anchored spans in order, then unanchored sources."""
+    summary: SupportSummary
+    """Aggregates over `checks`."""
+    threshold: float
+    """Score at or above which a claim counts as supported."""
+    weak_threshold: float
+    """Score at or above which an unsupported claim counts as weak."""
+    page_passages: dict[str, int] = field(default_factory=dict[str, int])
+    """Passages per page that was split, by page key (for combining reports)."""
+
+
+support_report_ta: TypeAdapter[SupportReport] = TypeAdapter(SupportReport)
+"""JSON round trip for one report."""
+support_reports_ta: TypeAdapter[list[SupportReport]] = TypeAdapter(list[SupportReport])
+"""JSON round trip for lists of reports."""
+
+
+def _quartiles(values: Sequence[float]) -> tuple[float, float, float] | None:
+    if not values:
+        return None
+    if len(values) == 1:
+        return (values[0], values[0], values[0])
+    q1, q2, q3 = statistics.quantiles(values, n=4, method='inclusive')
+    return (q1, q2, q3)
+
+
+def summarize(checks: Sequence[CitationCheck], page_passages: Sequence[int] = ()) -> SupportSummary:
+    """Aggregate checks (of one answer or many) and the passage counts of the pages they used."""
+    verdicts: dict[Verdict, int] = dict.fromkeys(VERDICTS, 0)
+    for check in checks:
+        verdicts[check.verdict] += 1
+    scores = [c.score for c in checks if c.score is not None]
+    curve = [
+        ThresholdPoint(t, (sum(1 for s in scores if s >= t - 1e-9) / len(scores)) if scores else 0.0)
+        for t in THRESHOLDS
+    ]
+    matched = [c for c in checks if c.basis == 'page' and c.passage is not None and c.position is not None]
+    thirds: tuple[float, float, float] | None = None
+    if matched:
+        counts = [0, 0, 0]
+        for c in matched:
+            counts[min(int((c.position or 0.0) * 3), 2)] += 1
+        thirds = (counts[0] / len(matched), counts[1] / len(matched), counts[2] / len(matched))
+    dead: list[str] = []
+    for c in checks:
+        if c.verdict == 'unreachable':
+            label = f'{c.url or c.document_id or c.title} ({c.liveness})'
+            if label not in dead:
+                dead.append(label)
+    return SupportSummary(
+        checks=len(checks),
+        verdicts=verdicts,
+        scored=len(scores),
+        threshold_curve=curve,
+        median_passages_per_page=float(statistics.median(page_passages)) if page_passages else None,
+        matched_length_quartiles=_quartiles([float(c.passage.word_count) for c in matched if c.passage]),
+        position_thirds=thirds,
+        dead_links=dead,
+    )
+
+
+@dataclass(frozen=True)
+class _Page:
+    index: PassageIndex | None
+    liveness: Liveness | None
+    problem: Verdict | None
+    note: str | None
+
+
+@dataclass(frozen=True)
+class _Job:
+    claim: Claim
+    source: SourceRef | None
+    basis: Basis
+    index: PassageIndex | None
+    page: _Page | None
+    fixed: CitationCheck | None
+
+
+class _Planner:
+    def __init__(
+        self,
+        answer: CitedAnswer,
+        pages: Pages,
+        *,
+        threshold: float,
+        weak_threshold: float,
+        language: str | None,
+        min_words: int,
+        max_bytes: int,
+    ) -> None:
+        if not 0.0 < threshold <= 1.0:
+            raise UserError(f'threshold must be in (0, 1], got {threshold!r}.')
+        if not 0.0 <= weak_threshold <= threshold:
+            raise UserError(f'weak_threshold must be in [0, threshold], got {weak_threshold!r}.')
+        self.answer = answer
+        self.pages = pages
+        self.threshold = threshold
+        self.weak_threshold = weak_threshold
+        self.language = language
+        self.min_words = min_words
+        self.max_bytes = max_bytes
+        self.cache: dict[str, _Page] = {}
+        self.page_passages: dict[str, int] = {}
+
+    def _lookup(self, source: SourceRef) -> tuple[str, PageSnapshot | str | bytes] | None:
+        for key in (source.url, source.document_id, source.title):
+            if key:
+                value = self.pages.get(key)
+                if value is not None:
+                    return key, value
+        return None
+
+    def _page(self, key: str, value: PageSnapshot | str | bytes) -> _Page:
+        cached = self.cache.get(key)
+        if cached is not None:
+            return cached
+        liveness: Liveness | None = None
+        notes: list[str] = []
+        text: str | None
+        if isinstance(value, PageSnapshot):
+            liveness = value.liveness
+            if value.liveness != 'ok':
+                page = _Page(None, liveness, 'unreachable', value.reason or f'link is {value.liveness}')
+                self.cache[key] = page
+                return page
+            if value.truncated:
+                notes.append('snapshot was cut at the size cap')
+            decoded = decode_body(value.body, value.content_type, max_bytes=self.max_bytes)
+            text = decoded.text
+            if decoded.reason:
+                notes.append(decoded.reason)
+        elif isinstance(value, bytes):
+            decoded = decode_body(value, max_bytes=self.max_bytes)
+            text = decoded.text
+            if decoded.reason:
+                notes.append(decoded.reason)
+        else:
+            text = value
+            if len(text) > self.max_bytes:
+                text = text[: self.max_bytes]
+                notes.append(f'page cut at {self.max_bytes} characters')
+        note = '; '.join(notes) or None
+        if text is None:
+            page = _Page(None, liveness, 'unreadable', note or 'not a text page')
+        else:
+            passages = split_passages(text, min_words=self.min_words)
+            self.page_passages[key] = len(passages)
+            page = _Page(PassageIndex(passages, language=self.language), liveness, None, note)
+        self.cache[key] = page
+        return page
+
+    def _excerpts(self, source: SourceRef) -> PassageIndex | None:
+        texts = [' '.join(e.split()) for e in source.excerpts]
+        passages = [Passage(t, i, 0.0, len(t.split())) for i, t in enumerate(x for x in texts if x)]
+        return PassageIndex(passages, language=self.language) if passages else None
+
+    def _fixed(
+        self, claim: Claim, source: SourceRef | None, verdict: Verdict, reason: str, liveness: Liveness | None = None
+    ) -> _Job:
+        check = CitationCheck(
+            source=claim.source,
+            url=source.url if source else None,
+            document_id=source.document_id if source else None,
+            title=source.title if source else None,
+            claim=claim.text,
+            claim_kind=claim.kind,
+            verdict=verdict,
+            reason=reason,
+            liveness=liveness,
+            claim_start=claim.start,
+            claim_end=claim.end,
+        )
+        return _Job(claim, source, 'none', None, None, check)
+
+    def plan(self) -> list[_Job]:
+        jobs: list[_Job] = []
+        numbers = {s.number: s for s in self.answer.sources}
+        for claim in claims_for(self.answer):
+            source = numbers.get(claim.source)
+            if source is None:
+                jobs.append(
+                    self._fixed(claim, None, 'no_snapshot', f'source number {claim.source!r} is not in the answer')
+                )
+                continue
+            if not terms(claim.text, language=self.language):
+                jobs.append(self._fixed(claim, source, 'unsupported', 'the claim has no content words to check'))
+                continue
+            found = self._lookup(source)
+            if found is None:
+                excerpt = self._excerpts(source)
+                if excerpt is None:
+                    jobs.append(self._fixed(claim, source, 'no_snapshot', 'no page snapshot and no provider excerpt'))
+                else:
+                    jobs.append(_Job(claim, source, 'excerpt', excerpt, None, None))
+                continue
+            page = self._page(*found)
+            if page.index is None:
+                # Dead link or unreadable page: still score the provider's excerpt when there is one.
+                excerpt = self._excerpts(source)
+                if excerpt is not None:
+                    jobs.append(_Job(claim, source, 'excerpt', excerpt, page, None))
+                else:
+                    verdict = page.problem or 'unreadable'
+                    jobs.append(self._fixed(claim, source, verdict, page.note or verdict, liveness=page.liveness))
+                continue
+            jobs.append(_Job(claim, source, 'page', page.index, page, None))
+        return jobs
+
+    def verdict_for(self, score: float | None) -> Verdict:
+        if score is None:
+            return 'unsupported'
+        if score >= self.threshold - 1e-9:
+            return 'supported'
+        if score >= self.weak_threshold - 1e-9:
+            return 'weak'
+        return 'unsupported'
+
+    def finish(self, job: _Job, judgement: Judgement | None, judge_name: str) -> CitationCheck:
+        if job.fixed is not None:
+            return job.fixed
+        assert judgement is not None
+        assert job.source is not None
+        source = job.source
+        judged = judgement.verdict or self.verdict_for(judgement.score)
+        score_text = (
+            'no passage shares a word with the claim' if judgement.score is None else f'score {judgement.score:.2f}'
+        )
+        reason = judgement.reason or (
+            f'{score_text} (supported at {self.threshold:g}, weak at {self.weak_threshold:g})'
+            if judgement.verdict is None
+            else f'{judge_name} judge: {judged}'
+        )
+        page = job.page
+        if job.basis == 'excerpt':
+            if page is not None and page.problem is not None:
+                verdict: Verdict = page.problem
+                reason = f'{page.note or page.problem}; provider excerpt: {judged} ({score_text})'
+            else:
+                verdict = 'excerpt_only'
+                reason = f'no page snapshot; provider excerpt: {judged} ({score_text})'
+        else:
+            verdict = judged
+            if not job.index or not job.index.passages:
+                reason = f'the page has no passages of at least {self.min_words} words'
+            if page is not None and page.note:
+                reason = f'{reason}; {page.note}'
+        passage = judgement.passage
+        return CitationCheck(
+            source=job.claim.source,
+            url=source.url,
+            document_id=source.document_id,
+            title=source.title,
+            claim=job.claim.text,
+            claim_kind=job.claim.kind,
+            verdict=verdict,
+            reason=reason,
+            basis=job.basis,
+            score=judgement.score,
+            passage=passage,
+            position=passage.position if passage is not None and job.basis == 'page' else None,
+            liveness=page.liveness if page is not None else None,
+            quote=judgement.quote,
+            judge=judge_name,
+            claim_start=job.claim.start,
+            claim_end=job.claim.end,
+        )
+
+    def report(self, checks: list[CitationCheck]) -> SupportReport:
+        return SupportReport(
+            checks=checks,
+            summary=summarize(checks, list(self.page_passages.values())),
+            threshold=self.threshold,
+            weak_threshold=self.weak_threshold,
+            page_passages=dict(self.page_passages),
+        )
+
+
+def check_support(
+    answer: CitedAnswer,
+    pages: Pages,
+    *,
+    threshold: float = 0.6,
+    weak_threshold: float = 0.3,
+    judge: Judge | None = None,
+    language: str | None = None,
+    min_words: int = DEFAULT_MIN_WORDS,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+) -> SupportReport:
+    """Check every citation of `answer` against the cited pages.
+
+    Per citation the claim (see `claims_for`) is checked against the page stored for its source (by URL,
+    then document id, then title). Without a page, the provider's excerpts (`SourceRef.excerpts`) are used
+    and the verdict is `'excerpt_only'`; without either, `'no_snapshot'`. Dead links (per the snapshot's
+    liveness) are `'unreachable'`; binary pages `'unreadable'`. Broken or empty pages give a verdict with a
+    reason, never an exception.
+
+    Args:
+        answer: The answer to check.
+        pages: Pages by URL / document id: snapshots, text or bytes, or a `SnapshotStore`.
+        threshold: Score at or above which a claim is `'supported'` (default 0.6).
+        weak_threshold: Score at or above which it is `'weak'` (default 0.3); below is `'unsupported'`.
+        judge: Who decides; default `LexicalJudge()` (no network). A judge that needs an event loop (such as
+            `LLMJudge`) is run with `anyio.run`; in async code use `acheck_support` instead.
+        language: Language of the Latin-script words (see `terms`); `None` means English.
+        min_words: Minimum passage length in words (see `split_passages`).
+        max_bytes: Pages are cut at this size before parsing (the cut is mentioned in the reason).
+    """
+    if judge is None or isinstance(judge, LexicalJudge):
+        lexical = judge if isinstance(judge, LexicalJudge) else LexicalJudge()
+        planner = _Planner(
+            answer,
+            pages,
+            threshold=threshold,
+            weak_threshold=weak_threshold,
+            language=language,
+            min_words=min_words,
+            max_bytes=max_bytes,
+        )
+        checks = [
+            planner.finish(job, None if job.index is None else lexical.judge_sync(job.claim.text, job.index), 'lexical')
+            for job in planner.plan()
+        ]
+        return planner.report(checks)
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        pass
+    else:
+        raise UserError(
+            f'check_support() cannot run judge {judge!r} inside a running event loop: use `await acheck_support(...)`.'
+        )
+    return anyio.run(
+        functools.partial(
+            acheck_support,
+            answer,
+            pages,
+            threshold=threshold,
+            weak_threshold=weak_threshold,
+            judge=judge,
+            language=language,
+            min_words=min_words,
+            max_bytes=max_bytes,
+        )
+    )
+
+
+async def acheck_support(
+    answer: CitedAnswer,
+    pages: Pages,
+    *,
+    threshold: float = 0.6,
+    weak_threshold: float = 0.3,
+    judge: Judge | None = None,
+    language: str | None = None,
+    min_words: int = DEFAULT_MIN_WORDS,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+) -> SupportReport:
+    """`check_support` for async code and async judges (the judge is awaited once per claim and page)."""
+    judge = judge or LexicalJudge()
+    planner = _Planner(
+        answer,
+        pages,
+        threshold=threshold,
+        weak_threshold=weak_threshold,
+        language=language,
+        min_words=min_words,
+        max_bytes=max_bytes,
+    )
+    checks: list[CitationCheck] = []
+    for job in planner.plan():
+        judgement = None if job.index is None else await judge.judge(job.claim.text, job.index)
+        checks.append(planner.finish(job, judgement, judge.name))
+    return planner.report(checks)

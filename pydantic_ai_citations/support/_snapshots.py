@@ -1,0 +1,447 @@
+"""Snapshots of cited pages, taken at answer time, and whether each link still leads to its page.
+
+Pages change and links die; Google grounding URLs are redirects that expire within days. A support check run
+later is only meaningful against the page as it was when the answer was written, so `capture` stores the body
+together with the URL the redirects ended at.
+
+Capturing sends nothing of the user's: each URL gets a bare `GET` with a fixed User-Agent and Accept header,
+no cookies (not even ones set by a redirect on the way), no Referer, no body, no credentials from the
+environment (`.netrc`, proxies). Redirects are followed by hand, at most `max_redirects` of them, so every
+hop is recorded and a redirect loop ends.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from collections.abc import Generator, Iterable, Sequence
+from contextlib import closing, contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Literal
+
+import anyio
+import httpx2
+from pydantic import ConfigDict, TypeAdapter
+from pydantic_ai.exceptions import UserError
+
+from .._answer import CitedAnswer
+from ._decode import DEFAULT_MAX_BYTES
+
+__all__ = (
+    'Liveness',
+    'PageSnapshot',
+    'SnapshotStore',
+    'USER_AGENT',
+    'capture',
+    'capture_answer',
+    'page_snapshots_ta',
+)
+
+Liveness = Literal['ok', 'not_found', 'gone', 'timeout', 'error']
+"""Whether a cited link still leads to its page: `'ok'`; `'not_found'` (404/410); `'gone'` (redirected to a
+different page, such as the site's home page); `'timeout'`; `'error'` (other status, network error, too many
+redirects, unsupported scheme)."""
+
+USER_AGENT = 'pydantic-ai-citations-snapshot/0.1'
+"""The only identifying header a capture sends."""
+
+_REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+_HOME_PATHS = frozenset({'', 'index.html', 'index.htm', 'index.php', 'home', 'default.aspx', 'en', 'en-us'})
+# Hosts whose whole job is to redirect (Google grounding links): landing on a home page from them is normal.
+_REDIRECTOR_HOSTS = frozenset({'vertexaisearch.cloud.google.com'})
+
+
+@dataclass(frozen=True)
+class PageSnapshot:
+    """A page as captured at answer time."""
+
+    __pydantic_config__ = ConfigDict(ser_json_bytes='base64', val_json_bytes='base64')
+
+    url: str
+    """The URL as cited."""
+    final_url: str | None
+    """Where the redirects ended (`None` when no response came back)."""
+    status: int | None
+    """HTTP status of the final response (`None` on timeout or network error)."""
+    liveness: Liveness
+    """Whether the link still leads to its page (see `Liveness`)."""
+    captured_at: datetime
+    """When the capture finished (UTC)."""
+    body: bytes = b''
+    """The page body, cut at the size cap."""
+    content_type: str | None = None
+    """The final response's `Content-Type` header."""
+    content_hash: str | None = None
+    """`sha256:<hex>` of `body` (`None` when there is no body)."""
+    truncated: bool = False
+    """Whether the body was cut at the size cap."""
+    redirects: list[str] = field(default_factory=list[str])
+    """URLs visited before `final_url`, in order (the cited URL first)."""
+    reason: str | None = None
+    """What went wrong or looked unusual, for humans."""
+
+    @classmethod
+    def from_text(cls, url: str, text: str, *, content_type: str = 'text/html; charset=utf-8') -> PageSnapshot:
+        """A snapshot of a page you already have (tests, documents, pages fetched another way)."""
+        body = text.encode('utf-8')
+        return cls(
+            url=url,
+            final_url=url,
+            status=200,
+            liveness='ok',
+            captured_at=datetime.now(UTC),
+            body=body,
+            content_type=content_type,
+            content_hash=_hash(body),
+        )
+
+
+page_snapshots_ta: TypeAdapter[list[PageSnapshot]] = TypeAdapter(list[PageSnapshot])
+"""JSON round trip for lists of snapshots (bodies as base64)."""
+
+
+def _hash(body: bytes) -> str:
+    return 'sha256:' + hashlib.sha256(body).hexdigest()
+
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS snapshots (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    url TEXT NOT NULL,
+    final_url TEXT,
+    status INTEGER,
+    liveness TEXT NOT NULL,
+    captured_at TEXT NOT NULL,
+    content_type TEXT,
+    content_hash TEXT,
+    truncated INTEGER NOT NULL,
+    redirects TEXT NOT NULL,
+    reason TEXT,
+    body BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS snapshots_url ON snapshots (url);
+CREATE INDEX IF NOT EXISTS snapshots_final_url ON snapshots (final_url);
+"""
+_redirects_ta: TypeAdapter[list[str]] = TypeAdapter(list[str])
+_COLUMNS = (
+    'url, final_url, status, liveness, captured_at, content_type, content_hash, truncated, redirects, reason, body'
+)
+
+
+class SnapshotStore:
+    """Page snapshots in one SQLite file (stdlib `sqlite3`); every capture is kept, the latest one wins on `get`.
+
+    Usable wherever `check_support` takes pages: a source is looked up by its URL, then by final URL.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        """Open (and create if needed) a store.
+
+        Args:
+            path: A folder (the store is `snapshots.sqlite` inside it, created with its parents) or a file path
+                ending in `.sqlite`, `.sqlite3` or `.db`.
+        """
+        p = Path(path)
+        if p.suffix.lower() in ('.sqlite', '.sqlite3', '.db'):
+            p.parent.mkdir(parents=True, exist_ok=True)
+            self.path = p
+        elif p.exists() and not p.is_dir():
+            raise UserError(f'Snapshot store path {str(path)!r} is a file that is not a .sqlite/.sqlite3/.db file.')
+        else:
+            p.mkdir(parents=True, exist_ok=True)
+            self.path = p / 'snapshots.sqlite'
+        with self._connect() as db:
+            db.executescript(_SCHEMA)
+
+    def __repr__(self) -> str:
+        return f'SnapshotStore({str(self.path)!r})'
+
+    @contextmanager
+    def _connect(self) -> Generator[sqlite3.Connection]:
+        with closing(sqlite3.connect(self.path)) as db, db:
+            yield db
+
+    def put(self, snapshot: PageSnapshot) -> None:
+        """Store one snapshot."""
+        self.put_many([snapshot])
+
+    def put_many(self, snapshots: Iterable[PageSnapshot]) -> None:
+        """Store several snapshots in one transaction."""
+        rows = [
+            (
+                s.url,
+                s.final_url,
+                s.status,
+                s.liveness,
+                s.captured_at.isoformat(),
+                s.content_type,
+                s.content_hash,
+                int(s.truncated),
+                _redirects_ta.dump_json(s.redirects).decode(),
+                s.reason,
+                s.body,
+            )
+            for s in snapshots
+        ]
+        with self._connect() as db:
+            db.executemany(f'INSERT INTO snapshots ({_COLUMNS}) VALUES ({", ".join("?" * 11)})', rows)
+
+    @staticmethod
+    def _row(row: tuple[object, ...]) -> PageSnapshot:
+        (
+            url,
+            final_url,
+            status,
+            liveness,
+            captured_at,
+            content_type,
+            content_hash,
+            truncated,
+            redirects,
+            reason,
+            body,
+        ) = row
+        return PageSnapshot(
+            url=str(url),
+            final_url=None if final_url is None else str(final_url),
+            status=status if isinstance(status, int) else None,
+            liveness=_liveness(str(liveness)),
+            captured_at=datetime.fromisoformat(str(captured_at)),
+            body=body if isinstance(body, bytes) else b'',
+            content_type=None if content_type is None else str(content_type),
+            content_hash=None if content_hash is None else str(content_hash),
+            truncated=bool(truncated),
+            redirects=_redirects_ta.validate_json(str(redirects)),
+            reason=None if reason is None else str(reason),
+        )
+
+    def get(self, url: str) -> PageSnapshot | None:
+        """The latest snapshot of `url` (matched as cited, else as final URL), or `None`."""
+        with self._connect() as db:
+            for column in ('url', 'final_url'):
+                row = db.execute(
+                    f'SELECT {_COLUMNS} FROM snapshots WHERE {column} = ? ORDER BY id DESC LIMIT 1', (url,)
+                ).fetchone()
+                if row is not None:
+                    return self._row(tuple(row))
+        return None
+
+    def __contains__(self, url: object) -> bool:
+        return isinstance(url, str) and self.get(url) is not None
+
+    def latest(self) -> list[PageSnapshot]:
+        """The latest snapshot of every URL, in order of first capture."""
+        with self._connect() as db:
+            rows = db.execute(
+                f'SELECT {_COLUMNS} FROM snapshots WHERE id IN (SELECT MAX(id) FROM snapshots GROUP BY url) ORDER BY id'
+            ).fetchall()
+        return [self._row(tuple(r)) for r in rows]
+
+    def __len__(self) -> int:
+        with self._connect() as db:
+            (count,) = db.execute('SELECT COUNT(DISTINCT url) FROM snapshots').fetchone()
+        return int(count)
+
+
+def _liveness(value: str) -> Liveness:
+    if value == 'ok':
+        return 'ok'
+    if value == 'not_found':
+        return 'not_found'
+    if value == 'gone':
+        return 'gone'
+    if value == 'timeout':
+        return 'timeout'
+    return 'error'
+
+
+def _is_home(url: httpx2.URL) -> bool:
+    return url.path.strip('/').lower() in _HOME_PATHS
+
+
+def _failed(url: str, liveness: Liveness, reason: str, redirects: list[str], final: str | None = None) -> PageSnapshot:
+    return PageSnapshot(
+        url=url,
+        final_url=final,
+        status=None,
+        liveness=liveness,
+        captured_at=datetime.now(UTC),
+        redirects=redirects,
+        reason=reason,
+    )
+
+
+async def _capture_one(
+    client: httpx2.AsyncClient, url: str, *, timeout: float, max_bytes: int, max_redirects: int
+) -> PageSnapshot:
+    redirects: list[str] = []
+    try:
+        current = httpx2.URL(url)
+    except (httpx2.InvalidURL, TypeError) as e:
+        return _failed(url, 'error', f'invalid URL: {e}', redirects)
+    try:
+        with anyio.fail_after(timeout):
+            while True:
+                if current.scheme not in ('http', 'https'):
+                    return _failed(url, 'error', f'unsupported URL scheme {current.scheme!r}', redirects, str(current))
+                # A bare request built here, not with `client.build_request`: no client cookies, no default headers.
+                request = httpx2.Request(
+                    'GET',
+                    current,
+                    headers={
+                        'User-Agent': USER_AGENT,
+                        'Accept': 'text/html,application/xhtml+xml,text/plain;q=0.9,*/*;q=0.1',
+                    },
+                )
+                response = await client.send(request, stream=True)
+                try:
+                    location = response.headers.get('location')
+                    if response.status_code in _REDIRECT_STATUSES and location:
+                        redirects.append(str(current))
+                        if len(redirects) > max_redirects:
+                            return _failed(
+                                url, 'error', f'more than {max_redirects} redirects', redirects, str(current)
+                            )
+                        current = current.join(location)
+                        continue
+                    chunks: list[bytes] = []
+                    size = 0
+                    truncated = False
+                    async for chunk in response.aiter_bytes():
+                        chunks.append(chunk)
+                        size += len(chunk)
+                        if size > max_bytes:
+                            truncated = True
+                            break
+                    body = b''.join(chunks)[:max_bytes]
+                finally:
+                    await response.aclose()
+                break
+    except (TimeoutError, httpx2.TimeoutException):
+        return _failed(url, 'timeout', f'no complete answer within {timeout:g} s', redirects, str(current))
+    except (httpx2.HTTPError, httpx2.InvalidURL, httpx2.StreamError, ValueError) as e:
+        return _failed(url, 'error', f'{type(e).__name__}: {e}', redirects, str(current))
+
+    status = response.status_code
+    reasons: list[str] = []
+    liveness: Liveness
+    if status in (404, 410):
+        liveness = 'not_found'
+        reasons.append(f'HTTP {status}')
+    elif not 200 <= status < 300:
+        liveness = 'error'
+        reasons.append(f'HTTP {status}')
+    elif (
+        redirects
+        and _is_home(current)
+        and not _is_home(httpx2.URL(url))
+        and httpx2.URL(url).host not in _REDIRECTOR_HOSTS
+    ):
+        liveness = 'gone'
+        reasons.append(f'redirected to a home page ({current})')
+    else:
+        liveness = 'ok'
+    if truncated:
+        reasons.append(f'body cut at {max_bytes} bytes')
+    return PageSnapshot(
+        url=url,
+        final_url=str(current),
+        status=status,
+        liveness=liveness,
+        captured_at=datetime.now(UTC),
+        body=body,
+        content_type=response.headers.get('content-type'),
+        content_hash=_hash(body),
+        truncated=truncated,
+        redirects=redirects,
+        reason='; '.join(reasons) or None,
+    )
+
+
+async def capture(
+    urls: Iterable[str],
+    *,
+    store: SnapshotStore | None = None,
+    timeout: float = 15.0,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    max_redirects: int = 5,
+    concurrency: int = 8,
+    transport: httpx2.AsyncBaseTransport | None = None,
+) -> list[PageSnapshot]:
+    """Fetch each URL once (bare `GET`, see the module docstring) and return (and store) its snapshot.
+
+    Never raises for a bad page: timeouts, dead links, redirect loops and oversized bodies become snapshots
+    with the matching `liveness` and a `reason`.
+
+    Args:
+        urls: The URLs to capture; duplicates are fetched once.
+        store: Where to keep the snapshots, if anywhere.
+        timeout: Seconds allowed per URL, all redirects and the body included.
+        max_bytes: Bodies are cut after this many bytes (`truncated=True`).
+        max_redirects: At most this many redirects are followed; one more is an `'error'`.
+        concurrency: At most this many pages are fetched at once.
+        transport: An `httpx2` transport, e.g. `httpx2.MockTransport` in tests.
+
+    Returns:
+        One snapshot per distinct URL, in the order given.
+    """
+    if concurrency < 1:
+        raise UserError(f'concurrency must be at least 1, got {concurrency!r}.')
+    if max_redirects < 0:
+        raise UserError(f'max_redirects must not be negative, got {max_redirects!r}.')
+    if max_bytes < 1:
+        raise UserError(f'max_bytes must be at least 1, got {max_bytes!r}.')
+    unique = list(dict.fromkeys(urls))
+    results: dict[str, PageSnapshot] = {}
+    limiter = anyio.CapacityLimiter(concurrency)
+    async with httpx2.AsyncClient(
+        transport=transport, follow_redirects=False, trust_env=False, timeout=timeout
+    ) as client:
+
+        async def one(url: str) -> None:
+            async with limiter:
+                results[url] = await _capture_one(
+                    client, url, timeout=timeout, max_bytes=max_bytes, max_redirects=max_redirects
+                )
+
+        async with anyio.create_task_group() as tg:
+            for url in unique:
+                tg.start_soon(one, url)
+    snapshots = [results[u] for u in unique]
+    if store is not None:
+        store.put_many(snapshots)
+    return snapshots
+
+
+def web_urls(answer: CitedAnswer) -> list[str]:
+    """The URLs of an answer's web sources, in source order."""
+    return [s.url for s in answer.sources if s.kind == 'web' and s.url]
+
+
+async def capture_answer(
+    store: SnapshotStore,
+    answer: CitedAnswer,
+    *,
+    timeout: float = 15.0,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    max_redirects: int = 5,
+    concurrency: int = 8,
+    transport: httpx2.AsyncBaseTransport | None = None,
+) -> list[PageSnapshot]:
+    """Capture every web source of `answer` into `store` (see `capture` for the arguments)."""
+    return await capture(
+        web_urls(answer),
+        store=store,
+        timeout=timeout,
+        max_bytes=max_bytes,
+        max_redirects=max_redirects,
+        concurrency=concurrency,
+        transport=transport,
+    )
+
+
+def snapshot_urls(snapshots: Sequence[PageSnapshot]) -> dict[str, PageSnapshot]:
+    """Snapshots keyed by cited URL (the last one wins)."""
+    return {s.url: s for s in snapshots}

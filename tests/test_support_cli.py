@@ -1,0 +1,156 @@
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import io
+import json
+from pathlib import Path
+
+import pytest
+from selectolax.lexbor import LexborHTMLParser
+
+from pydantic_ai_citations._answer import CitedAnswer, CitedSpan, SourceRef
+from pydantic_ai_citations.support import PageSnapshot, SnapshotStore
+from pydantic_ai_citations.support._audit import audit_report_ta
+from pydantic_ai_citations.support._cli import register, run_audit
+
+PAGES = Path(__file__).parent / 'pages'
+CLAIM = 'The president made an unscheduled trip to Walter Reed hospital for a quick exam and labs.'
+EVIL = '<script>alert("x")</script> | `tick` [link](javascript:alert(1))'
+
+
+def answers() -> list[CitedAnswer]:
+    ok = SourceRef(1, 'web', url='https://news.test/a', title=EVIL)
+    dead = SourceRef(2, 'web', url='javascript:alert(1)', title='Dead <b>link</b>')
+    first = CitedAnswer(
+        f'{CLAIM} [1][2]',
+        spans=[
+            CitedSpan(len(CLAIM) + 1, len(CLAIM) + 4, 'marker', [1], message_index=1, part_index=0, citation_index=0),
+            CitedSpan(len(CLAIM) + 4, len(CLAIM) + 7, 'marker', [2], message_index=1, part_index=0, citation_index=1),
+        ],
+        sources=[ok, dead],
+        provider_name='anthropic',
+        model_name=EVIL,
+    )
+    second = CitedAnswer('No citations here.')
+    return [first, second]
+
+
+@pytest.fixture
+def setup(tmp_path: Path) -> tuple[Path, Path]:
+    store = SnapshotStore(tmp_path / 'snaps')
+    store.put(PageSnapshot.from_text('https://news.test/a', (PAGES / 'traps.html').read_text(encoding='utf-8')))
+    gone = PageSnapshot.from_text('javascript:alert(1)', '')
+    store.put(
+        PageSnapshot(
+            url=gone.url, final_url=None, status=None, liveness='error', captured_at=gone.captured_at, reason=EVIL
+        )
+    )
+    path = tmp_path / 'answers.json'
+    path.write_text('[' + ','.join(a.to_json().decode() for a in answers()) + ']')
+    return path, tmp_path / 'snaps'
+
+
+def run(argv: list[str]) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = run_audit(argv, stdout=out, stderr=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_audit_markdown(setup: tuple[Path, Path]):
+    answers_path, snaps = setup
+    code, out, err = run([str(answers_path), '--snapshots', str(snaps)])
+    assert (code, err) == (0, '')
+    assert out.startswith('# Citation support audit\n\n2 answer(s), 2 citation check(s), 1 scored.')
+    assert '| supported | 1 |' in out
+    assert '| unreachable | 1 |' in out
+    assert '| 0.9 | 100% | ████████████████████ |' in out
+    assert '## Dead links\n\n- javascript:alert(1) (error)' in out
+    assert '<script>' not in out
+    assert '&lt;script&gt;alert("x")&lt;/script&gt; \\| \\`tick\\`' in out
+    assert 'No citations.' in out
+
+
+def test_audit_html_is_standalone_and_escaped(setup: tuple[Path, Path], tmp_path: Path):
+    answers_path, snaps = setup
+    target = tmp_path / 'report.html'
+    code, out, err = run([str(answers_path), '--snapshots', str(snaps), '--format', 'html', '-o', str(target)])
+    assert (code, out, err) == (0, '', f'wrote {target}\n')
+    page = target.read_text(encoding='utf-8')
+    tree = LexborHTMLParser(page)
+    assert tree.css('script') == []
+    assert [n.tag for n in tree.css('svg polyline')] == ['polyline']
+    assert len(tree.css('svg circle')) == 9
+    assert all(not n.attributes.get('src') for n in tree.css('*'))
+    assert tree.css('link') == []
+    hrefs = [n.attributes.get('href') for n in tree.css('a')]
+    assert hrefs == ['https://news.test/a']  # the javascript: source is shown as text, never linked
+    assert tree.body is not None
+    assert EVIL in tree.body.text()
+    assert 'Dead links' in page
+    assert 'javascript:alert(1) (error)' in page
+
+
+def test_audit_json(setup: tuple[Path, Path]):
+    answers_path, snaps = setup
+    code, out, _ = run([str(answers_path), '--snapshots', str(snaps), '--format', 'json', '--threshold', '0.5'])
+    assert code == 0
+    report = audit_report_ta.validate_json(out)
+    assert report.threshold == 0.5
+    assert [c.verdict for c in report.answers[0].report.checks] == ['supported', 'unreachable']
+    assert json.loads(out)['summary']['verdicts']['supported'] == 1
+
+
+def test_audit_single_answer_file(setup: tuple[Path, Path], tmp_path: Path):
+    _, snaps = setup
+    one = tmp_path / 'one.json'
+    one.write_bytes(answers()[0].to_json())
+    code, out, _ = run([str(one), '--snapshots', str(snaps)])
+    assert code == 0
+    assert '1 answer(s)' in out
+
+
+def test_audit_bad_input(setup: tuple[Path, Path], tmp_path: Path):
+    answers_path, snaps = setup
+    code, _, err = run([str(tmp_path / 'missing.json'), '--snapshots', str(snaps)])
+    assert code == 2
+    assert 'cannot read ANSWERS file' in err
+    bad = tmp_path / 'bad.json'
+    bad.write_text('{"not": "an answer"}')
+    code, _, err = run([str(bad), '--snapshots', str(snaps)])
+    assert code == 2
+    assert 'is not a CitedAnswer or a list of them' in err
+    bad.write_text('not json')
+    code, _, err = run([str(bad), '--snapshots', str(snaps)])
+    assert code == 2
+    code, _, err = run([str(answers_path), '--snapshots', str(tmp_path / 'nope')])
+    assert code == 2
+    assert 'does not exist' in err
+    code, _, err = run([str(answers_path), '--snapshots', str(snaps), '--threshold', '7'])
+    assert code == 2
+    assert 'threshold must be in (0, 1], got 7.0' in err
+    code, _, err = run([str(answers_path)])
+    assert code == 2
+    assert '--snapshots' in err
+
+
+def test_register_sets_handler(setup: tuple[Path, Path]):
+    answers_path, snaps = setup
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers(dest='command'))
+    args = parser.parse_args(['audit', str(answers_path), '--snapshots', str(snaps), '--format', 'json'])
+    assert args.command == 'audit'
+    assert callable(args.func)
+
+
+@pytest.mark.anyio
+async def test_example_support_check_runs():
+    path = Path(__file__).resolve().parents[1] / 'examples' / 'support_check.py'
+    spec = importlib.util.spec_from_file_location('support_check_example', path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    lines: list[str] = await module.main()
+    assert lines[0].startswith("[1] supported    score=0.89  'The school put 120 solar panels")
+    assert lines[-1] == "dead links: ['https://school.test/grant (not_found)']"
