@@ -49,6 +49,7 @@ def _run(cmd: list[str]) -> None:
 
 
 def main(argv: list[str]) -> None:
+    """Run one task (see the module docstring)."""
     task, args = (argv[0], argv[1:]) if argv else ('test', [])
     if task == 'install':
         _venv()

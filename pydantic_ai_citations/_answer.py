@@ -14,6 +14,8 @@ a stream that did not complete) becomes a `CitationProblem`; nothing is dropped 
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Literal, Protocol, TypedDict, cast
@@ -338,6 +340,7 @@ def _build(messages: Sequence[ModelMessage], *, complete: bool) -> CitedAnswer:
         text_pieces.append(content)
         offset += len(content)
     _add_response_raw(b, response, message_index)
+    _add_unmapped(b, response, message_index)
 
     spans = _dedupe_spans(b)
     unanchored_numbers: list[int] = []
@@ -468,6 +471,31 @@ def _add_response_raw(b: _Builder, response: ModelResponse, message_index: int) 
         identities.update(s for s in (source.url, source.document_id, source.title, *source.excerpts) if s)
     for raw_index, entry in enumerate(_iter_list(cast(object, raw))):
         _check_raw_entry(b, entry, identities, response.provider_name, message_index, None, raw_index)
+
+
+def _add_unmapped(b: _Builder, response: ModelResponse, message_index: int) -> None:
+    """Raw citation data Pydantic AI keeps outside `provider_details['citations']` (tool-output lists, raw annotations)."""
+    from .formats.unmapped import recover  # the format modules are pure and import nothing from here
+
+    recovery = recover(response)
+    seen = {json.dumps(r.data, sort_keys=True, default=str) for r in b.raw_only}
+    for index, entry in enumerate(recovery.raw_only):
+        key = json.dumps(entry.raw, sort_keys=True, default=str)
+        if key in seen:
+            continue
+        seen.add(key)
+        b.raw_only.append(
+            RawCitation(
+                entry.raw,
+                f'{entry.kind}: {entry.reason}',
+                provider_name=entry.provider,
+                message_index=message_index,
+                part_index=entry.part_index,
+                raw_index=index,
+            )
+        )
+    for problem in recovery.problems:
+        b.problems.append(dataclasses.replace(problem, message_index=message_index))
 
 
 def _check_raw_entry(

@@ -52,8 +52,12 @@ from pydantic_ai.settings import ModelSettings
 
 from . import _ledger
 from ._answer import CitedAnswer
+from ._guard import check_output_mode
+from ._history import fingerprint_response
 from ._models import ApiLabel, ModelInfo, describe_model, describe_serving_model
 from ._problems import CitationProblem
+from .formats.perplexity import PerplexityTap, apply_sonar, apply_to_response
+from .formats.unmapped import recover
 
 __all__ = (
     'Arrival',
@@ -213,6 +217,15 @@ class TrackCitations(AbstractCapability[Any]):
     _: KW_ONLY
     matrix: ObservationSink | None = None
     """A `CapabilityMatrix` (or any `ObservationSink`) to add `'observed'` evidence to. Default `None`: nothing is shared."""
+    perplexity_tap: PerplexityTap | None = None
+    """The `PerplexityTap` your Perplexity (Agent API) provider's HTTP client was made with
+    (`perplexity_http_client(tap)`): its search results become `[N]` citations on the text. Default `None`."""
+    recover_raw: bool = True
+    """Map citation data Pydantic AI leaves raw onto `TextPart.citations`, in place (Perplexity Sonar `[N]` markers,
+    Anthropic `search_result_location`, …). Default `True`."""
+    fingerprint: bool = True
+    """Record a fingerprint of each cited part in `ModelResponse.metadata` (never sent to a model), so edits made
+    later without `edit_text` are detected by `find_stale` / `CleanStaleCitations`. Default `True`."""
     observe_stream_end: bool = True
     """Wrap the serving model to tell `'part_end'` from `'response_end'` arrival. Default `True`. Turn off under durable
     execution (Temporal, DBOS, Prefect reject model wrappers); arrival before `PartEndEvent` is then `'part_end'`."""
@@ -250,6 +263,7 @@ class TrackCitations(AbstractCapability[Any]):
             )
             with state.lock:
                 state.requests.append(request)
+            check_output_mode(ctx, request_context)
         return request_context
 
     def get_wrapper_model(self, model: Model) -> Model | None:
@@ -303,6 +317,15 @@ class TrackCitations(AbstractCapability[Any]):
         request.finished = True
         if request.info.api == 'other' or request.info.model_class == 'FallbackModel':
             request.info = describe_serving_model(request_context.model, response.model_name, response.provider_name)
+        if self.recover_raw:
+            problems = _recover_in_place(response, request, self.perplexity_tap)
+            if problems:
+                _ledger.record_problems(state.run_id, problems)
+        if self.fingerprint:
+            fingerprint_response(response)
+            if request.stream is not None and request.stream.metadata is None and response.metadata is not None:
+                # `run_stream` history is rebuilt from the stream: share the dict so the fingerprint shows there too.
+                request.stream.metadata = response.metadata
         observation = _observe(request)
         request.observation = observation
         if self.matrix is not None:
@@ -387,6 +410,33 @@ def _output_mode(request_context: ModelRequestContext) -> str:
     except Exception:  # the request itself will report an invalid combination; keep what we know
         return 'auto'
     return str(prepared.output_mode)
+
+
+def _recover_in_place(response: ModelResponse, request: _Request, tap: PerplexityTap | None) -> list[CitationProblem]:
+    """Fill `TextPart.citations` from raw formats, in place: `run_stream` history only shows in-place changes."""
+    before = {i: len(p.citations or []) for i, p in enumerate(response.parts) if isinstance(p, TextPart)}
+    problems: list[CitationProblem] = []
+    recovery = recover(response)
+    for part_index, citations in recovery.citations.items():
+        part = response.parts[part_index]
+        if isinstance(part, TextPart) and citations:
+            part.citations = [*(part.citations or []), *citations]
+    problems.extend(recovery.problems)
+    details = response.provider_details or {}
+    if request.info.api == 'perplexity-sonar' or 'unmapped' in details:
+        problems.extend(apply_sonar(response))
+    if tap is not None and response.provider_response_id is not None:
+        collector = tap.collector_for(response.provider_response_id)
+        if collector is not None:
+            problems.extend(apply_to_response(response, collector))
+    for index, count in before.items():
+        part = response.parts[index]
+        assert isinstance(part, TextPart)
+        added = len(part.citations or []) - count
+        if added > 0:
+            request.recovered[index] = added
+            request.arrivals.setdefault(index, 'response_end' if request.streamed else 'response')
+    return problems
 
 
 def _current(state: _RunState) -> _Request | None:

@@ -158,9 +158,13 @@ async def test_citations_requested_and_output_mode():
     class Out(BaseModel):
         x: int
 
-    result2 = await Agent(FunctionModel(tool_output), output_type=Out, capabilities=[track, Citations()]).run('q')  # type: ignore[arg-type]
-    requests = track.report(result2).requests
-    assert [(r.output_mode, r.text_output, r.api) for r in requests] == [('tool', False, 'other')]
+    from pydantic_ai_citations._guard import CitationsDisabledWarning
+
+    with pytest.warns(CitationsDisabledWarning, match='output mode'):
+        result2 = await Agent(FunctionModel(tool_output), output_type=Out, capabilities=[track, Citations()]).run('q')  # type: ignore[arg-type]
+    report = track.report(result2)
+    assert [(r.output_mode, r.text_output, r.api) for r in report.requests] == [('tool', False, 'other')]
+    assert [p.code for p in report.problems] == ['citations_disabled_by_output_mode']
 
 
 async def test_fallback_attempts_are_recorded():

@@ -344,11 +344,25 @@ class _FakeGrpcChannel:
         return call
 
 
+class _FakeXaiFiles:
+    """Stands in for `xai_sdk`'s files client: `XaiModel` uploads documents before sending them; nothing leaves here."""
+
+    def __init__(self) -> None:
+        self.uploaded: list[tuple[str | None, int]] = []
+
+    async def upload(self, data: bytes, filename: str | None = None, **_kwargs: object) -> object:
+        from types import SimpleNamespace
+
+        self.uploaded.append((filename, len(data)))
+        return SimpleNamespace(id=f'file-replay-{len(self.uploaded)}', filename=filename)
+
+
 class _FakeXaiClient:
-    """Stands in for `xai_sdk.AsyncClient`: `XaiModel` only uses its `chat` client for completions."""
+    """Stands in for `xai_sdk.AsyncClient`: `XaiModel` uses its `chat` client, and `files` to upload documents."""
 
     def __init__(self, chat: object) -> None:
         self.chat = chat
+        self.files = _FakeXaiFiles()
 
 
 def _xai(recording: Recording, transport: ReplayTransport) -> Model:

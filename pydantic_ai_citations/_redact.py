@@ -1,0 +1,126 @@
+"""Redact private excerpts from a `CitedAnswer` before it goes to logs or persisted reports.
+
+Excerpts of user documents (Anthropic `cited_text`, Bedrock `sourceContent`, Google retrieved-context text, xAI
+collection chunks) can hold private text. `redact` replaces them with a placeholder that keeps only their length;
+URLs, titles and document ids are kept so the report still says *what* was cited. Raw provider data kept for audit
+(`raw_only`) is redacted the same way: any entry that is not clearly a web citation is treated as a document one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from pydantic import JsonValue
+from pydantic_ai.exceptions import UserError
+
+from ._answer import CitedAnswer, RawCitation, SourceRef
+from ._problems import CitationProblem
+
+__all__ = ('placeholder', 'redact')
+
+# Keys of raw provider citation data that hold quoted text (not URLs, titles or ids).
+_TEXT_KEYS = frozenset(
+    {
+        'cited_text',
+        'text',
+        'content',
+        'chunk_content',
+        'sourceContent',
+        'source_content',
+        'snippet',
+        'excerpt',
+        'excerpts',
+        'quote',
+        'chunk',
+        'rag_chunk',
+    }
+)
+_WEB_TYPES = frozenset({'web_search_result_location', 'url_citation', 'web_citation', 'x_citation'})
+# Problems whose `detail` may quote raw provider data.
+_DETAIL_PROBLEMS = frozenset({'unreadable_raw_data', 'source_without_content', 'unmapped_provider_citation'})
+
+
+def placeholder(text: str) -> str:
+    """What a redacted excerpt becomes: `'[redacted: 123 chars]'`."""
+    return f'[redacted: {len(text)} chars]'
+
+
+def redact(answer: CitedAnswer, *, documents: bool = True, web: bool = False) -> CitedAnswer:
+    """A copy of the answer with private excerpts replaced by `'[redacted: N chars]'`.
+
+    The answer text, URLs, titles and document ids are kept.
+
+    Args:
+        answer: The answer to redact (not modified).
+        documents: Redact excerpts of document sources, the quoted text in raw data of document citations, and
+            problem details that may quote raw data. On by default: these are the user's documents.
+        web: Also redact excerpts of web sources and the quoted text in raw web citation data.
+    """
+    if not isinstance(answer, CitedAnswer):  # pyright: ignore[reportUnnecessaryIsInstance]
+        raise UserError(f'Expected a `CitedAnswer`, got {answer!r}.')
+    if not documents and not web:
+        return answer
+
+    def source(ref: SourceRef) -> SourceRef:
+        if (ref.kind == 'document' and documents) or (ref.kind == 'web' and web):
+            return replace(ref, excerpts=[placeholder(e) for e in ref.excerpts])
+        return ref
+
+    def raw(entry: RawCitation) -> RawCitation:
+        is_web = _looks_web(entry.data)
+        if (is_web and web) or (not is_web and documents):
+            return replace(entry, data=_redact_json(entry.data))
+        return entry
+
+    def problem(p: CitationProblem) -> CitationProblem:
+        if documents and p.detail is not None and p.code in _DETAIL_PROBLEMS:
+            return replace(p, detail=placeholder(p.detail))
+        return p
+
+    sources = [source(s) for s in answer.sources]
+    by_number = {s.number: s for s in sources}
+    return replace(
+        answer,
+        sources=sources,
+        unanchored=[by_number.get(s.number, source(s)) for s in answer.unanchored],
+        raw_only=[raw(r) for r in answer.raw_only],
+        problems=[problem(p) for p in answer.problems],
+    )
+
+
+def _looks_web(data: JsonValue) -> bool:
+    """Whether a raw entry is clearly a web citation; anything unknown counts as a document (privacy first)."""
+    if not isinstance(data, dict):
+        return False
+    kind = data.get('type')
+    if isinstance(kind, str) and kind in _WEB_TYPES:
+        return True
+    for key in ('url', 'uri'):
+        value = data.get(key)
+        if isinstance(value, str) and value.lower().startswith(('http://', 'https://')):
+            return True
+    web = data.get('web')
+    return isinstance(web, dict) and isinstance(web.get('uri'), str)
+
+
+def _redact_json(data: JsonValue, depth: int = 0) -> JsonValue:
+    if depth > 50:
+        return '[redacted]'
+    if isinstance(data, dict):
+        out: dict[str, JsonValue] = {}
+        for key, value in data.items():
+            out[key] = _redact_text(value) if key in _TEXT_KEYS else _redact_json(value, depth + 1)
+        return out
+    if isinstance(data, list):
+        return [_redact_json(v, depth + 1) for v in data]
+    return data
+
+
+def _redact_text(value: JsonValue) -> JsonValue:
+    if isinstance(value, str):
+        return placeholder(value)
+    if isinstance(value, list):
+        return [_redact_text(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _redact_text(v) for k, v in value.items()}
+    return value

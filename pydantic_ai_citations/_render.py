@@ -1,0 +1,492 @@
+"""Render a `CitedAnswer` as Markdown or HTML, safely.
+
+Everything in an answer is untrusted: the model wrote the text (possibly steered by a prompt injection), and URLs,
+titles and excerpts come from web pages and documents. So:
+
+- every piece of text, title, excerpt and URL is escaped for the output format;
+- a URL becomes a link only when its scheme is in `allowed_schemes` (default `http`, `https`), compared the way a
+  browser reads it (tabs and newlines removed, leading and trailing control characters and spaces stripped,
+  lowercased); anything else, or anything unparseable, is shown as text;
+- the HTML has no remote resources (no images, scripts, stylesheets or frames; inline CSS only) and every link has
+  `rel="noopener noreferrer nofollow"`;
+- Markdown written by the model keeps its formatting, but raw HTML, autolinks, images and reference definitions are
+  escaped, and its inline links survive only with an allowed scheme.
+
+Placement: a content anchor gets its mark *after* the supported words; a marker anchor (a `[1]` or a markdown link
+the model wrote) is *replaced* by our own mark. Overlapping markers are merged into one mark; a content anchor ending
+inside or right at the edge of a marker joins that marker's mark. Sources without a position go in a trailing
+"Sources used" list, never pinned to a sentence. `raw_only` data is never shown. Footnote numbers are
+`SourceRef.number`, so they are stable across renderings.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+from urllib.parse import urlsplit
+
+from pydantic_ai.exceptions import UserError
+
+from ._answer import CitedAnswer, SourceRef
+from ._problems import CitationProblem
+from ._redact import redact as _redact
+
+__all__ = ('DEFAULT_ALLOWED_SCHEMES', 'render_html', 'render_markdown', 'safe_url', 'url_problems')
+
+DEFAULT_ALLOWED_SCHEMES: tuple[str, ...] = ('http', 'https')
+"""Schemes that become links by default."""
+
+_NEVER_ALLOWED = frozenset({'javascript', 'vbscript', 'data', 'file', 'blob', 'filesystem', 'about'})
+_SCHEME_RE = re.compile(r'[a-z][a-z0-9+.\-]*')
+_REL = 'noopener noreferrer nofollow'
+_GROUNDING_HOST = 'vertexaisearch.cloud.google.com'
+_GROUNDING_PATH = '/grounding-api-redirect/'
+_MAX_LABEL = 200
+_MAX_EXCERPT = 300
+# C0 controls except tab/newline/carriage return, DEL, C1 controls and lone surrogates: replaced in all output.
+_BAD_CHARS_RE = re.compile('[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]')
+_WS_RE = re.compile(r'[\s\x00-\x1f\x7f-\x9f]+')
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# URLs
+
+
+def _check_schemes(allowed_schemes: Iterable[str]) -> frozenset[str]:
+    if isinstance(allowed_schemes, str):
+        raise UserError(f'`allowed_schemes` must be a sequence of schemes, not a string: {allowed_schemes!r}.')
+    schemes: set[str] = set()
+    for scheme in allowed_schemes:
+        if not isinstance(scheme, str) or not _SCHEME_RE.fullmatch(scheme.lower()):  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise UserError(f'Invalid URL scheme in `allowed_schemes`: {scheme!r}. Use names like `"https"`.')
+        if scheme.lower() in _NEVER_ALLOWED:
+            raise UserError(
+                f'URL scheme {scheme!r} can run code or load local data and cannot be allowed; remove it from '
+                '`allowed_schemes`.'
+            )
+        schemes.add(scheme.lower())
+    return frozenset(schemes)
+
+
+def safe_url(url: object, allowed_schemes: Iterable[str] = DEFAULT_ALLOWED_SCHEMES) -> str | None:
+    """The URL to link to, or `None` when it must be shown as text only.
+
+    The URL is read the way a browser reads an `href`: tabs and newlines anywhere are removed and leading and trailing
+    spaces and control characters are stripped. The result must parse, must contain no other control characters, its
+    lowercased scheme must be in `allowed_schemes`, and `http`/`https` URLs must name a host.
+
+    Args:
+        url: The URL, as the provider gave it.
+        allowed_schemes: Schemes that may become links.
+
+    Returns:
+        The cleaned URL (what was checked is exactly what should be emitted), or `None`.
+    """
+    schemes = _check_schemes(allowed_schemes)
+    if not isinstance(url, str):
+        return None
+    cleaned = re.sub('[\t\n\r]', '', url).strip(''.join(chr(c) for c in range(0x21)))
+    if not cleaned or _BAD_CHARS_RE.search(cleaned) or any(c.isspace() and c != ' ' for c in cleaned):
+        return None
+    try:
+        parts = urlsplit(cleaned)
+    except ValueError:
+        return None
+    scheme = parts.scheme.lower()
+    if not scheme or scheme not in schemes or cleaned[: len(scheme) + 1].lower() != scheme + ':':
+        return None
+    if scheme in ('http', 'https'):
+        try:
+            host = parts.hostname
+        except ValueError:
+            return None
+        if not host:
+            return None
+    return cleaned
+
+
+def url_problems(
+    answer: CitedAnswer, *, allowed_schemes: Sequence[str] = DEFAULT_ALLOWED_SCHEMES
+) -> list[CitationProblem]:
+    """`disallowed_url_scheme` problems for the web sources that the renderers show as text instead of links."""
+    _check_schemes(allowed_schemes)
+    problems: list[CitationProblem] = []
+    for source in answer.sources:
+        if source.kind == 'web' and safe_url(source.url, allowed_schemes) is None:
+            problems.append(
+                CitationProblem(
+                    'disallowed_url_scheme',
+                    f'Source {source.number} has a URL that is not an allowed link '
+                    f'(schemes {", ".join(sorted(set(allowed_schemes)))}); it is shown as text.',
+                    detail=_short(repr(source.url)),
+                )
+            )
+    return problems
+
+
+def _host(url: str) -> str | None:
+    try:
+        host = urlsplit(url).hostname
+    except ValueError:
+        return None
+    if not host:
+        return None
+    return host[4:] if host.startswith('www.') else host
+
+
+def _is_grounding_redirect(url: str) -> bool:
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return False
+    return parts.hostname == _GROUNDING_HOST and parts.path.startswith(_GROUNDING_PATH)
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# What a source shows
+
+
+@dataclass(frozen=True)
+class _Label:
+    text: str
+    """Main label: title, or domain, or URL text, or document id."""
+    href: str | None
+    """Checked URL, or `None`."""
+    note: str | None
+    """Secondary text: domain, or the disallowed URL shown as text."""
+    excerpt: str | None
+
+
+def _clean_line(text: str, limit: int = _MAX_LABEL) -> str:
+    text = _WS_RE.sub(' ', _BAD_CHARS_RE.sub('\ufffd', text)).strip()
+    return text if len(text) <= limit else text[: limit - 1] + '…'
+
+
+def _label(source: SourceRef, schemes: frozenset[str]) -> _Label:
+    title = _clean_line(source.title) if isinstance(source.title, str) and source.title.strip() else None  # pyright: ignore[reportUnnecessaryIsInstance]
+    excerpt = next((e for e in source.excerpts if isinstance(e, str) and e.strip()), None)  # pyright: ignore[reportUnnecessaryIsInstance]
+    excerpt = _clean_line(excerpt, _MAX_EXCERPT) if excerpt is not None else None
+    if source.kind == 'document':
+        doc_id = _clean_line(source.document_id) if source.document_id else None
+        text = title or doc_id or f'Document {source.number}'
+        note = doc_id if title and doc_id else None
+        return _Label(text, None, note, excerpt)
+    url = source.url if isinstance(source.url, str) else ''  # pyright: ignore[reportUnnecessaryIsInstance]
+    href = safe_url(url, schemes)
+    if href is None:
+        # Shown as text so the reader can still see where it claimed to come from.
+        shown = _clean_line(url) or '(no URL)'
+        return _Label(title or shown, None, shown if title else None, excerpt)
+    if _is_grounding_redirect(href):
+        # Google grounding redirects are opaque: show the title (Google gives the site's domain there).
+        return _Label(title or 'Google Search result', href, None, excerpt)
+    host = _host(href)
+    if title is None:
+        return _Label(host or _clean_line(href), href, None, excerpt)
+    return _Label(title, href, host if host and host != title else None, excerpt)
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Where marks go
+
+
+@dataclass
+class _Edit:
+    start: int
+    end: int
+    """`start == end` for an inserted mark (after a content anchor); otherwise a replaced marker."""
+    sources: list[int] = field(default_factory=list[int])
+
+    def add(self, numbers: Iterable[int]) -> None:
+        for n in numbers:
+            if n not in self.sources:
+                self.sources.append(n)
+
+
+def _plan(answer: CitedAnswer) -> list[_Edit]:
+    """Non-overlapping edits in text order; overlapping and nested spans are merged, never nested."""
+    n = len(answer.text)
+    numbers = {s.number for s in answer.sources}
+    markers: list[_Edit] = []
+    for span in sorted((s for s in answer.spans if s.kind == 'marker'), key=lambda s: (s.start, s.end)):
+        if not (0 <= span.start < span.end <= n):
+            continue
+        nums = [x for x in span.sources if x in numbers]
+        if markers and span.start < markers[-1].end:
+            markers[-1].end = max(markers[-1].end, span.end)
+            markers[-1].add(nums)
+        else:
+            edit = _Edit(span.start, span.end)
+            edit.add(nums)
+            markers.append(edit)
+    inserts: dict[int, _Edit] = {}
+    for span in sorted((s for s in answer.spans if s.kind != 'marker'), key=lambda s: (s.end, s.start)):
+        if not (0 <= span.start < span.end <= n):
+            continue
+        nums = [x for x in span.sources if x in numbers]
+        target = next((m for m in markers if m.start <= span.end <= m.end), None)
+        if target is None:
+            target = inserts.setdefault(span.end, _Edit(span.end, span.end))
+        target.add(nums)
+    # A marker naming no known source keeps its text: nothing the model wrote is dropped without a mark.
+    edits = [e for e in [*markers, *inserts.values()] if e.sources]
+    edits.sort(key=lambda e: (e.start, e.end))
+    for e in edits:
+        e.sources.sort()
+    return edits
+
+
+def _segments(answer: CitedAnswer) -> list[str | _Edit]:
+    out: list[str | _Edit] = []
+    pos = 0
+    for edit in _plan(answer):
+        if edit.start > pos:
+            out.append(answer.text[pos : edit.start])
+        out.append(edit)
+        pos = max(pos, edit.end)
+    if pos < len(answer.text):
+        out.append(answer.text[pos:])
+    return out
+
+
+def _anchored_numbers(answer: CitedAnswer) -> list[int]:
+    seen: list[int] = []
+    for edit in _plan(answer):
+        for n in edit.sources:
+            if n not in seen:
+                seen.append(n)
+    return sorted(seen)
+
+
+def _prepare(answer: CitedAnswer, allowed_schemes: Sequence[str], redact: bool) -> tuple[CitedAnswer, frozenset[str]]:
+    if not isinstance(answer, CitedAnswer):  # pyright: ignore[reportUnnecessaryIsInstance]
+        raise UserError(f'Expected a `CitedAnswer`, got {answer!r}. Build one with `CitedAnswer.from_result(result)`.')
+    schemes = _check_schemes(allowed_schemes)
+    return (_redact(answer) if redact else answer), schemes
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Markdown
+
+# Labels never start a line, so line-start syntax (`#`, `-`, `1.`) needs no escape.
+_MD_LABEL_SPECIAL = re.compile(r'([\\`*_\[\]()<>!|~&])')
+_MD_BODY_SPECIAL = '[]<>'
+_ASCII_PUNCT = frozenset('!"#$%&\'()*+,-./:;<=>?@[\\]^_`{|}~')
+_MD_LINK_RE = re.compile(r'(?<![\\!])\[([^\[\]\\\n]{1,300})\]\(([^\s()<>\\]{1,2000})\)')
+
+
+def _md_label(text: str) -> str:
+    """Escape one-line text (titles, domains, excerpts) so it is plain text in Markdown."""
+    return _MD_LABEL_SPECIAL.sub(r'\\\1', _clean_line(text, 10_000))
+
+
+def _md_dest(url: str) -> str:
+    """A checked URL as a Markdown link destination."""
+    dest = url.replace('\\', '%5C').replace('<', '%3C').replace('>', '%3E')
+    dest = re.sub(r'&(?=#?[0-9A-Za-z]+;)', r'\\&', dest)
+    return f'<{dest}>' if any(c in dest for c in ' ()') else dest
+
+
+def _md_body_plain(text: str) -> str:
+    """Escape model-written Markdown so it has no HTML, autolinks, images, links or reference definitions."""
+    out: list[str] = []
+    i = 0
+    n = len(text)
+    while i < n:
+        c = text[i]
+        if c == '\\':
+            if i + 1 < n and text[i + 1] in _ASCII_PUNCT:
+                out.append(text[i : i + 2])  # an existing escape stays an escape
+                i += 2
+                continue
+            out.append('\\\\' if i + 1 == n else '\\')
+        elif c in _MD_BODY_SPECIAL or (c == '!' and i + 1 == n):
+            out.append('\\' + c)
+        else:
+            out.append(c)
+        i += 1
+    return _BAD_CHARS_RE.sub('\ufffd', ''.join(out))
+
+
+def _md_body(text: str, schemes: frozenset[str]) -> str:
+    """Model-written Markdown with its safe inline links kept and everything else escaped."""
+    out: list[str] = []
+    pos = 0
+    for m in _MD_LINK_RE.finditer(text):
+        href = safe_url(m.group(2), schemes)
+        if href is None:
+            continue
+        out.append(_md_body_plain(text[pos : m.start()]))
+        out.append(f'[{_md_body_plain(m.group(1))}]({_md_dest(href)})')
+        pos = m.end()
+    out.append(_md_body_plain(text[pos:]))
+    return ''.join(out)
+
+
+def _md_source_line(source: SourceRef, schemes: frozenset[str]) -> str:
+    label = _label(source, schemes)
+    if label.href is not None:
+        line = f'[{_md_label(label.text)}]({_md_dest(label.href)})'
+    else:
+        # Starts with `*`: never a valid link destination, even where `[^1]: ...` is read as a link definition.
+        line = f'*{_md_label(label.text)}*'
+    if label.note:
+        line += f' ({_md_label(label.note)})'
+    if label.excerpt:
+        line += f' — “{_md_label(label.excerpt)}”'
+    return line
+
+
+def render_markdown(
+    answer: CitedAnswer,
+    style: Literal['inline', 'footnotes'] = 'inline',
+    *,
+    allowed_schemes: Sequence[str] = DEFAULT_ALLOWED_SCHEMES,
+    redact: bool = False,
+) -> str:
+    """Render an answer as Markdown with its citations.
+
+    Args:
+        answer: The answer to render.
+        style: `'inline'`: each mark is a link to its source (`[[1]](https://…)`); sources that cannot be linked
+            (documents, disallowed URLs) are listed under "Sources". `'footnotes'`: marks are GFM footnotes (`[^1]`)
+            with one definition per anchored source.
+        allowed_schemes: URL schemes that may become links; anything else is shown as text.
+        redact: Hide document excerpts first (see `redact`), for logs and stored reports.
+
+    Returns:
+        Markdown. Sources without a position are listed under "Sources used"; raw-only provider data is not shown.
+    """
+    if style not in ('inline', 'footnotes'):
+        raise UserError(f'Unknown Markdown citation style {style!r}; use `"inline"` or `"footnotes"`.')
+    answer, schemes = _prepare(answer, allowed_schemes, redact)
+    refs = {s.number: s for s in answer.sources}
+    body: list[str] = []
+    for seg in _segments(answer):
+        if isinstance(seg, str):
+            body.append(_md_body(seg, schemes))
+            continue
+        for number in seg.sources:
+            if style == 'footnotes':
+                body.append(f'[^{number}]')
+                continue
+            href = _label(refs[number], schemes).href
+            body.append(f'[[{number}]]({_md_dest(href)})' if href else f'\\[{number}\\]')
+    blocks = [''.join(body).rstrip()]
+    if not answer.complete:
+        blocks.append(
+            '*⚠ This answer is incomplete: the response did not finish, so text and citations may be missing.*'
+        )
+    anchored = [refs[n] for n in _anchored_numbers(answer)]
+    if style == 'footnotes' and anchored:
+        blocks.append('\n'.join(f'[^{s.number}]: {_md_source_line(s, schemes)}' for s in anchored))
+    elif style == 'inline':
+        unlinked = [s for s in anchored if _label(s, schemes).href is None]
+        if unlinked:
+            lines = '\n'.join(f'- \\[{s.number}\\] {_md_source_line(s, schemes)}' for s in unlinked)
+            blocks.append(f'**Sources**\n\n{lines}')
+    if answer.unanchored:
+        lines = '\n'.join(f'- \\[{s.number}\\] {_md_source_line(s, schemes)}' for s in answer.unanchored)
+        blocks.append(f'**Sources used**\n\n{lines}')
+    return '\n\n'.join(b for b in blocks if b) + '\n'
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# HTML
+
+
+def _h(text: str) -> str:
+    return html.escape(_BAD_CHARS_RE.sub('\ufffd', text), quote=True)
+
+
+def _html_mark(number: int, source: SourceRef, schemes: frozenset[str]) -> str:
+    label = _label(source, schemes)
+    tip = label.text + (f' ({label.note})' if label.note else '')
+    href = label.href if label.href is not None else f'#cite-source-{number}'
+    extra = f' rel="{_REL}" target="_blank"' if label.href is not None else ''
+    return f'<a class="cite-mark" href="{_h(href)}"{extra} title="{_h(tip)}">[{number}]</a>'
+
+
+def _html_source_item(source: SourceRef, schemes: frozenset[str]) -> str:
+    label = _label(source, schemes)
+    if label.href is not None:
+        main = f'<a href="{_h(label.href)}" rel="{_REL}" target="_blank">{_h(label.text)}</a>'
+    else:
+        main = f'<span class="cite-title">{_h(label.text)}</span>'
+    note = f' <span class="cite-note" style="color:#555">({_h(label.note)})</span>' if label.note else ''
+    excerpt = (
+        f'<blockquote class="cite-excerpt" style="margin:0.25em 0 0.5em 1em;color:#444">{_h(label.excerpt)}</blockquote>'
+        if label.excerpt
+        else ''
+    )
+    return f'<li value="{source.number}" id="cite-source-{source.number}">{main}{note}{excerpt}</li>'
+
+
+def render_html(
+    answer: CitedAnswer,
+    *,
+    allowed_schemes: Sequence[str] = DEFAULT_ALLOWED_SCHEMES,
+    redact: bool = False,
+    document: bool = False,
+) -> str:
+    """Render an answer as an HTML fragment (or a standalone page) with its citations.
+
+    All text is escaped; links only for `allowed_schemes`, each with `rel="noopener noreferrer nofollow"`; no remote
+    resources and no scripts; inline CSS only. Marks sit after the supported words (content anchors) or replace the
+    marker the model wrote (marker anchors) and link to the source, or to its entry in the list below when it has no
+    allowed URL. Sources without a position are listed under "Sources used".
+
+    Args:
+        answer: The answer to render.
+        allowed_schemes: URL schemes that may become links; anything else is shown as text.
+        redact: Hide document excerpts first (see `redact`), for logs and stored reports.
+        document: Return a complete HTML page with a Content-Security-Policy that forbids scripts and remote loads.
+    """
+    answer, schemes = _prepare(answer, allowed_schemes, redact)
+    refs = {s.number: s for s in answer.sources}
+    body: list[str] = []
+    for seg in _segments(answer):
+        if isinstance(seg, str):
+            body.append(_h(seg))
+        elif seg.sources:
+            marks = ''.join(_html_mark(n, refs[n], schemes) for n in seg.sources)
+            body.append(f'<sup class="cite">{marks}</sup>')
+    out = [
+        '<article class="cited-answer" style="font-family:system-ui,sans-serif;line-height:1.5;max-width:48em">',
+        f'<div class="cited-answer-text" style="white-space:pre-wrap">{"".join(body)}</div>',
+    ]
+    if not answer.complete:
+        out.append(
+            '<p class="cited-answer-incomplete" role="status" style="color:#8a4b00">'
+            '⚠ This answer is incomplete: the response did not finish, so text and citations may be missing.</p>'
+        )
+    anchored = [refs[n] for n in _anchored_numbers(answer)]
+    if anchored:
+        items = ''.join(_html_source_item(s, schemes) for s in anchored)
+        out.append(
+            '<section class="cited-answer-sources"><h2 style="font-size:1em">Sources</h2>'
+            f'<ol style="padding-left:2em">{items}</ol></section>'
+        )
+    if answer.unanchored:
+        items = ''.join(_html_source_item(s, schemes) for s in answer.unanchored)
+        out.append(
+            '<section class="cited-answer-sources-used"><h2 style="font-size:1em">Sources used</h2>'
+            f'<ol style="padding-left:2em">{items}</ol></section>'
+        )
+    out.append('</article>')
+    fragment = '\n'.join(out) + '\n'
+    if not document:
+        return fragment
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; style-src \'unsafe-inline\'">'
+        '<meta name="referrer" content="no-referrer"><title>Answer</title></head>\n'
+        f'<body style="margin:1.5em">\n{fragment}</body></html>\n'
+    )
+
+
+def _short(text: str, limit: int = 200) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + '…'

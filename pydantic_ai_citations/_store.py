@@ -1,0 +1,734 @@
+"""`SQLiteConversationStore`: Pydantic AI's `ConversationStore` on SQLite, with each answer's citations kept queryable.
+
+Messages are stored exactly as `ModelMessagesTypeAdapter` writes them (one JSON document per entry), so a history
+read back dumps to the same bytes, citations, `provider_details` and this package's fingerprints included. Beside
+each stored `ModelResponse` that has text, the store keeps its normalised `CitedAnswer`, the raw provider citation
+data and the versions that produced it, indexed by cited URL, domain and problem code.
+
+Everything runs on the stdlib `sqlite3` module, in a worker thread (`anyio.to_thread`), on one connection guarded by
+a lock. Writes are single `BEGIN IMMEDIATE` transactions that check the conversation's revision first, so two
+writers of one conversation (in this process or another) cannot both win: the second gets Pydantic AI's
+`ConversationConflict`, as with `InMemoryConversationStore`.
+
+The schema is versioned with `PRAGMA user_version`; `MIGRATIONS` upgrades a database step by step on open, each
+step in its own transaction, and logs it in `schema_migrations`.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import importlib.metadata
+import sqlite3
+import threading
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import KW_ONLY, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TypeVar, cast
+from urllib.parse import urlsplit
+
+import anyio.to_thread
+import pydantic
+from pydantic import JsonValue, TypeAdapter
+from pydantic_ai import ModelMessage, ModelResponse, TextPart
+from pydantic_ai.conversation import Conversation
+from pydantic_ai.conversation_store import (
+    ConversationConflict,
+    ConversationEntry,
+    ConversationRecord,
+    ConversationStore,
+)
+from pydantic_ai.exceptions import UserError
+
+from ._answer import CitedAnswer, answer_parts
+from ._history import METADATA_KEY, edit_text_with_report, fingerprint_response
+from ._problems import PROBLEM_CODES, CitationProblem, ProblemCode
+
+__all__ = (
+    'MIGRATIONS',
+    'SCHEMA_VERSION',
+    'AnswerVersions',
+    'SQLiteConversationStore',
+    'StoreCorruptionError',
+    'StoredAnswer',
+    'migrate',
+)
+
+_T = TypeVar('_T')
+
+_CONFIG = pydantic.ConfigDict(defer_build=True, ser_json_bytes='base64', val_json_bytes='base64')
+_message_ta: TypeAdapter[ModelMessage] = TypeAdapter(ModelMessage, config=_CONFIG)
+"""One message, as `ModelMessagesTypeAdapter` writes each item of a history."""
+_records_ta: TypeAdapter[list[ConversationRecord]] = TypeAdapter(list[ConversationRecord], config=_CONFIG)
+"""A record, stored as a one-item list: the config (bytes as base64, like messages) only applies to a container."""
+
+
+def _dump_record(record: ConversationRecord) -> bytes:
+    return _records_ta.dump_json([record])
+
+
+_json_ta: TypeAdapter[JsonValue] = TypeAdapter(JsonValue)
+
+
+class StoreCorruptionError(RuntimeError):
+    """A stored row cannot be read back (bad JSON, or data no longer valid for its type).
+
+    The row is left as it is and nothing else is touched: other conversations and answers still load.
+    """
+
+    def __init__(self, table: str, key: str, reason: str) -> None:
+        self.table = table
+        """The table holding the bad row."""
+        self.key = key
+        """The row's key (entry id, conversation id)."""
+        self.reason = reason
+        """Why it could not be read."""
+        super().__init__(f'Stored row {key!r} in table {table!r} cannot be read: {reason}')
+
+
+@dataclass(frozen=True)
+class AnswerVersions:
+    """What produced a stored answer."""
+
+    package: str
+    """`pydantic-ai-citations` version that stored it."""
+    pydantic_ai: str
+    """Pydantic AI version that stored it."""
+    _: KW_ONLY
+    provider_name: str | None = None
+    """`ModelResponse.provider_name`."""
+    model_name: str | None = None
+    """`ModelResponse.model_name`."""
+    response_time: datetime | None = None
+    """`ModelResponse.timestamp`."""
+    stored_at: datetime
+    """When the answer was stored."""
+
+
+@dataclass(frozen=True)
+class StoredAnswer:
+    """A stored `ModelResponse`'s answer, with its citations normalised and raw."""
+
+    entry_id: str
+    """The `ConversationEntry.id` of the response."""
+    conversation_id: str
+    """The conversation that stored it (entries can be shared with forks)."""
+    answer: CitedAnswer
+    """`CitedAnswer.from_messages([response])`: indexes in it refer to that one-message history."""
+    raw: JsonValue
+    """Raw provider citation data: `[{'part_index', 'provider_name', 'citations'}]` per text part with
+    `provider_details['citations']`, plus `{'part_index': None, 'annotations'}` for response-level annotations."""
+    versions: AnswerVersions
+    """What produced and stored it."""
+
+
+_answer_ta: TypeAdapter[CitedAnswer] = TypeAdapter(CitedAnswer)
+
+
+# --- schema ---------------------------------------------------------------------------------------------------------
+
+
+def _v1(conn: sqlite3.Connection) -> None:
+    conn.execute('CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL, package TEXT)')
+    conn.execute(
+        'CREATE TABLE conversations (conversation_id TEXT PRIMARY KEY, scope TEXT, revision TEXT NOT NULL, '
+        'updated_at REAL NOT NULL, record BLOB NOT NULL)'
+    )
+    conn.execute('CREATE INDEX conversations_scope ON conversations (scope, updated_at)')
+    conn.execute('CREATE INDEX conversations_updated ON conversations (updated_at)')
+    conn.execute(
+        'CREATE TABLE entries (id TEXT PRIMARY KEY, parent_id TEXT, kind TEXT NOT NULL, message BLOB NOT NULL)'
+    )
+    # The head and the branch tips of each conversation: where the entries still in use are reached from.
+    conn.execute('CREATE TABLE tips (conversation_id TEXT NOT NULL, entry_id TEXT NOT NULL)')
+    conn.execute('CREATE INDEX tips_conversation ON tips (conversation_id)')
+
+
+def _v2(conn: sqlite3.Connection) -> None:
+    conn.execute(
+        'CREATE TABLE answers (entry_id TEXT PRIMARY KEY, conversation_id TEXT NOT NULL, answer BLOB NOT NULL, '
+        'raw BLOB NOT NULL, package_version TEXT NOT NULL, pydantic_ai_version TEXT NOT NULL, provider_name TEXT, '
+        'model_name TEXT, response_time TEXT, stored_at TEXT NOT NULL)'
+    )
+    conn.execute('CREATE TABLE answer_sources (entry_id TEXT NOT NULL, url TEXT, domain TEXT, document_id TEXT)')
+    conn.execute('CREATE INDEX answer_sources_entry ON answer_sources (entry_id)')
+    conn.execute('CREATE INDEX answer_sources_url ON answer_sources (url)')
+    conn.execute('CREATE INDEX answer_sources_domain ON answer_sources (domain)')
+    conn.execute('CREATE TABLE answer_problems (entry_id TEXT NOT NULL, code TEXT NOT NULL)')
+    conn.execute('CREATE INDEX answer_problems_entry ON answer_problems (entry_id)')
+    conn.execute('CREATE INDEX answer_problems_code ON answer_problems (code)')
+    # Backfill: answers of the responses stored before this version. A row that cannot be read is left for
+    # `read_entry` to report; the migration does not fail on it.
+    rows = conn.execute('SELECT id, message FROM entries').fetchall()
+    tips = {cast(str, tip): cast(str, cid) for tip, cid in conn.execute('SELECT entry_id, conversation_id FROM tips')}
+    for entry_id, blob in rows:
+        try:
+            message = _message_ta.validate_json(blob)
+        except pydantic.ValidationError:
+            continue
+        if isinstance(message, ModelResponse):
+            owner = _owner_of(conn, entry_id, tips) or ''
+            _insert_answer(conn, _answer_row(entry_id, owner, message))
+
+
+def _owner_of(conn: sqlite3.Connection, entry_id: str, tips: dict[str, str]) -> str | None:
+    """The conversation whose head or branch reaches `entry_id` (first found), for backfilled answers."""
+    for tip, conversation_id in tips.items():
+        found = conn.execute(
+            'WITH RECURSIVE chain(id, parent_id) AS (SELECT id, parent_id FROM entries WHERE id = ? '
+            'UNION ALL SELECT e.id, e.parent_id FROM entries e JOIN chain c ON e.id = c.parent_id) '
+            'SELECT 1 FROM chain WHERE id = ? LIMIT 1',
+            (tip, entry_id),
+        ).fetchone()
+        if found:
+            return conversation_id
+    return None
+
+
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_v1, _v2)
+"""`MIGRATIONS[n]` upgrades a database from schema version `n` to `n + 1`."""
+
+SCHEMA_VERSION = len(MIGRATIONS)
+"""The schema version this package writes (`PRAGMA user_version`)."""
+
+
+def migrate(conn: sqlite3.Connection, *, target: int = SCHEMA_VERSION) -> int:
+    """Upgrade the database behind `conn` to schema version `target`, one step per transaction; return the version.
+
+    Raises:
+        UserError: The database was written by a newer version of this package (its `user_version` is higher than
+            `SCHEMA_VERSION`), or `target` is out of range.
+    """
+    if not 0 <= target <= SCHEMA_VERSION:
+        raise UserError(f'`target` must be between 0 and {SCHEMA_VERSION}, got {target!r}.')
+    current = cast(int, conn.execute('PRAGMA user_version').fetchone()[0])
+    if current > SCHEMA_VERSION:
+        raise UserError(
+            f'The database has schema version {current!r}, newer than this package supports ({SCHEMA_VERSION}); '
+            'upgrade pydantic-ai-citations.'
+        )
+    while current < target:
+        conn.execute('BEGIN IMMEDIATE')
+        try:
+            # Read again inside the write lock: another process may have migrated meanwhile.
+            current = cast(int, conn.execute('PRAGMA user_version').fetchone()[0])
+            if current < target:
+                MIGRATIONS[current](conn)
+                current += 1
+                conn.execute(
+                    'INSERT INTO schema_migrations (version, applied_at, package) VALUES (?, ?, ?)',
+                    (current, _now().isoformat(), _package_version()),
+                )
+                conn.execute(f'PRAGMA user_version = {current:d}')
+            conn.execute('COMMIT')
+        except BaseException:
+            conn.execute('ROLLBACK')
+            raise
+    return current
+
+
+# --- rows -----------------------------------------------------------------------------------------------------------
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _package_version() -> str:
+    try:
+        return importlib.metadata.version('pydantic-ai-citations')
+    except importlib.metadata.PackageNotFoundError:
+        return '0+unknown'
+
+
+def _pydantic_ai_version() -> str:
+    import pydantic_ai
+
+    return pydantic_ai.__version__
+
+
+def _domain(url: str) -> str | None:
+    try:
+        host = urlsplit(url).hostname
+    except ValueError:
+        return None
+    if not host:
+        return None
+    host = host.lower().rstrip('.')
+    return host[4:] if host.startswith('www.') else host
+
+
+@dataclass(frozen=True)
+class _AnswerRow:
+    entry_id: str
+    conversation_id: str
+    answer: bytes
+    raw: bytes
+    provider_name: str | None
+    model_name: str | None
+    response_time: str | None
+    urls: list[str]
+    documents: list[str]
+    problems: list[str]
+
+
+def _answer_row(entry_id: str, conversation_id: str, response: ModelResponse) -> _AnswerRow | None:
+    if not answer_parts(response):
+        return None
+    answer = CitedAnswer.from_messages([response])
+    raw: list[JsonValue] = []
+    for index, part in enumerate(response.parts):
+        if isinstance(part, TextPart) and part.provider_details and 'citations' in part.provider_details:
+            raw.append(
+                {
+                    'part_index': index,
+                    'provider_name': part.provider_name,
+                    'citations': _json(part.provider_details['citations']),
+                }
+            )
+    if response.provider_details and 'annotations' in response.provider_details:
+        raw.append({'part_index': None, 'annotations': _json(response.provider_details['annotations'])})
+    return _AnswerRow(
+        entry_id,
+        conversation_id,
+        answer.to_json(),
+        _json_ta.dump_json(raw),
+        response.provider_name,
+        response.model_name,
+        response.timestamp.isoformat() if isinstance(response.timestamp, datetime) else None,  # pyright: ignore[reportUnnecessaryIsInstance]
+        [s.url for s in answer.sources if s.url],
+        [s.document_id for s in answer.sources if s.document_id],
+        sorted({p.code for p in answer.problems}),
+    )
+
+
+def _json(value: object) -> JsonValue:
+    try:
+        return _json_ta.validate_python(value)
+    except pydantic.ValidationError:
+        return repr(value)
+
+
+def _insert_answer(conn: sqlite3.Connection, row: _AnswerRow | None) -> None:
+    if row is None:
+        return
+    conn.execute(
+        'INSERT OR REPLACE INTO answers (entry_id, conversation_id, answer, raw, package_version, '
+        'pydantic_ai_version, provider_name, model_name, response_time, stored_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
+        (
+            row.entry_id,
+            row.conversation_id,
+            row.answer,
+            row.raw,
+            _package_version(),
+            _pydantic_ai_version(),
+            row.provider_name,
+            row.model_name,
+            row.response_time,
+            _now().isoformat(),
+        ),
+    )
+    conn.execute('DELETE FROM answer_sources WHERE entry_id = ?', (row.entry_id,))
+    conn.execute('DELETE FROM answer_problems WHERE entry_id = ?', (row.entry_id,))
+    conn.executemany(
+        'INSERT INTO answer_sources (entry_id, url, domain) VALUES (?, ?, ?)',
+        [(row.entry_id, url, _domain(url)) for url in row.urls],
+    )
+    conn.executemany(
+        'INSERT INTO answer_sources (entry_id, document_id) VALUES (?, ?)',
+        [(row.entry_id, doc) for doc in row.documents],
+    )
+    conn.executemany(
+        'INSERT INTO answer_problems (entry_id, code) VALUES (?, ?)', [(row.entry_id, code) for code in row.problems]
+    )
+
+
+def _entry_from_row(entry_id: str, parent_id: str | None, kind: str, blob: bytes) -> ConversationEntry:
+    try:
+        message = _message_ta.validate_json(blob)
+    except pydantic.ValidationError as e:
+        raise StoreCorruptionError('entries', entry_id, f'the message is not valid: {e.errors()[0]["msg"]}') from e
+    if kind != 'message':
+        raise StoreCorruptionError('entries', entry_id, f'unknown entry kind {kind!r}')
+    return ConversationEntry(id=entry_id, parent_id=parent_id, message=message)
+
+
+def _record_from_row(conversation_id: str, blob: bytes) -> ConversationRecord:
+    try:
+        (record,) = _records_ta.validate_json(blob)
+        return record
+    except pydantic.ValidationError as e:
+        raise StoreCorruptionError(
+            'conversations', conversation_id, f'the record is not valid: {e.errors()[0]["msg"]}'
+        ) from e
+    except ValueError as e:  # not exactly one record in the stored list
+        raise StoreCorruptionError('conversations', conversation_id, f'the record is not valid: {e}') from e
+
+
+def _tips(record: ConversationRecord) -> list[str]:
+    tips: list[str] = [record.head_id] if record.head_id else []
+    return list(dict.fromkeys([*tips, *record.branches]))
+
+
+# --- the store ------------------------------------------------------------------------------------------------------
+
+
+class SQLiteConversationStore(ConversationStore):
+    """Pydantic AI's `ConversationStore` on SQLite, keeping each answer's citations queryable.
+
+    ```python
+    store = SQLiteConversationStore('conversations.db')
+    conversation = await store.load(cid) or Conversation(conversation_id=cid)
+    result = await agent.run(prompt, conversation=conversation)
+    await store.save(result)
+    await store.answers_citing(domain='docs.pydantic.dev')
+    ```
+
+    Messages round-trip exactly (the same JSON bytes). `delete` removes the conversation's record and every entry
+    (and stored answer) that no remaining conversation's head or branch reaches.
+    """
+
+    def __init__(self, path: str | Path = ':memory:', *, timeout: float = 30.0) -> None:
+        """Open (and create or migrate) the database at `path`; `':memory:'` keeps it in memory.
+
+        Args:
+            path: The database file.
+            timeout: Seconds to wait for another writer's lock before failing.
+        """
+        self.path = str(path)
+        self._lock = threading.Lock()
+        self._conn = sqlite3.connect(self.path, timeout=timeout, isolation_level=None, check_same_thread=False)
+        self._conn.execute('PRAGMA foreign_keys = OFF')
+        if self.path != ':memory:':
+            self._conn.execute('PRAGMA journal_mode = WAL')
+        with self._lock:
+            migrate(self._conn)
+
+    def close(self) -> None:
+        """Close the connection."""
+        with self._lock:
+            self._conn.close()
+
+    async def _run(self, fn: Callable[[sqlite3.Connection], _T]) -> _T:
+        def call() -> _T:
+            with self._lock:
+                return fn(self._conn)
+
+        return await anyio.to_thread.run_sync(call)
+
+    async def _write(self, fn: Callable[[sqlite3.Connection], _T]) -> _T:
+        def call(conn: sqlite3.Connection) -> _T:
+            conn.execute('BEGIN IMMEDIATE')
+            try:
+                result = fn(conn)
+            except BaseException:
+                conn.execute('ROLLBACK')
+                raise
+            conn.execute('COMMIT')
+            return result
+
+        return await self._run(call)
+
+    # --- the five primitives, and a one-query history ---
+
+    async def read_record(self, conversation_id: str) -> ConversationRecord | None:
+        def read(conn: sqlite3.Connection) -> ConversationRecord | None:
+            row = conn.execute(
+                'SELECT record FROM conversations WHERE conversation_id = ?', (conversation_id,)
+            ).fetchone()
+            return None if row is None else _record_from_row(conversation_id, row[0])
+
+        return await self._run(read)
+
+    async def read_records(self, *, scope: str | None = None, limit: int | None = None) -> Sequence[ConversationRecord]:
+        def read(conn: sqlite3.Connection) -> list[ConversationRecord]:
+            sql = 'SELECT conversation_id, record FROM conversations'
+            params: list[object] = []
+            if scope is not None:
+                sql += ' WHERE scope = ?'
+                params.append(scope)
+            sql += ' ORDER BY updated_at DESC'
+            if limit is not None:
+                sql += ' LIMIT ?'
+                params.append(limit)
+            return [_record_from_row(cid, blob) for cid, blob in conn.execute(sql, params).fetchall()]
+
+        return await self._run(read)
+
+    async def write_record(
+        self,
+        record: ConversationRecord,
+        *,
+        new_entries: Sequence[ConversationEntry] = (),
+        expected_revision: str | None,
+    ) -> None:
+        entry_rows = [
+            (e.id, e.parent_id, e.kind, _message_ta.dump_json(e.message)) for e in new_entries
+        ]  # serialised before taking the lock
+        answer_rows = [
+            _answer_row(e.id, record.conversation_id, e.message)
+            for e in new_entries
+            if isinstance(e.message, ModelResponse)
+        ]
+        record_blob = _dump_record(record)
+
+        def write(conn: sqlite3.Connection) -> None:
+            self._check_revision(conn, record.conversation_id, expected_revision)
+            new_ids = {row[0] for row in entry_rows}
+            if record.head_id is not None and record.head_id not in new_ids and not _has_entry(conn, record.head_id):
+                raise ConversationConflict(record.conversation_id)
+            conn.executemany(
+                'INSERT OR IGNORE INTO entries (id, parent_id, kind, message) VALUES (?, ?, ?, ?)', entry_rows
+            )
+            for row in answer_rows:
+                _insert_answer(conn, row)
+            _put_record(conn, record, record_blob)
+
+        await self._write(write)
+
+    async def delete_record(self, conversation_id: str, *, expected_revision: str) -> None:
+        def delete(conn: sqlite3.Connection) -> None:
+            row = conn.execute(
+                'SELECT revision FROM conversations WHERE conversation_id = ?', (conversation_id,)
+            ).fetchone()
+            if row is None or row[0] != expected_revision:
+                raise ConversationConflict(conversation_id)
+            conn.execute('DELETE FROM conversations WHERE conversation_id = ?', (conversation_id,))
+            conn.execute('DELETE FROM tips WHERE conversation_id = ?', (conversation_id,))
+            reachable = (
+                'WITH RECURSIVE reach(id) AS (SELECT entry_id FROM tips UNION '
+                'SELECT e.parent_id FROM entries e JOIN reach r ON e.id = r.id WHERE e.parent_id IS NOT NULL) '
+            )
+            for table, column in (('answer_sources', 'entry_id'), ('answer_problems', 'entry_id')):
+                conn.execute(f'{reachable}DELETE FROM {table} WHERE {column} NOT IN (SELECT id FROM reach)')
+            conn.execute(f'{reachable}DELETE FROM answers WHERE entry_id NOT IN (SELECT id FROM reach)')
+            conn.execute(f'{reachable}DELETE FROM entries WHERE id NOT IN (SELECT id FROM reach)')
+
+        await self._write(delete)
+
+    async def read_entry(self, entry_id: str) -> ConversationEntry:
+        def read(conn: sqlite3.Connection) -> ConversationEntry:
+            row = conn.execute('SELECT id, parent_id, kind, message FROM entries WHERE id = ?', (entry_id,)).fetchone()
+            if row is None:
+                raise KeyError(entry_id)
+            return _entry_from_row(*row)
+
+        return await self._run(read)
+
+    async def read_history(self, head_id: str | None, *, limit: int | None = None) -> list[ConversationEntry]:
+        if head_id is None or limit == 0:
+            return []
+        return await self._run(lambda conn: _read_chain(conn, head_id, limit))
+
+    # --- citations ---
+
+    async def answer(self, entry_id: str) -> StoredAnswer | None:
+        """The stored answer of the response with this entry id, or `None`."""
+        found = await self._answers('WHERE a.entry_id = ?', (entry_id,))
+        return found[0] if found else None
+
+    async def answers_citing(self, *, url: str | None = None, domain: str | None = None) -> list[StoredAnswer]:
+        """Stored answers citing `url` exactly, or any URL on `domain` (or its subdomains; `www.` ignored).
+
+        Raises:
+            UserError: Not exactly one of `url` and `domain` is given.
+        """
+        if (url is None) == (domain is None):
+            raise UserError(f'Pass exactly one of `url` and `domain`, got url={url!r}, domain={domain!r}.')
+        if url is not None:
+            return await self._answers(
+                'WHERE a.entry_id IN (SELECT entry_id FROM answer_sources WHERE url = ?)', (url,)
+            )
+        assert domain is not None
+        host = domain.lower().strip().rstrip('.')
+        host = host[4:] if host.startswith('www.') else host
+        return await self._answers(
+            "WHERE a.entry_id IN (SELECT entry_id FROM answer_sources WHERE domain = ? OR domain LIKE '%.' || ?)",
+            (host, host),
+        )
+
+    async def answers_with_problem(self, code: ProblemCode) -> list[StoredAnswer]:
+        """Stored answers whose `CitedAnswer.problems` include `code`.
+
+        Raises:
+            UserError: `code` is not a `ProblemCode`.
+        """
+        if code not in PROBLEM_CODES:
+            raise UserError(f'Unknown problem code {code!r}; expected one of {", ".join(PROBLEM_CODES)}.')
+        return await self._answers('WHERE a.entry_id IN (SELECT entry_id FROM answer_problems WHERE code = ?)', (code,))
+
+    async def _answers(self, where: str, params: tuple[object, ...]) -> list[StoredAnswer]:
+        def read(conn: sqlite3.Connection) -> list[StoredAnswer]:
+            rows = conn.execute(
+                'SELECT a.entry_id, a.conversation_id, a.answer, a.raw, a.package_version, a.pydantic_ai_version, '
+                f'a.provider_name, a.model_name, a.response_time, a.stored_at FROM answers a {where} '
+                'ORDER BY a.stored_at, a.entry_id',
+                params,
+            ).fetchall()
+            return [_stored_answer(*row) for row in rows]
+
+        return await self._run(read)
+
+    async def edit_answer(
+        self,
+        conversation_id: str,
+        *,
+        message_index: int,
+        part_index: int,
+        new_text: str,
+        expected_revision: str | None = None,
+        scope: str | None = None,
+    ) -> tuple[Conversation, list[CitationProblem]]:
+        """Edit a stored answer's text part with `edit_text`, atomically, as a new branch of the conversation.
+
+        The edited response and the messages after it are stored as new entries branching off the message before
+        it; the old history stays stored as a branch (`ConversationRecord.branches`), like Pydantic AI's `branch`.
+        The edited part's citations are realigned (or dropped and reported), its fingerprint refreshed.
+
+        Args:
+            conversation_id: The conversation.
+            message_index: Index of the `ModelResponse` in the conversation's current history.
+            part_index: Index of the `TextPart` in that response.
+            new_text: The new text.
+            expected_revision: The revision the caller loaded; `None` edits whatever is current.
+            scope: Only edit it if it was saved with this scope.
+
+        Returns:
+            The edited conversation (ready to continue and `save`), and what `edit_text` dropped.
+
+        Raises:
+            UserError: The conversation is not stored, or the indexes do not name a text part of a response.
+            ConversationConflict: The conversation changed since `expected_revision`.
+        """
+        result: list[tuple[Conversation, list[CitationProblem]]] = []
+
+        def edit(conn: sqlite3.Connection) -> None:
+            row = conn.execute(
+                'SELECT record, scope FROM conversations WHERE conversation_id = ?', (conversation_id,)
+            ).fetchone()
+            if row is None or (scope is not None and row[1] != scope):
+                raise UserError(f'Conversation {conversation_id!r} is not in the store.')
+            record = _record_from_row(conversation_id, row[0])
+            if expected_revision is not None and record.revision != expected_revision:
+                raise ConversationConflict(conversation_id)
+            history = _read_chain(conn, record.head_id, None) if record.head_id else []
+            if not 0 <= message_index < len(history) or not isinstance(history[message_index].message, ModelResponse):
+                raise UserError(f'`message_index` {message_index!r} does not name a `ModelResponse` in the history.')
+            response = history[message_index].message
+            assert isinstance(response, ModelResponse)
+            if not 0 <= part_index < len(response.parts) or not isinstance(response.parts[part_index], TextPart):
+                raise UserError(f'`part_index` {part_index!r} does not name a `TextPart` of message {message_index}.')
+            old_part = response.parts[part_index]
+            assert isinstance(old_part, TextPart)
+            new_part, problems = edit_text_with_report(old_part, new_text)
+            parts = list(response.parts)
+            parts[part_index] = new_part
+            metadata = copy.deepcopy(response.metadata)
+            had_prints = bool(metadata and metadata.pop(METADATA_KEY, None) is not None)
+            edited = dataclasses.replace(response, parts=parts, metadata=metadata or None)
+            if had_prints:
+                fingerprint_response(edited)
+            messages = [e.message for e in history]
+            messages[message_index] = edited
+            parent_id = history[message_index - 1].id if message_index else None
+            new_entries: list[ConversationEntry] = []
+            for message in messages[message_index:]:
+                new_entries.append(ConversationEntry(parent_id=parent_id, message=message))
+                parent_id = new_entries[-1].id
+            branches = [*(b for b in record.branches if b != history[-1].id), history[-1].id]
+            updated = dataclasses.replace(
+                record, head_id=parent_id, branches=branches, revision=str(uuid.uuid4()), updated_at=_now()
+            )
+            conn.executemany(
+                'INSERT INTO entries (id, parent_id, kind, message) VALUES (?, ?, ?, ?)',
+                [(e.id, e.parent_id, e.kind, _message_ta.dump_json(e.message)) for e in new_entries],
+            )
+            for e in new_entries:
+                if isinstance(e.message, ModelResponse):
+                    _insert_answer(conn, _answer_row(e.id, conversation_id, e.message))
+            _put_record(conn, updated, _dump_record(updated))
+            problems = [dataclasses.replace(p, message_index=message_index, part_index=part_index) for p in problems]
+            conversation = Conversation(
+                messages=messages,
+                usage=updated.usage,
+                conversation_id=conversation_id,
+                deferred_tool_requests=updated.deferred_tool_requests,
+                revision=updated.revision,
+                new_message_index=len(messages),
+            )
+            result.append((conversation, problems))
+
+        await self._write(edit)
+        return result[0]
+
+    @staticmethod
+    def _check_revision(conn: sqlite3.Connection, conversation_id: str, expected_revision: str | None) -> None:
+        row = conn.execute(
+            'SELECT revision FROM conversations WHERE conversation_id = ?', (conversation_id,)
+        ).fetchone()
+        if (row[0] if row is not None else None) != expected_revision:
+            raise ConversationConflict(conversation_id)
+
+
+def _has_entry(conn: sqlite3.Connection, entry_id: str) -> bool:
+    return conn.execute('SELECT 1 FROM entries WHERE id = ?', (entry_id,)).fetchone() is not None
+
+
+def _put_record(conn: sqlite3.Connection, record: ConversationRecord, blob: bytes) -> None:
+    conn.execute(
+        'INSERT OR REPLACE INTO conversations (conversation_id, scope, revision, updated_at, record) '
+        'VALUES (?, ?, ?, ?, ?)',
+        (record.conversation_id, record.scope, record.revision, record.updated_at.timestamp(), blob),
+    )
+    conn.execute('DELETE FROM tips WHERE conversation_id = ?', (record.conversation_id,))
+    conn.executemany(
+        'INSERT INTO tips (conversation_id, entry_id) VALUES (?, ?)',
+        [(record.conversation_id, tip) for tip in _tips(record)],
+    )
+
+
+def _read_chain(conn: sqlite3.Connection, head_id: str, limit: int | None) -> list[ConversationEntry]:
+    rows = conn.execute(
+        'WITH RECURSIVE chain(id, parent_id, kind, message, depth) AS ('
+        'SELECT id, parent_id, kind, message, 1 FROM entries WHERE id = ? '
+        'UNION ALL SELECT e.id, e.parent_id, e.kind, e.message, c.depth + 1 FROM entries e '
+        'JOIN chain c ON e.id = c.parent_id WHERE ? IS NULL OR c.depth < ?) '
+        'SELECT id, parent_id, kind, message FROM chain ORDER BY depth DESC',
+        (head_id, limit, limit),
+    ).fetchall()
+    if not rows:
+        raise KeyError(head_id)
+    first_parent = rows[0][1]
+    if first_parent is not None and (limit is None or len(rows) < limit):
+        raise KeyError(first_parent)  # the chain breaks: an entry it points at is gone
+    return [_entry_from_row(*row) for row in rows]
+
+
+def _stored_answer(
+    entry_id: str,
+    conversation_id: str,
+    answer: bytes,
+    raw: bytes,
+    package_version: str,
+    pydantic_ai_version: str,
+    provider_name: str | None,
+    model_name: str | None,
+    response_time: str | None,
+    stored_at: str,
+) -> StoredAnswer:
+    try:
+        cited = _answer_ta.validate_json(answer)
+        raw_value = _json_ta.validate_json(raw)
+        versions = AnswerVersions(
+            package_version,
+            pydantic_ai_version,
+            provider_name=provider_name,
+            model_name=model_name,
+            response_time=datetime.fromisoformat(response_time) if response_time else None,
+            stored_at=datetime.fromisoformat(stored_at),
+        )
+    except (pydantic.ValidationError, ValueError) as e:
+        raise StoreCorruptionError('answers', entry_id, str(e).splitlines()[0]) from e
+    return StoredAnswer(entry_id, conversation_id, cited, raw_value, versions)

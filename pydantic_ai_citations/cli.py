@@ -1,0 +1,117 @@
+"""Command line: `pydantic-ai-citations matrix | audit` (also `python -m pydantic_ai_citations`).
+
+`matrix` (the default) measures the capability matrix: built-in probes over the package's wire fixtures through
+Pydantic AI's real model classes (offline), plus `--recordings` and `--live` evidence when given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TextIO
+
+__all__ = ('main', 'run')
+
+_FORMATS = ('table', 'markdown', 'json', 'html')
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog='pydantic-ai-citations',
+        description='Track, measure, clean and check citations in Pydantic AI agents.',
+    )
+    subparsers = parser.add_subparsers(dest='command', metavar='COMMAND')
+    matrix = subparsers.add_parser(
+        'matrix',
+        help='measure the citation capability matrix (default command)',
+        description='Measure, per provider API, what Pydantic AI does with citations: every cell is run through the '
+        "real model classes. Default: the built-in probes over the package's wire fixtures, offline.",
+    )
+    matrix.add_argument('--format', choices=_FORMATS, default='table', help='output format (default: table)')
+    matrix.add_argument('-o', '--output', metavar='FILE', type=Path, help='write the report here (default: stdout)')
+    matrix.add_argument(
+        '--recordings',
+        nargs='+',
+        default=[],
+        metavar='PATH',
+        help='VCR cassettes (pydantic-ai format), xAI gRPC cassettes, Vercel AI SDK fixtures, or folders of them',
+    )
+    matrix.add_argument(
+        '--live',
+        nargs='+',
+        default=[],
+        metavar='MODEL',
+        help='probe live models, e.g. anthropic:claude-sonnet-4-6 (skipped with a message when the key is not set)',
+    )
+    matrix.add_argument('--no-probes', action='store_true', help='skip the built-in probes')
+    matrix.add_argument('-q', '--quiet', action='store_true', help='no progress lines on stderr')
+    matrix.set_defaults(func=_matrix_command)
+    try:
+        from .support._cli import register
+    except ImportError:  # the support extra is not installed: `audit` explains itself
+        audit = subparsers.add_parser('audit', help='check citations against page snapshots (needs [support])')
+        audit.set_defaults(func=_missing_support)
+    else:
+        register(subparsers)
+    return parser
+
+
+def _missing_support(args: argparse.Namespace) -> int:
+    print('error: `audit` needs the support extra: pip install "pydantic-ai-citations[support]"', file=sys.stderr)
+    return 2
+
+
+def _matrix_command(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
+    import anyio
+
+    from .matrix import build_matrix
+
+    out = stdout or sys.stdout
+    err = stderr or sys.stderr
+
+    def progress(line: str) -> None:
+        if not args.quiet:
+            print(f'… {line}', file=err, flush=True)
+
+    matrix = anyio.run(
+        lambda: build_matrix(probes=not args.no_probes, recordings=args.recordings, live=args.live, progress=progress)
+    )
+    fmt: str = args.format
+    if fmt == 'table':
+        try:
+            from rich.console import Console
+        except ImportError:
+            fmt = 'markdown'
+            print('note: `rich` is not installed (extra [cli]); printing Markdown', file=err)
+        else:
+            if args.output is None:
+                Console(file=out, width=200).print(matrix.to_rich_table())
+                return 0
+            fmt = 'markdown'
+    text = {'markdown': matrix.to_markdown, 'json': matrix.to_json, 'html': matrix.to_html}[fmt]()
+    if args.output is None:
+        out.write(text)
+        return 0
+    try:
+        Path(args.output).write_text(text, encoding='utf-8')
+    except OSError as e:
+        print(f'error: cannot write {str(args.output)!r}: {e.strerror or e}', file=err)
+        return 1
+    print(f'wrote {args.output}', file=err)
+    return 0
+
+
+def run(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI with `argv` (default: `sys.argv[1:]`); returns the exit code."""
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    if not args_list or args_list[0].startswith('-') and args_list[0] not in ('-h', '--help'):
+        args_list.insert(0, 'matrix')  # `matrix` is the default command
+    args = _parser().parse_args(args_list)
+    return int(args.func(args))
+
+
+def main() -> None:
+    """Console-script entry point."""
+    sys.exit(run())

@@ -1,0 +1,339 @@
+"""Generic numbered citation markers (`[1]`, `[1][2]`, `[1, 2]`) resolved against a list or an id map of sources.
+
+What counts as a marker (decided here, so every caller reads answers the same way):
+
+- `[N]` with `N` 1 to 4 ASCII digits, and `[N, M, …]` (up to 16 numbers, commas, optional spaces): one
+  marker citing each number. `[1][2]` is two markers.
+- Not markers, left as text: ranges like `[1-3]` (no provider writes them and expanding them would be a
+  guess), footnotes `[^1]`, anything with other characters inside.
+- Markdown links are not markers: `[1](url)` is a link whose text is `1`, and `[[1]](url)` (a marker made
+  into a link) is a link too; the link target, not a source list, says what it points to. A reference
+  definition `[1]: url` at a line start and a reference link `[text][1]` are not markers either. A chain
+  `[1][2]` is not mistaken for a reference link: `[2]` follows a numbered group, not link text.
+- Nothing inside code: fenced blocks (```` ``` ```` or `~~~` lines, up to 3 spaces indented) and inline code
+  spans are skipped. Simplification: an inline code span ends at a backtick run of the same length or at
+  the end of the line; indented (4-space) code blocks are not recognised.
+- A backslash-escaped bracket (`\\[1]`) is text.
+
+`NumberedScanner` finds exactly what `extract_numbered` finds on the joined text, whatever the split, in
+one pass. Because `[1]` followed by `(` is a link, a marker at the very end of a delta is returned once the
+next delta (or `close()`) shows the character after it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import cast
+
+from pydantic_ai import Citation, DocumentCitationSource, MarkerCitationAnchor, WebCitationSource
+from pydantic_ai.exceptions import UserError
+
+from .._problems import CitationProblem
+
+__all__ = (
+    'NumberedMarker',
+    'NumberedResolution',
+    'NumberedScanner',
+    'extract_numbered',
+    'resolve_numbered',
+)
+
+Source = WebCitationSource | DocumentCitationSource
+
+_NUM_RE = re.compile(r'\[ {0,2}([0-9]{1,4}(?: {0,2}, {0,2}[0-9]{1,4}){0,15}) {0,2}\]')
+# Could still become a `_NUM_RE` match when more text arrives (over-approximate, bounded).
+_NUM_PREFIX_RE = re.compile(r'\[[ 0-9,]{0,160}\Z')
+_INLINE_EVENT_RE = re.compile(r'[\n`\\\[]')
+_CODE_EVENT_RE = re.compile(r'\n|`+')
+_BACKTICKS_RE = re.compile(r'`+')
+_FENCE_OPEN_RE = re.compile(r' {0,3}(`{3,}|~{3,})')
+_MAYBE_FENCE_RE = re.compile(r' {0,3}(?:`*|~*)\Z')
+_ESCAPABLE = frozenset('!"#$%&\'()*+,-./:;<=>?@[\\]^_`{|}~')
+
+
+@dataclass(frozen=True)
+class NumberedMarker:
+    """One numbered marker found in a text."""
+
+    raw: str
+    """The marker exactly as written (`text[start:end]`), e.g. `'[1, 2]'`."""
+    numbers: tuple[int, ...]
+    """The numbers it cites, in the order written."""
+    start: int
+    """Offset of `[`."""
+    end: int
+    """Offset just after `]`."""
+
+
+@dataclass(frozen=True)
+class NumberedResolution:
+    """What `resolve_numbered` made of a text."""
+
+    citations: list[Citation]
+    """One citation per marker with at least one resolvable number, anchored on the marker."""
+    problems: list[CitationProblem]
+    """`unresolved_marker` for each number with no source (offsets of its marker)."""
+    markers: list[NumberedMarker]
+    """`markers[i]` is the marker behind `citations[i]`."""
+
+
+class NumberedScanner:
+    """Finds numbered markers in a text that arrives in pieces, in one pass over the text.
+
+    `feed` returns the markers that the text so far decides (offsets into the whole text); `close` ends
+    the text and returns the rest. Text is held only while a decision is pending (a bracket group still
+    open, a backtick run that may grow, a line start that may be a code fence), so the work per character
+    is constant.
+    """
+
+    __slots__ = (
+        '_buf',
+        '_pos',
+        '_prev',
+        '_bol',
+        '_line_blank',
+        '_col',
+        '_code',
+        '_fence',
+        '_last_group_end',
+        '_closed',
+    )
+
+    def __init__(self) -> None:
+        self._buf = ''
+        self._pos = 0
+        self._prev = ''
+        self._bol = True
+        self._line_blank = True
+        self._col = 0
+        self._code = 0
+        self._fence: tuple[str, int] | None = None
+        self._last_group_end = -1
+        self._closed = False
+
+    def feed(self, delta: str) -> list[NumberedMarker]:
+        """Add the next piece of text; return the markers now decided."""
+        if self._closed:
+            raise UserError(f'NumberedScanner.feed({delta!r}) called after close(): create a new scanner.')
+        self._buf += delta
+        return self._run(final=False)
+
+    def close(self) -> list[NumberedMarker]:
+        """End the text; return the markers still pending."""
+        if self._closed:
+            return []
+        out = self._run(final=True)
+        self._closed = True
+        return out
+
+    def _run(self, final: bool) -> list[NumberedMarker]:
+        s = self._buf
+        n = len(s)
+        base = self._pos
+        out: list[NumberedMarker] = []
+        bol, line_blank, col, code, fence = self._bol, self._line_blank, self._col, self._code, self._fence
+        i = 0
+        cut = -1  # where to stop and keep the rest for later; -1 = consumed everything
+        while i < n:
+            if fence is not None:
+                nl = s.find('\n', i)
+                if bol:
+                    line = s[i:] if nl < 0 else s[i:nl]
+                    stripped = line.strip(' \t')
+                    closes = (
+                        len(line) - len(line.lstrip(' ')) <= 3
+                        and len(stripped) >= fence[1]
+                        and stripped == fence[0] * len(stripped)
+                    )
+                    if nl < 0 and not final and (closes or _could_close(line, fence)):
+                        cut = i
+                        break
+                    if closes:
+                        fence = None
+                if nl < 0:
+                    i = n
+                    bol = False
+                else:
+                    i = nl + 1
+                    bol = True
+                continue
+            if bol:
+                m = _FENCE_OPEN_RE.match(s, i)
+                if not final and _MAYBE_FENCE_RE.match(s, i):
+                    cut = i  # a fence or a code span may still be opening
+                    break
+                bol, line_blank, col, code = False, True, 0, 0
+                if m:
+                    run = m.group(1)
+                    fence = (run[0], len(run))
+                    i = m.end()
+                    continue
+            if code:
+                m = _CODE_EVENT_RE.search(s, i)
+                if m is None:
+                    col += n - i
+                    i = n
+                    continue
+                if m.group() == '\n':
+                    i = m.end()
+                    bol = True
+                    continue
+                if m.end() == n and not final:
+                    col += m.start() - i
+                    cut = m.start()
+                    break
+                if m.end() - m.start() == code:
+                    code = 0
+                col += m.end() - i
+                i = m.end()
+                continue
+            m = _INLINE_EVENT_RE.search(s, i)
+            j = n if m is None else m.start()
+            if line_blank and j > i and s[i:j].strip(' '):
+                line_blank = False
+            col += j - i
+            i = j
+            if m is None:
+                continue
+            c = s[j]
+            if c == '\n':
+                i = j + 1
+                bol = True
+                continue
+            if c == '`':
+                run = _BACKTICKS_RE.match(s, j)
+                assert run is not None
+                if run.end() == n and not final:
+                    cut = j
+                    break
+                code = run.end() - j
+                line_blank = False
+                col += code
+                i = run.end()
+                continue
+            if c == '\\':
+                if j + 1 == n and not final:
+                    cut = j
+                    break
+                step = 2 if j + 1 < n and s[j + 1] in _ESCAPABLE else 1
+                line_blank = False
+                col += step
+                i = j + step
+                continue
+            # c == '['
+            group = _NUM_RE.match(s, j)
+            if group is None:
+                if not final and _NUM_PREFIX_RE.match(s, j):
+                    cut = j
+                    break
+                line_blank = False
+                col += 1
+                i = j + 1
+                continue
+            e = group.end()
+            if not final and (e == n or (e + 1 == n and s[e] == ']')):
+                cut = j  # the next character decides whether this is a link
+                break
+            nxt = s[e] if e < n else ''
+            before = s[j - 1] if j > 0 else self._prev
+            is_link = nxt == '(' or (before == '[' and s.startswith('](', e))
+            is_definition = nxt == ':' and line_blank and col <= 3
+            is_reference = before == ']' and base + j != self._last_group_end
+            self._last_group_end = base + e
+            if not (is_link or is_definition or is_reference):
+                numbers = tuple(int(x) for x in group.group(1).replace(' ', '').split(','))
+                out.append(NumberedMarker(group.group(), numbers, base + j, base + e))
+            line_blank = False
+            col += e - j
+            i = e
+        if cut < 0:
+            cut = n
+        if cut > 0:
+            self._prev = s[cut - 1]
+        self._buf = s[cut:]
+        self._pos = base + cut
+        self._bol, self._line_blank, self._col, self._code, self._fence = bol, line_blank, col, code, fence
+        return out
+
+
+def _could_close(line: str, fence: tuple[str, int]) -> bool:
+    """Whether a partial line inside a fence may still turn out to be its closing fence."""
+    body = line.lstrip(' ')
+    if len(line) - len(body) > 3:
+        return False
+    run = body.rstrip(' \t')
+    return run == fence[0] * len(run)
+
+
+def extract_numbered(text: str) -> list[NumberedMarker]:
+    """Find the numbered markers in `text` (see the module docstring for what counts), in text order."""
+    scanner = NumberedScanner()
+    return scanner.feed(text) + scanner.close()
+
+
+def resolve_numbered(
+    text: str, sources: Sequence[Source] | Mapping[int, Source], *, base: int = 1
+) -> NumberedResolution:
+    """Turn numbered markers into citations anchored on the markers.
+
+    Args:
+        text: The model's text.
+        sources: Either a list, where `[N]` is the item at position `N - base` (Sonar's `search_results`), or a
+            mapping from number to source, where `N` is an id, not a position (the Perplexity Agent API's
+            search result `id`). A number with no source is reported as `unresolved_marker`; it is never
+            mapped to a nearby source.
+        base: The number of the first item of a list (1 by default). Only for lists.
+
+    Returns:
+        One `Citation` per marker (`[1, 2]` gives one citation with two sources; `[1][2]` two citations),
+        each with a `MarkerCitationAnchor` over the marker and copies of the sources, plus the problems.
+
+    Raises:
+        UserError: If `sources` is a string, or `base` is given with a mapping or is negative.
+    """
+    if isinstance(cast(object, sources), str | bytes):
+        raise UserError(f'`sources` must be a list or a mapping of citation sources, got {sources!r}.')
+    if base < 0:
+        raise UserError(f'`base` must be 0 or more, got {base!r}.')
+    by_id: Mapping[int, Source] | None = None
+    listed: Sequence[Source] = ()
+    if isinstance(sources, Mapping):
+        if base != 1:
+            raise UserError(f'`base={base!r}` applies to a list of sources; with a mapping, N is the key.')
+        by_id = sources
+    else:
+        listed = sources
+    citations: list[Citation] = []
+    problems: list[CitationProblem] = []
+    cited_markers: list[NumberedMarker] = []
+    for marker in extract_numbered(text):
+        cited: list[Source] = []
+        seen: set[int] = set()
+        for number in marker.numbers:
+            if number in seen:
+                continue
+            seen.add(number)
+            if by_id is not None:
+                source = by_id.get(number)
+            else:
+                index = number - base
+                source = listed[index] if 0 <= index < len(listed) else None
+            if source is None:
+                where = 'no source has this id' if by_id is not None else f'{len(listed)} sources, numbered from {base}'
+                problems.append(
+                    CitationProblem(
+                        'unresolved_marker',
+                        f'marker cites [{number}] but {where}',
+                        start=marker.start,
+                        end=marker.end,
+                        detail=marker.raw,
+                    )
+                )
+                continue
+            cited.append(replace(source, excerpts=list(source.excerpts)))
+        if cited:
+            citations.append(Citation(sources=cited, anchor=MarkerCitationAnchor(start=marker.start, end=marker.end)))
+            cited_markers.append(marker)
+    return NumberedResolution(citations, problems, cited_markers)

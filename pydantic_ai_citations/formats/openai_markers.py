@@ -1,0 +1,800 @@
+"""OpenAI private-use citation markers: `U+E200 family U+E202 id (U+E202 id)* (U+E202 L8[-L13])? U+E201`.
+
+Grammar, as this module reads it:
+
+- A *candidate* starts at `U+E200` and runs to the first `U+E201` (a complete candidate) or up to the next
+  `U+E200` or the end of the text (an unterminated one, reported as `unterminated_marker`).
+- The body of a complete candidate is split on `U+E202`. The first part is the family (`cite` by default;
+  the caller says which families are allowed); a family that is not allowed is reported as
+  `malformed_marker` ("unknown family"). The remaining parts are source ids (ASCII letters, digits, `_`,
+  `-`). When the *last* part has the shape of a line locator (`L8` or `L8-L13`) it is the locator, never an
+  id, and at least one id must precede it (a part shaped like a locator anywhere else is an error,
+  not an id). A body that does not fit is reported as `malformed_marker`:
+  nothing is guessed from it.
+- A lone `U+E201` or `U+E202` outside a candidate is not a marker. It is left in the text and not reported.
+- With `escaped=True` each of the three delimiters may also be written as its literal escape text
+  (`\\ue200`, `\\ue201`, `\\ue202`, six ASCII characters, `e` in either case), mixed freely with the real
+  characters, as some models and logs print them.
+
+All offsets are `str` indices into the text given. `MarkerScanner` gives exactly the markers and problems
+`extract_markers_with_problems` gives on the joined text, whatever the split, in one pass over the text.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import html
+import re
+from bisect import bisect_left
+from collections.abc import Generator, Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from pydantic_ai import Citation, ContentCitationAnchor, DocumentCitationSource, WebCitationSource
+from pydantic_ai.exceptions import UserError
+
+from .._problems import CitationProblem
+
+__all__ = (
+    'MARKER_START',
+    'MARKER_END',
+    'MARKER_SEPARATOR',
+    'CITATION_INSTRUCTIONS',
+    'LineRange',
+    'Marker',
+    'MarkerExtraction',
+    'MarkerConversion',
+    'MarkerScanner',
+    'extract_markers',
+    'extract_markers_with_problems',
+    'strip_markers',
+    'to_citations',
+    'render_source',
+    'render_source_block',
+    'citation_instructions',
+)
+
+MARKER_START = '\ue200'
+"""Opens a marker."""
+MARKER_END = '\ue201'
+"""Closes a marker."""
+MARKER_SEPARATOR = '\ue202'
+"""Separates the family, the ids and the locator inside a marker."""
+
+_S = MARKER_START
+_E = MARKER_END
+_SEP = MARKER_SEPARATOR
+_DELIMITERS = (_S, _E, _SEP)
+
+_FAMILY_RE = re.compile(r'[A-Za-z][A-Za-z0-9_]*')
+_ID_RE = re.compile(r'[A-Za-z0-9_-]+')
+_IDS_RE = re.compile('[A-Za-z0-9_-]+(?:\ue202[A-Za-z0-9_-]+)*')
+# Digits are capped so `int()` never meets a huge number.
+_LOCATOR_RE = re.compile(r'L([0-9]{1,9})(?:-L([0-9]{1,9}))?')
+_TAG_RE = re.compile(r'[A-Za-z][A-Za-z0-9_-]*')
+
+# Escaped form: real characters or their `\ue20N` escape text.
+_ESC_CANDIDATE_RE = re.compile(r'(?:\ue200|\\u[eE]200)(?:(?!\\u[eE]20[01])[^\ue200\ue201])*(?:\ue201|\\u[eE]201)?')
+_ESC_SEP_RE = re.compile(r'\ue202|\\u[eE]202')
+_ESC_CLOSE_RE = re.compile(r'(?:\ue201|\\u[eE]201)\Z')
+_ESC_PARTIAL_TAIL_RE = re.compile(r'\\(?:u(?:[eE](?:2(?:0)?)?)?)?\Z')
+_REAL_CANDIDATE_RE = re.compile('\ue200[^\ue200\ue201]*\ue201?')
+
+_DETAIL_MAX = 80
+_CACHE_MAX = 4096
+
+
+@dataclass(frozen=True)
+class LineRange:
+    """A line locator: lines `start` to `end` of the cited source, counting from 1, both included."""
+
+    start: int
+    """First cited line (1-based)."""
+    end: int
+    """Last cited line (1-based, included); equal to `start` for `L8`."""
+
+    def __str__(self) -> str:
+        return f'L{self.start}' if self.start == self.end else f'L{self.start}-L{self.end}'
+
+
+@dataclass(frozen=True)
+class Marker:
+    """One well-formed marker found in a text."""
+
+    raw: str
+    """The marker exactly as written (`text[start:end]`)."""
+    family: str
+    """The family after `U+E200`, e.g. `'cite'`."""
+    source_ids: tuple[str, ...]
+    """The cited source ids, in the order written (at least one)."""
+    locator: LineRange | None
+    """The line range written as the last part, if any."""
+    start: int
+    """Offset of the opening delimiter."""
+    end: int
+    """Offset just after the closing delimiter."""
+
+
+@dataclass(frozen=True)
+class MarkerExtraction:
+    """What `extract_markers_with_problems` found: the markers, and what it could not read as one."""
+
+    markers: list[Marker]
+    """Well-formed markers of an allowed family, in text order."""
+    problems: list[CitationProblem]
+    """`unterminated_marker` and `malformed_marker` problems (bad bodies, unknown families), in text order."""
+
+
+@dataclass(frozen=True)
+class MarkerConversion:
+    """What `to_citations` made of a text."""
+
+    clean_text: str
+    """The text with every marker removed and the whitespace around them repaired."""
+    citations: list[Citation]
+    """One citation per marker with at least one known id, anchored on the sentence it closes in `clean_text`."""
+    problems: list[CitationProblem]
+    """Everything that could not become (part of) a citation; offsets are into the *original* text."""
+    markers: list[Marker]
+    """`markers[i]` is the marker behind `citations[i]` (keeps the raw ids and the line locator)."""
+
+
+# --- parsing -------------------------------------------------------------------------------------------------
+
+# A parsed body: (family, ids, locator) for a good marker, or a message for a malformed one.
+_Parsed = tuple[str, tuple[str, ...], LineRange | None] | str
+
+
+def _check_families(families: Sequence[str]) -> frozenset[str]:
+    if isinstance(families, str) or not families:
+        raise UserError(f'`families` must be a non-empty sequence of family names, got {families!r}.')
+    for family in families:
+        if not _FAMILY_RE.fullmatch(family):
+            raise UserError(f'Invalid marker family {family!r}: use letters, digits and `_`, starting with a letter.')
+    return frozenset(families)
+
+
+def _parse_body(body: str, families: frozenset[str]) -> _Parsed:
+    """Parse a marker body written with real `U+E202` separators."""
+    parts = body.split(_SEP)
+    family = parts[0]
+    if family not in families:
+        if not _FAMILY_RE.fullmatch(family):
+            return f'marker has no valid family name (got {family!r})'
+        return f'unknown marker family {family!r} (allowed: {", ".join(sorted(families))})'
+    count = len(parts)
+    ids_end = len(body)
+    locator: LineRange | None = None
+    last = parts[-1]
+    if count > 1 and last[:1] == 'L' and (m := _LOCATOR_RE.fullmatch(last)):
+        first = int(m.group(1))
+        end = int(m.group(2)) if m.group(2) is not None else first
+        if first < 1 or end < first:
+            return f'invalid line range {last!r}'
+        locator = LineRange(first, end)
+        count -= 1
+        ids_end -= len(last) + 1
+    if count < 2:
+        return 'marker cites no source id'
+    ids_start = len(family) + 1
+    # One regex over all ids; the per-id loop below only runs to name what is wrong.
+    if not _IDS_RE.fullmatch(body, ids_start, ids_end) or body.find('L', ids_start, ids_end) >= 0:
+        for source_id in parts[1:count]:
+            if not _ID_RE.fullmatch(source_id):
+                return f'invalid source id {source_id!r} (ids use letters, digits, `_` and `-`)'
+            if _LOCATOR_RE.fullmatch(source_id):
+                return f'line range {source_id!r} must be the last part of the marker'
+    return family, tuple(parts[1:count]), locator
+
+
+def _parse_raw(raw: str, families: frozenset[str], escaped: bool) -> _Parsed:
+    if not escaped:
+        return _parse_body(raw[1:-1], families)
+    body_start = 1 if raw[0] == _S else 6
+    body_end = len(raw) - (1 if raw[-1] == _E else 6)
+    return _parse_body(_ESC_SEP_RE.sub(_SEP, raw[body_start:body_end]), families)
+
+
+def _detail(raw: str) -> str:
+    return raw if len(raw) <= _DETAIL_MAX else raw[: _DETAIL_MAX - 1] + '…'
+
+
+def _unterminated(raw: str, start: int, end: int) -> CitationProblem:
+    return CitationProblem(
+        'unterminated_marker',
+        'citation marker opened but never closed; it cites nothing',
+        start=start,
+        end=end,
+        detail=_detail(raw),
+    )
+
+
+def _parse_new(raw: str, families: frozenset[str], escaped: bool, cache: dict[str, _Parsed]) -> _Parsed:
+    if len(cache) >= _CACHE_MAX:
+        cache.clear()
+    parsed = cache[raw] = _parse_raw(raw, families, escaped)
+    return parsed
+
+
+def _malformed(message: str, raw: str, start: int) -> CitationProblem:
+    return CitationProblem('malformed_marker', message, start=start, end=start + len(raw), detail=_detail(raw))
+
+
+def _emit(
+    raw: str,
+    start: int,
+    families: frozenset[str],
+    cache: dict[str, _Parsed],
+    markers: list[Marker],
+    problems: list[CitationProblem],
+) -> None:
+    parsed = cache.get(raw)
+    if parsed is None:
+        parsed = _parse_new(raw, families, True, cache)
+    if isinstance(parsed, str):
+        problems.append(_malformed(parsed, raw, start))
+    else:
+        markers.append(Marker(raw, parsed[0], parsed[1], parsed[2], start, start + len(raw)))
+
+
+def _scan_escaped(
+    s: str,
+    base: int,
+    final: bool,
+    families: frozenset[str],
+    cache: dict[str, _Parsed],
+    markers: list[Marker],
+    problems: list[CitationProblem],
+) -> int:
+    """Scan `s` accepting escape text too; return where the unfinished tail starts (`len(s)` if none)."""
+    n = len(s)
+    for m in _ESC_CANDIDATE_RE.finditer(s):
+        raw = m.group()
+        start = m.start()
+        if _ESC_CLOSE_RE.search(raw) and len(raw) > (1 if raw[0] == _S else 6):
+            _emit(raw, base + start, families, cache, markers, problems)
+        elif m.end() < n or final:
+            problems.append(_unterminated(raw, base + start, base + m.end()))
+        else:
+            return start
+    if not final and (tail := _ESC_PARTIAL_TAIL_RE.search(s, max(0, n - 5))):
+        return tail.start()
+    return n
+
+
+class _CloseScan(Exception):
+    """Thrown into a scan generator to end the text."""
+
+
+_new = object.__new__
+_Scan = Generator[list[Marker], str, None]
+
+
+def _scan_real(families: frozenset[str], problems: list[CitationProblem]) -> _Scan:
+    """The scan loop behind `MarkerScanner` and `extract_markers`: send text pieces, get the markers they complete.
+
+    A generator, so that state lives in fast locals and `MarkerScanner.feed` can be its C-level `send`:
+    P2 holds the scanner within 1.3x of collecting the deltas and parsing once, and extraction within 4x a
+    bare regex pass reading each match, so the work per delta and per marker is kept to a few C calls. The frozen `Marker`
+    is built by filling its instance dict (its `__init__` goes through `object.__setattr__` per field and
+    costs twice as much).
+
+    Text is held only since the last piece containing `U+E201` (no marker completes without one), and
+    from there only from an opener still open, so each character is looked at a bounded number of times.
+    """
+    cache: dict[str, _Parsed] = {}
+    chunks: list[str] = []
+    pos = 0
+    result: list[Marker] = []
+    while True:
+        try:
+            delta = yield result
+        except _CloseScan:
+            break
+        chunks.append(delta)
+        if _E not in delta:
+            result = []
+            continue
+        s = ''.join(chunks)
+        find = s.find
+        result = []
+        i = find(_S)
+        if i < 0:
+            chunks.clear()
+            pos += len(s)
+            continue
+        j = find(_E, i + 1)
+        k = find(_S, i + 1)
+        while True:
+            if j < 0 or 0 <= k < j:
+                if k < 0:  # open at the end: keep it for the next piece
+                    chunks = [s[i:]]
+                    pos += i
+                    break
+                problems.append(_unterminated(s[i:k], pos + i, pos + k))
+            else:
+                raw = s[i : j + 1]
+                parsed = cache.get(raw)
+                if parsed is None:
+                    parsed = _parse_new(raw, families, False, cache)
+                if parsed.__class__ is tuple:
+                    marker = _new(Marker)
+                    d = marker.__dict__
+                    d['raw'] = raw
+                    d['family'] = parsed[0]
+                    d['source_ids'] = parsed[1]
+                    d['locator'] = parsed[2]
+                    d['start'] = pos + i
+                    d['end'] = pos + j + 1
+                    result.append(marker)
+                else:
+                    problems.append(_malformed(str(parsed), raw, pos + i))
+            if k < 0:
+                chunks.clear()
+                pos += len(s)
+                break
+            i = k
+            j = find(_E, i + 1)
+            k = find(_S, i + 1)
+    # End of text: every piece holding a closer was scanned, so what is left holds none and each opener in
+    # it starts an unterminated marker running to the next opener or the end.
+    s = ''.join(chunks)
+    i = s.find(_S)
+    while i >= 0:
+        k = s.find(_S, i + 1)
+        end = len(s) if k < 0 else k
+        problems.append(_unterminated(s[i:end], pos + i, pos + end))
+        i = k
+
+
+def _scan_escaped_gen(families: frozenset[str], problems: list[CitationProblem]) -> _Scan:
+    """`_scan_real` for `escaped=True`: delimiters may also be escape text (not on the P2 hot path)."""
+    cache: dict[str, _Parsed] = {}
+    held = ''
+    pos = 0
+    result: list[Marker] = []
+    while True:
+        try:
+            delta = yield result
+        except _CloseScan:
+            break
+        held += delta
+        result = []
+        # A closer is `U+E201` or escape text ending in `1`.
+        if _E in delta or '1' in delta:
+            cut = _scan_escaped(held, pos, False, families, cache, result, problems)
+            held = held[cut:]
+            pos += cut
+    _scan_escaped(held, pos, True, families, cache, [], problems)
+
+
+class MarkerScanner:
+    """Finds markers in a text that arrives in pieces (stream deltas), in one pass over the text.
+
+    `feed` returns the markers the delta completed, with offsets into the whole text so far; a marker split
+    across deltas (anywhere, even right after `U+E200`) is kept until it completes. `close` ends the text
+    and returns every problem found (the same list `extract_markers_with_problems` gives on the joined text,
+    which is this scanner fed the whole text at once), including an `unterminated_marker` for a marker
+    still open at the end. `problems` gives the problems found so far.
+
+    Text is held only since the last delta containing `U+E201` (no marker can complete before one arrives)
+    and then only from a marker still open, so the work per character is constant.
+    """
+
+    def __init__(self, families: Sequence[str] = ('cite',), *, escaped: bool = False) -> None:
+        """Create a scanner.
+
+        Args:
+            families: Marker families to accept (`'cite'` by default).
+            escaped: Also accept delimiters written as escape text (`\\ue200`…).
+        """
+        fams = _check_families(families)
+        self._problems: list[CitationProblem] = []
+        self._scan = _scan_escaped_gen(fams, self._problems) if escaped else _scan_real(fams, self._problems)
+        self._scan.send(None)  # pyright: ignore[reportArgumentType]  # a generator starts with `None`
+        self._closed = False
+        # `feed` is the generator's `send` itself: a C call per delta instead of a Python frame (see
+        # `_scan_real`). Set through `__dict__` because it shadows the documented method below.
+        self.__dict__['feed'] = self._scan.send
+
+    @property
+    def problems(self) -> list[CitationProblem]:
+        """Problems found so far, in text order (complete only after `close`)."""
+        return list(self._problems)
+
+    def feed(self, delta: str) -> list[Marker]:
+        """Add the next piece of text; return the markers it completed."""
+        if self._closed:
+            raise UserError(f'MarkerScanner.feed({delta!r}) called after close(): create a new scanner.')
+        return self._scan.send(delta)  # pragma: no cover  # shadowed by the instance's `feed`
+
+    def close(self) -> list[CitationProblem]:
+        """End the text; return all problems found, in text order."""
+        if not self._closed:
+            self._closed = True
+            del self.__dict__['feed']  # back to the method, which now raises
+            with contextlib.suppress(StopIteration):
+                self._scan.throw(_CloseScan())
+        return list(self._problems)
+
+
+def extract_markers_with_problems(
+    text: str, families: Sequence[str] = ('cite',), *, escaped: bool = False
+) -> MarkerExtraction:
+    """Find every marker in `text`, and report what looked like a marker but could not be read as one.
+
+    Args:
+        text: The model's text.
+        families: Marker families to accept (`'cite'` by default); others are reported as `malformed_marker`.
+        escaped: Also accept delimiters written as escape text (`\\ue200`…).
+
+    Returns:
+        The well-formed markers and the `unterminated_marker` / `malformed_marker` problems, in text order.
+    """
+    scanner = MarkerScanner(families, escaped=escaped)
+    markers = scanner.feed(text)
+    return MarkerExtraction(markers, scanner.close())
+
+
+def extract_markers(text: str, families: Sequence[str] = ('cite',), *, escaped: bool = False) -> list[Marker]:
+    """Find every well-formed marker of an allowed family in `text`.
+
+    Use `extract_markers_with_problems` to also learn what could not be read.
+
+    Args:
+        text: The model's text.
+        families: Marker families to accept (`'cite'` by default).
+        escaped: Also accept delimiters written as escape text (`\\ue200`…).
+    """
+    return extract_markers_with_problems(text, families, escaped=escaped).markers
+
+
+# --- stripping -----------------------------------------------------------------------------------------------
+
+_HSPACE = ' \t'
+_TRIM_BEFORE = frozenset(' \t\r\n.,;:!?)]}…')
+
+
+def _candidate_spans(text: str, escaped: bool) -> list[tuple[int, int, bool]]:
+    """Every candidate as `(start, end, complete)`; for unterminated ones `end` is the end of the opener."""
+    spans: list[tuple[int, int, bool]] = []
+    pattern = _ESC_CANDIDATE_RE if escaped else _REAL_CANDIDATE_RE
+    for m in pattern.finditer(text):
+        raw = m.group()
+        opener = 1 if raw[0] == _S else 6
+        complete = len(raw) > opener and (raw[-1] == _E if not escaped else bool(_ESC_CLOSE_RE.search(raw)))
+        spans.append((m.start(), m.end() if complete else m.start() + opener, complete))
+    return spans
+
+
+def _remove_spans(text: str, spans: Sequence[tuple[int, int]]) -> tuple[str, list[int]]:
+    """Remove sorted, disjoint spans and repair whitespace; return the text and where each span was."""
+    out: list[str] = []
+    outlen = 0
+    positions: list[int] = []
+    prev = 0
+    n = len(text)
+    for start, end in spans:
+        if start > prev:
+            piece = text[prev:start]
+            out.append(piece)
+            outlen += len(piece)
+        prev = max(prev, end)
+        nxt = text[end] if end < n else '\n'
+        if nxt in _TRIM_BEFORE:
+            # No double space, no space before punctuation, no trailing space.
+            while out and out[-1][-1:] in (' ', '\t'):
+                stripped = out[-1].rstrip(_HSPACE)
+                outlen -= len(out[-1]) - len(stripped)
+                if stripped:
+                    out[-1] = stripped
+                    break
+                out.pop()
+        for k in range(len(positions) - 1, -1, -1):
+            if positions[k] <= outlen:
+                break
+            positions[k] = outlen
+        positions.append(outlen)
+        if not out or out[-1].endswith('\n'):
+            # At a line start: drop the spaces after the marker, and the line itself if the marker was alone on it.
+            j = end
+            while j < n and text[j] in _HSPACE:
+                j += 1
+            prev = j + 1 if j < n and text[j] == '\n' else j
+    out.append(text[prev:])
+    return ''.join(out), positions
+
+
+def strip_markers(text: str, markers: Sequence[Marker] | None = None, *, escaped: bool = False) -> str:
+    """Remove markers from `text` and repair the whitespace they leave.
+
+    With `markers=None`, every complete candidate is removed, whatever its family or body (all of it is
+    markup a reader must not see), and the opening delimiter of an unterminated one (the text after it is
+    kept: it may be the answer's own words). Afterwards no complete marker is left. Whitespace is repaired
+    so that no double space, space before punctuation, trailing space or line holding only a marker remains.
+
+    Args:
+        text: The model's text.
+        markers: Remove exactly these markers (as found in this `text`) instead.
+        escaped: Also treat delimiters written as escape text as markup (only with `markers=None`).
+
+    Raises:
+        UserError: If a given marker is not at its offsets in `text`, or markers overlap.
+    """
+    spans: list[tuple[int, int]] = []
+    if markers is None:
+        while candidates := _candidate_spans(text, escaped):
+            text = _remove_spans(text, [(start, end) for start, end, _ in candidates])[0]
+            if not escaped:
+                break  # no opener is left; with escape text, removal can join pieces into a new one
+        return text
+    else:
+        for marker in sorted(markers, key=lambda m: m.start):
+            if text[marker.start : marker.end] != marker.raw or marker.start >= marker.end:
+                raise UserError(
+                    f'Marker {marker!r} is not at its offsets in the text: pass markers found in this text.'
+                )
+            if spans and marker.start < spans[-1][1]:
+                raise UserError(f'Marker {marker!r} overlaps another marker.')
+            spans.append((marker.start, marker.end))
+    return _remove_spans(text, spans)[0]
+
+
+# --- conversion to Pydantic AI citations ---------------------------------------------------------------------
+
+# Where a sentence can start: after `.!?` (and closing quotes/brackets) plus spaces, or after a line break.
+_SENTENCE_BREAK_RE = re.compile(r'[.!?]["\')\]\u201d\u2019]*[ \t]+|\n[ \t\r\n]*')
+_LINE_PREFIX_RE = re.compile(r'(?:[-*+>]|[0-9]{1,9}[.)]|#{1,6})[ \t]+')
+
+Source = WebCitationSource | DocumentCitationSource
+
+
+def _sentence_starts(clean: str) -> list[int]:
+    starts = [0]
+    starts.extend(m.end() for m in _SENTENCE_BREAK_RE.finditer(clean))
+    return starts
+
+
+def _sentence_anchor(clean: str, starts: list[int], position: int) -> ContentCitationAnchor | None:
+    end = position
+    while end > 0 and clean[end - 1].isspace():
+        end -= 1
+    if end == 0:
+        return None
+    start = starts[bisect_left(starts, end) - 1]
+    while start < end and clean[start].isspace():
+        start += 1
+    # Leave a list bullet or heading mark at a line start out of the anchored sentence.
+    at_line_start = start == 0 or clean[start - 1] == '\n'
+    if at_line_start and (m := _LINE_PREFIX_RE.match(clean, start, end)) and m.end() < end:
+        start = m.end()
+    return ContentCitationAnchor(start=start, end=end) if start < end else None
+
+
+def _cited_source(
+    source_id: str,
+    source: Source,
+    locator: LineRange | None,
+    source_lines: Mapping[str, Sequence[str]] | None,
+    marker: Marker,
+    problems: list[CitationProblem],
+) -> Source:
+    lines = source_lines.get(source_id) if source_lines is not None and locator is not None else None
+    if locator is not None and lines is not None:
+        if locator.end <= len(lines):
+            return replace(source, excerpts=['\n'.join(lines[locator.start - 1 : locator.end])])
+        problems.append(
+            CitationProblem(
+                'unresolved_marker',
+                f'line range {locator} is outside source {source_id!r} ({len(lines)} lines); '
+                'the source is cited without a line excerpt',
+                start=marker.start,
+                end=marker.end,
+                detail=_detail(marker.raw),
+            )
+        )
+    return replace(source, excerpts=list(source.excerpts))
+
+
+def to_citations(
+    text: str,
+    sources: Mapping[str, Source],
+    *,
+    source_lines: Mapping[str, Sequence[str]] | None = None,
+    families: Sequence[str] = ('cite',),
+    escaped: bool = False,
+) -> MarkerConversion:
+    """Turn the markers in `text` into Pydantic AI citations on the text without markers.
+
+    Each marker becomes one `Citation` with one source per known id (a copy of `sources[id]`), anchored by a
+    `ContentCitationAnchor` over the sentence the marker closes in `clean_text`: from the previous `.`, `!`
+    or `?` followed by a space, or the start of the line, up to where the marker stood (a marker at the
+    very start of the text closes nothing and gets `anchor=None`). A line locator is kept two ways: the
+    marker is in `MarkerConversion.markers`, and when `source_lines[id]` has the source's lines (line 1
+    first, as `text.splitlines()` gives them) the cited lines, joined by newlines, become the only excerpt
+    of that source's copy.
+
+    Unknown ids are reported as `unresolved_marker` (offsets into the original `text`) and cite nothing; a
+    marker whose ids are all unknown gives no citation. Unterminated and malformed markers are reported too.
+
+    Args:
+        text: The model's text, with markers.
+        sources: The context's sources by id.
+        source_lines: Lines of sources, by id, to turn line locators into excerpts.
+        families: Marker families to accept (`'cite'` by default).
+        escaped: Also accept delimiters written as escape text.
+    """
+    extraction = extract_markers_with_problems(text, families, escaped=escaped)
+    spans = _candidate_spans(text, escaped)
+    clean, positions = _remove_spans(text, [(start, end) for start, end, _ in spans])
+    position_of = {start: positions[k] for k, (start, _, complete) in enumerate(spans) if complete}
+    starts = _sentence_starts(clean)
+    problems = list(extraction.problems)
+    citations: list[Citation] = []
+    cited_markers: list[Marker] = []
+    for marker in extraction.markers:
+        cited: list[Source] = []
+        seen: set[str] = set()
+        for source_id in marker.source_ids:
+            if source_id in seen:
+                continue
+            seen.add(source_id)
+            source = sources.get(source_id)
+            if source is None:
+                problems.append(
+                    CitationProblem(
+                        'unresolved_marker',
+                        f'marker cites unknown source id {source_id!r}',
+                        start=marker.start,
+                        end=marker.end,
+                        detail=source_id,
+                    )
+                )
+                continue
+            cited.append(_cited_source(source_id, source, marker.locator, source_lines, marker, problems))
+        if cited:
+            anchor = _sentence_anchor(clean, starts, position_of[marker.start])
+            citations.append(Citation(sources=list(cited), anchor=anchor))
+            cited_markers.append(marker)
+    problems.sort(key=lambda p: p.start if p.start is not None else -1)
+    return MarkerConversion(clean, citations, problems, cited_markers)
+
+
+# --- context side --------------------------------------------------------------------------------------------
+
+
+def _check_id(source_id: str) -> None:
+    if not _ID_RE.fullmatch(source_id):
+        raise UserError(f'Invalid source id {source_id!r}: use ASCII letters, digits, `_` and `-` (e.g. `turn0file1`).')
+
+
+def _clean_value(value: str) -> str:
+    for ch in _DELIMITERS:
+        value = value.replace(ch, '')
+    return ' '.join(value.split())
+
+
+def _clean_text(text: str) -> str:
+    for ch in _DELIMITERS:
+        text = text.replace(ch, '')
+    return text
+
+
+def _date_str(date: str | datetime.date | None) -> str | None:
+    if date is None:
+        return None
+    return date.isoformat() if isinstance(date, datetime.date) else date
+
+
+def _marker(source_id: str, family: str, locator: str | None = None) -> str:
+    parts = [family, source_id] if locator is None else [family, source_id, locator]
+    return _S + _SEP.join(parts) + _E
+
+
+def _body(text: str, numbered_lines: bool) -> str:
+    text = _clean_text(text)
+    if not numbered_lines:
+        return text
+    return '\n'.join(f'[L{n}] {line}' for n, line in enumerate(text.splitlines(), start=1))
+
+
+def render_source(
+    source_id: str,
+    text: str,
+    *,
+    title: str | None = None,
+    url: str | None = None,
+    date: str | datetime.date | None = None,
+    numbered_lines: bool = False,
+    family: str = 'cite',
+) -> str:
+    """Render one citable source for the model's context: a header with the marker to use, metadata, the text.
+
+    The delimiter characters are removed from the text and metadata so a source cannot forge a marker.
+    With `numbered_lines=True` each line of `text` (as `text.splitlines()` gives them) is prefixed `[L1] `,
+    `[L2] `…, and the header shows how to cite a line range; give the same lines to `to_citations` as
+    `source_lines` to get the cited lines back as excerpts.
+
+    Raises:
+        UserError: If `source_id` or `family` does not fit the marker grammar.
+    """
+    _check_id(source_id)
+    _check_families((family,))
+    header = f'[source {source_id}] cite as {_marker(source_id, family)}'
+    if numbered_lines:
+        header += f' or, for lines 2 to 4, {_marker(source_id, family, "L2-L4")}'
+    lines = [header]
+    for label, value in (('Title', title), ('URL', url), ('Date', _date_str(date))):
+        if value is not None:
+            lines.append(f'{label}: {_clean_value(value)}')
+    return '\n'.join(lines) + '\n\n' + _body(text, numbered_lines)
+
+
+def render_source_block(
+    source_id: str,
+    text: str,
+    *,
+    title: str | None = None,
+    url: str | None = None,
+    date: str | datetime.date | None = None,
+    numbered_lines: bool = False,
+    tag: str = 'source',
+) -> str:
+    """Render one citable source as an XML-like element: `<source id="turn0file1" title="…">text</source>`.
+
+    Attribute values and text are escaped (`&`, `<`, `>`, quotes), so the text cannot close the element or
+    forge another; the delimiter characters are removed as in `render_source`.
+
+    Raises:
+        UserError: If `source_id` does not fit the marker grammar or `tag` is not a simple element name.
+    """
+    _check_id(source_id)
+    if not _TAG_RE.fullmatch(tag):
+        raise UserError(f'Invalid tag {tag!r}: use letters, digits, `_` and `-`, starting with a letter.')
+    attrs = [('id', source_id), ('title', title), ('url', url), ('date', _date_str(date))]
+    rendered = ''.join(f' {name}="{html.escape(_clean_value(value), quote=True)}"' for name, value in attrs if value)
+    body = html.escape(_body(text, numbered_lines), quote=False)
+    return f'<{tag}{rendered}>\n{body}\n</{tag}>'
+
+
+def citation_instructions(families: Sequence[str] = ('cite',), line_level: bool = False) -> str:
+    """Instructions telling the model the exact marker syntax, where markers go, and never to invent ids.
+
+    Args:
+        families: Allowed marker families; the first is the one to use for citing.
+        line_level: Also explain line ranges (use with sources rendered with `numbered_lines=True`).
+    """
+    _check_families(families)
+    fams = list(families)
+    family = fams[0]
+    example = _marker('turn0file1', family)
+    two = _S + _SEP.join([family, 'turn0file1', 'turn1search3']) + _E
+    text = [
+        'Cite your sources with citation markers. Every source in the context has an id (for example `turn0file1`).',
+        f'Write a marker exactly like this: {example} - that is the character U+E200, the word `{family}`, the '
+        'character U+E202, the id, and the character U+E201, with no spaces or other characters inside.',
+        f'When several sources support the same statement, put all their ids in one marker, separated by U+E202: {two}',
+    ]
+    if line_level:
+        one_line = _marker('turn0file1', family, 'L8')
+        lines = _marker('turn0file1', family, 'L8-L13')
+        text.append(
+            'Sources shown with numbered lines ([L1], [L2], ...) can be cited by line: add the line range as the '
+            f'last part, {one_line} for line 8 or {lines} for lines 8 to 13. Use only line numbers shown in the '
+            'source.'
+        )
+    if len(fams) > 1:
+        others = ', '.join(f'`{f}`' for f in fams[1:])
+        text.append(f'Markers may also use these words instead of `{family}`, with the same syntax: {others}.')
+    text += [
+        'Put each marker right after the punctuation that ends the sentence or paragraph it supports, on the same '
+        'line. Never put a marker on a line of its own, inside code, inside a link, or inside bold or italic text.',
+        'Use only ids that appear in the context, copied exactly. Never invent, guess or alter an id'
+        + (' or a line range' if line_level else '')
+        + '. If no source supports a statement, write it without a marker.',
+    ]
+    return '\n'.join(text)
+
+
+CITATION_INSTRUCTIONS = citation_instructions()
+"""`citation_instructions()` for the `cite` family, block-level citing."""

@@ -1,0 +1,544 @@
+"""`CapabilityMatrix`: what each provider API does with citations, measured, with the evidence behind every cell.
+
+Observations come from four kinds of evidence: built-in probes over the package's wire fixtures (`'probe'`),
+recordings (`'recording'`), live providers (`'live'`), and a user's own runs through `TrackCitations(matrix=...)`
+(`'observed'`). Each observation is one value for one cell; the matrix counts them per value and evidence. Merging
+is a sum of counts, so it is deterministic whatever the order observations arrive in, and safe under concurrent
+runs (one lock around the counts).
+
+JSON schema (`to_json()`, `SCHEMA_VERSION` 1):
+
+```
+{"schema": "pydantic-ai-citations/capability-matrix", "version": 1,
+ "columns": [{"key", "title", "description", "values": {value: meaning}}],
+ "rows": [{"api", "title", "models": [str], "failures": [{"evidence", "source", "reason"}],
+           "cells": {column key: {"value": str, "evidence": {evidence: {value: runs}}, "notes": [str]}}}]}
+```
+
+A cell's `value` is the single value seen, values joined by `' / '` when runs disagree (e.g. Google's
+`'after_part_end / response_end'`), or `'n/a'` when nothing could be measured (its `notes` say why).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from pydantic import TypeAdapter
+
+from .._models import API_LABELS, ApiLabel
+from .._track import RequestObservation
+
+__all__ = (
+    'COLUMNS',
+    'EVIDENCE',
+    'SCHEMA_VERSION',
+    'API_TITLES',
+    'CapabilityMatrix',
+    'Column',
+    'Evidence',
+    'Failure',
+)
+
+SCHEMA_VERSION = 1
+
+Evidence = Literal['probe', 'recording', 'live', 'observed']
+"""Where a value came from: built-in probes, recordings, live providers, or a user's own runs."""
+
+EVIDENCE: tuple[Evidence, ...] = ('probe', 'recording', 'live', 'observed')
+
+API_TITLES: dict[ApiLabel, str] = {
+    'anthropic-messages': 'Anthropic Messages',
+    'bedrock-converse': 'Bedrock Converse',
+    'openai-responses': 'OpenAI Responses',
+    'openai-chat': 'OpenAI Chat Completions',
+    'openrouter': 'OpenRouter',
+    'google-gemini': 'Google Gemini API',
+    'google-vertex': 'Google Vertex AI',
+    'xai': 'xAI',
+    'perplexity-agent': 'Perplexity Agent API',
+    'perplexity-sonar': 'Perplexity Sonar (legacy chat)',
+    'mistral': 'Mistral',
+    'cohere': 'Cohere',
+    'groq': 'Groq',
+    'other': 'Other',
+}
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of the matrix and the meaning of each value it can hold."""
+
+    key: str
+    title: str
+    description: str
+    values: dict[str, str]
+
+
+COLUMNS: tuple[Column, ...] = (
+    Column(
+        'citations',
+        'Produces citations',
+        'Whether Pydantic AI ends up with citations on the answer text, and whether the request has to ask for them '
+        '(`Citations()` changes what is sent).',
+        {
+            'yes': 'cites whenever its tools or grounding produce sources; asking changes nothing on the wire',
+            'recovered': 'Pydantic AI maps none; this package recovers them from raw data (`TrackCitations`)',
+            'when asked': 'cites; asking for citations (`Citations()`) changes the request (e.g. documents get '
+            '`citations.enabled`)',
+            'no': 'never produced normalised citations, even when the wire held citation data',
+        },
+    ),
+    Column(
+        'anchor',
+        'Anchor',
+        'What a citation points at in the text.',
+        {
+            'content': 'the supported words (`ContentCitationAnchor`)',
+            'marker': 'a marker the model wrote, e.g. `[1]` or a markdown link (`MarkerCitationAnchor`)',
+            'none': 'no position: show as a "sources used" card',
+            'mixed': 'more than one of the above',
+        },
+    ),
+    Column(
+        'sources',
+        'Source kinds',
+        'Kinds of sources cited.',
+        {
+            'web': 'URLs',
+            'document': 'documents (uploaded files, file search, retrieved context)',
+            'web+document': 'both',
+            'none': 'no sources seen',
+        },
+    ),
+    Column(
+        'stream',
+        'Stream arrival',
+        "When a streamed text part's citations arrive.",
+        {
+            'part_end': "in a citations-only delta before the part's `PartEndEvent`",
+            'after_part_end': "after the part's `PartEndEvent` (another part had started): keep listening",
+            'response_end': 'before `PartEndEvent`, but only once the whole response finished',
+            'with_text': 'together with text',
+        },
+    ),
+    Column(
+        'replay',
+        'Replayed to same provider',
+        'Whether citations are sent back when the history is replayed to the same provider (from the outgoing '
+        'request body).',
+        {
+            'yes': 'sent back even after the text was edited',
+            'only when untouched': 'sent back only while the cited text is unchanged',
+            'no': 'never sent back; the provider gets plain text',
+        },
+    ),
+    Column(
+        'handoff',
+        'Another provider receives',
+        'What another provider receives when this answer is in the history sent to it.',
+        {
+            'plain text': 'plain text without citation data or markers',
+            'raw markers in text': "the text with this provider's citation markers / links still in it",
+            'text + citation data': 'the text plus citation data',
+        },
+    ),
+    Column(
+        'structured',
+        'With structured output',
+        'With a structured `output_type` and `Citations()`: are citations still asked for, and does citation markup '
+        'reach tool arguments?',
+        {
+            'not requested': 'Pydantic AI silently stops asking for citations (this package records '
+            '`citations_disabled_by_output_mode`)',
+            'no switch': 'the API has no citations switch; it cites whenever it searches',
+            'requested': 'still asked for',
+        },
+    ),
+    Column(
+        'wire',
+        'Wire accounting',
+        "The provider's own citation objects in the response bodies, and what became of each: normalised by Pydantic "
+        'AI, recovered by this package, or listed with a reason (raw-only / unmapped).',
+        {
+            '100%': 'every wire citation is normalised, recovered or listed with a reason',
+            'no wire citations': 'the responses held no citation objects',
+        },
+    ),
+)
+
+_COLUMN_KEYS = tuple(c.key for c in COLUMNS)
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A source of evidence that could not be used for a row (bad recording, unknown provider, rejected fixture)."""
+
+    evidence: Evidence
+    source: str
+    reason: str
+
+
+@dataclass
+class _Row:
+    api: ApiLabel
+    models: set[str] = field(default_factory=set[str])
+    counts: dict[tuple[str, Evidence, str], int] = field(default_factory=dict[tuple[str, Evidence, str], int])
+    notes: dict[str, list[str]] = field(default_factory=dict[str, list[str]])
+    failures: list[Failure] = field(default_factory=list[Failure])
+
+
+class CapabilityMatrix:
+    """Rows per provider API; each cell a value plus the evidence (and number of runs) behind it.
+
+    Fill it with `add(...)`, with `TrackCitations(matrix=matrix)` (observed evidence from real runs), or with the
+    probes in `pydantic_ai_citations.matrix` (`build_matrix`). Safe to share between concurrent runs.
+    """
+
+    def __init__(self) -> None:
+        self._rows: dict[ApiLabel, _Row] = {}
+        self._lock = threading.Lock()
+
+    # --- filling -------------------------------------------------------------------------------------------------
+
+    def add(self, api: ApiLabel, column: str, value: str, evidence: Evidence, *, runs: int = 1) -> None:
+        """Count `runs` observations of `value` for one cell."""
+        if column not in _COLUMN_KEYS:
+            raise ValueError(f'Unknown matrix column {column!r}; expected one of {", ".join(_COLUMN_KEYS)}.')
+        with self._lock:
+            row = self._row(api)
+            key = (column, evidence, value)
+            row.counts[key] = row.counts.get(key, 0) + runs
+
+    def note(self, api: ApiLabel, column: str, text: str) -> None:
+        """Attach an explanation to a cell (why it cannot apply, wire accounting details, …)."""
+        with self._lock:
+            notes = self._row(api).notes.setdefault(column, [])
+            if text not in notes:
+                notes.append(text)
+
+    def add_model(self, api: ApiLabel, model_name: str) -> None:
+        """Record a model name seen for a row."""
+        if model_name:
+            with self._lock:
+                self._row(api).models.add(model_name)
+
+    def fail(self, api: ApiLabel, evidence: Evidence, source: str, reason: str) -> None:
+        """Record that a source of evidence failed for a row; the rest of the matrix is still produced."""
+        with self._lock:
+            self._row(api).failures.append(Failure(evidence, source, reason))
+
+    def ensure_row(self, api: ApiLabel) -> None:
+        """Make sure a row exists, even with nothing measured yet."""
+        with self._lock:
+            self._row(api)
+
+    def add_observation(self, observation: RequestObservation) -> None:
+        """`ObservationSink` for `TrackCitations(matrix=...)`: a user's real run becomes `'observed'` evidence."""
+        self.observe(observation, 'observed')
+
+    def observe(self, observation: RequestObservation, evidence: Evidence) -> None:
+        """Fill the cells a single request observation can tell: citations, anchor, sources, stream arrival."""
+        api = observation.api
+        self.add_model(api, observation.model_name)
+        cited = [p for p in observation.parts if p.citations]
+        if not observation.complete:
+            self.note(api, 'stream', f'an incomplete {evidence} run was left out')
+            return
+        if not observation.text_output:
+            return
+        if cited:
+            self.add(api, 'anchor', _anchor_value({k for p in cited for k in p.anchor_kinds}), evidence)
+            self.add(api, 'sources', _sources_value({k for p in cited for k in p.source_kinds}), evidence)
+            if observation.streamed:
+                for arrival in sorted({p.arrival for p in cited}):
+                    self.add(api, 'stream', arrival, evidence)
+
+    def merge(self, other: CapabilityMatrix) -> CapabilityMatrix:
+        """A new matrix holding both matrices' observations (counts add up; order does not matter)."""
+        out = CapabilityMatrix()
+        for source in (self, other):
+            with source._lock:
+                for api, row in source._rows.items():
+                    target = out._row(api)
+                    target.models |= row.models
+                    for key, n in row.counts.items():
+                        target.counts[key] = target.counts.get(key, 0) + n
+                    for column, notes in row.notes.items():
+                        existing = target.notes.setdefault(column, [])
+                        existing.extend(n for n in notes if n not in existing)
+                    target.failures.extend(row.failures)
+        return out
+
+    # --- reading -------------------------------------------------------------------------------------------------
+
+    @property
+    def apis(self) -> list[ApiLabel]:
+        """Rows, in the fixed order of `API_LABELS`."""
+        with self._lock:
+            return [api for api in API_LABELS if api in self._rows]
+
+    def cell(self, api: ApiLabel, column: str, *, evidence: Iterable[Evidence] = EVIDENCE) -> str:
+        """The cell's value from the given evidence: one value, values joined by `' / '`, or `'n/a'`."""
+        wanted = set(evidence)
+        with self._lock:
+            row = self._rows.get(api)
+            if row is None:
+                return 'n/a'
+            values = sorted({v for (c, e, v) in row.counts if c == column and e in wanted})
+        return combine(column, values) if values else 'n/a'
+
+    def evidence(self, api: ApiLabel, column: str) -> dict[Evidence, dict[str, int]]:
+        """Runs behind each value of a cell, per evidence."""
+        out: dict[Evidence, dict[str, int]] = {}
+        with self._lock:
+            row = self._rows.get(api)
+            if row is None:
+                return out
+            for (c, e, v), n in sorted(row.counts.items()):
+                if c == column:
+                    out.setdefault(e, {})[v] = n
+        return {e: out[e] for e in EVIDENCE if e in out}
+
+    def failures(self, api: ApiLabel) -> list[Failure]:
+        """What could not be used for a row."""
+        with self._lock:
+            row = self._rows.get(api)
+            return list(row.failures) if row else []
+
+    def to_dict(self) -> dict[str, object]:
+        """The stable JSON-ready form (see the module docstring)."""
+        rows: list[dict[str, object]] = []
+        for api in self.apis:
+            with self._lock:
+                row = self._rows[api]
+                models = sorted(row.models)
+                notes = {k: list(v) for k, v in row.notes.items()}
+                failures = [{'evidence': f.evidence, 'source': f.source, 'reason': f.reason} for f in row.failures]
+            cells: dict[str, object] = {}
+            for column in COLUMNS:
+                cells[column.key] = {
+                    'value': self.cell(api, column.key),
+                    'evidence': self.evidence(api, column.key),
+                    'notes': notes.get(column.key, []),
+                }
+            rows.append({'api': api, 'title': API_TITLES[api], 'models': models, 'failures': failures, 'cells': cells})
+        return {
+            'schema': 'pydantic-ai-citations/capability-matrix',
+            'version': SCHEMA_VERSION,
+            'columns': [
+                {'key': c.key, 'title': c.title, 'description': c.description, 'values': c.values} for c in COLUMNS
+            ],
+            'rows': rows,
+        }
+
+    def to_json(self, *, indent: int | None = 2) -> str:
+        """JSON in the stable schema (module docstring)."""
+        return json.dumps(self.to_dict(), indent=indent, ensure_ascii=False, sort_keys=False)
+
+    @classmethod
+    def from_json(cls, data: str | bytes) -> CapabilityMatrix:
+        """Read a matrix written by `to_json` (e.g. to merge reports from several machines)."""
+        document = _document_ta.validate_json(data)
+        matrix = cls()
+        for row in document.rows:
+            matrix.ensure_row(row.api)
+            for model in row.models:
+                matrix.add_model(row.api, model)
+            for failure in row.failures:
+                matrix.fail(row.api, failure.evidence, failure.source, failure.reason)
+            for column, cell in row.cells.items():
+                for evidence, values in cell.evidence.items():
+                    for value, runs in values.items():
+                        matrix.add(row.api, column, value, evidence, runs=runs)
+                for note in cell.notes:
+                    matrix.note(row.api, column, note)
+        return matrix
+
+    def _display(self, api: ApiLabel, column: str) -> tuple[str, str]:
+        """Cell text and its evidence summary, e.g. `('part_end', 'probe 2, recording 3')`."""
+        value = self.cell(api, column)
+        parts = [f'{e} {sum(v.values())}' for e, v in self.evidence(api, column).items()]
+        return value, ', '.join(parts)
+
+    def to_markdown(self) -> str:
+        """A Markdown table (values, with the evidence behind each in small print), then notes and failures."""
+        header = ['API', *[c.title for c in COLUMNS]]
+        lines = ['| ' + ' | '.join(header) + ' |', '|' + '---|' * len(header)]
+        for api in self.apis:
+            cells = [_md(API_TITLES[api])]
+            for column in COLUMNS:
+                value, evidence = self._display(api, column.key)
+                cells.append(_md(value) + (f' <sub>{_md(evidence)}</sub>' if evidence else ''))
+            lines.append('| ' + ' | '.join(cells) + ' |')
+        lines.append('')
+        extra = self._notes_lines()
+        if extra:
+            lines.extend(['Notes:', '', *[f'- {_md(line)}' for line in extra], ''])
+        lines.extend(['Legend:', ''])
+        for column in COLUMNS:
+            meanings = '; '.join(f'`{v}`: {m}' for v, m in column.values.items())
+            lines.append(f'- **{column.title}**: {column.description} {meanings}.')
+        return '\n'.join(lines) + '\n'
+
+    def _notes_lines(self) -> list[str]:
+        out: list[str] = []
+        for api in self.apis:
+            with self._lock:
+                row = self._rows[api]
+                notes = [(k, list(v)) for k, v in row.notes.items()]
+                failures = list(row.failures)
+            for column, texts in sorted(notes):
+                out.extend(f'{API_TITLES[api]} / {column}: {t}' for t in texts)
+            out.extend(f'{API_TITLES[api]}: {f.evidence} {f.source!r} failed: {f.reason}' for f in failures)
+        return out
+
+    def to_html(self) -> str:
+        """One standalone HTML page (no external assets): the table, a legend explaining every value, notes."""
+        rows_html: list[str] = []
+        for api in self.apis:
+            cells = [f'<th scope="row">{_h(API_TITLES[api])}</th>']
+            for column in COLUMNS:
+                value, evidence = self._display(api, column.key)
+                css = 'na' if value == 'n/a' else ('mixed' if ' / ' in value else 'ok')
+                cells.append(
+                    f'<td class="{css}"><span class="v">{_h(value)}</span>'
+                    + (f'<br><span class="ev">{_h(evidence)}</span>' if evidence else '')
+                    + '</td>'
+                )
+            failures = self.failures(api)
+            if failures:
+                cells[0] = cells[0].replace('</th>', ' <span class="fail" title="see failures">&#9888;</span></th>')
+            rows_html.append('<tr>' + ''.join(cells) + '</tr>')
+        head = ''.join(f'<th scope="col">{_h(c.title)}</th>' for c in COLUMNS)
+        legend = ''.join(
+            f'<dt>{_h(c.title)}</dt><dd>{_h(c.description)}<ul>'
+            + ''.join(f'<li><code>{_h(v)}</code>: {_h(m)}</li>' for v, m in c.values.items())
+            + '</ul></dd>'
+            for c in COLUMNS
+        )
+        notes = ''.join(f'<li>{_h(n)}</li>' for n in self._notes_lines())
+        evidence_legend = (
+            '<p class="ev">Under each value: the evidence behind it and how many runs back it '
+            '(<code>probe</code>: built-in wire fixtures through the real model classes; <code>recording</code>: '
+            'recorded provider responses; <code>live</code>: live provider calls; <code>observed</code>: your own runs '
+            'through <code>TrackCitations</code>). <code>a / b</code>: runs disagreed; <code>n/a</code>: nothing '
+            'could be measured (see notes).</p>'
+        )
+        return (
+            '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+            '<meta name="viewport" content="width=device-width, initial-scale=1">'
+            '<title>Citation capability matrix</title><style>'
+            'body{font:14px/1.45 system-ui,sans-serif;margin:2rem;color:#1a1a1a;background:#fff}'
+            'table{border-collapse:collapse;width:100%}th,td{border:1px solid #ccc;padding:.4rem .5rem;'
+            'vertical-align:top;text-align:left}thead th{background:#f3f3f3}td.na{color:#888}td.mixed{background:#fff8e1}'
+            '.ev{color:#666;font-size:.8em}.fail{color:#b00}dt{font-weight:600;margin-top:.6rem}code{font-size:.9em}'
+            '</style></head><body><h1>Citation capability matrix</h1>'
+            f'<table><thead><tr><th scope="col">API</th>{head}</tr></thead><tbody>{"".join(rows_html)}</tbody></table>'
+            f'{evidence_legend}<h2>Legend</h2><dl>{legend}</dl>'
+            + (f'<h2>Notes and failures</h2><ul>{notes}</ul>' if notes else '')
+            + '</body></html>\n'
+        )
+
+    def to_rich_table(self) -> object:
+        """A `rich.table.Table` for the terminal (needs the `cli` extra)."""
+        try:
+            from rich.table import Table
+        except ImportError as e:  # pragma: no cover - exercised only without the extra
+            from pydantic_ai.exceptions import UserError
+
+            raise UserError('The terminal table needs `rich`: pip install "pydantic-ai-citations[cli]"') from e
+        table = Table(title='Citation capability matrix', show_lines=True)
+        table.add_column('API', style='bold')
+        for column in COLUMNS:
+            table.add_column(column.title)
+        for api in self.apis:
+            cells: list[str] = []
+            for column in COLUMNS:
+                value, evidence = self._display(api, column.key)
+                cells.append(_rich_escape(value) + (f'\n[dim]{_rich_escape(evidence)}[/dim]' if evidence else ''))
+            table.add_row(_rich_escape(API_TITLES[api]), *cells)
+        return table
+
+    def _row(self, api: ApiLabel) -> _Row:
+        row = self._rows.get(api)
+        if row is None:
+            row = self._rows[api] = _Row(api)
+        return row
+
+
+def combine(column: str, values: Sequence[str]) -> str:
+    """One cell value from the values runs gave, the way the column reads them (deterministic: order-free)."""
+    distinct = sorted(set(values))
+    if len(distinct) == 1:
+        return distinct[0]
+    if column == 'anchor':
+        return 'mixed'
+    if column == 'citations':
+        # A provider that cites in some runs cites; 'when asked' is the most telling of those.
+        return next(v for v in ('when asked', 'yes', 'recovered', 'no', *distinct) if v in distinct)
+    if column == 'sources':
+        return _sources_value({k for v in distinct for k in v.split('+') if k != 'none'})
+    if column == 'wire':
+        shares = [int(v.rstrip('%')) for v in distinct if v.endswith('%') and v.rstrip('%').isdigit()]
+        return f'{min(shares)}%' if shares else ' / '.join(distinct)
+    return ' / '.join(distinct)
+
+
+def _anchor_value(kinds: set[str]) -> str:
+    return next(iter(kinds)) if len(kinds) == 1 else 'mixed'
+
+
+def _sources_value(kinds: set[str]) -> str:
+    if not kinds:
+        return 'none'
+    return 'web+document' if len(kinds) > 1 else next(iter(kinds))
+
+
+def _md(text: str) -> str:
+    return text.replace('|', '\\|').replace('\n', ' ').replace('<', '&lt;').replace('>', '&gt;')
+
+
+def _h(text: str) -> str:
+    return html.escape(text, quote=True)
+
+
+def _rich_escape(text: str) -> str:
+    return text.replace('[', '\\[')
+
+
+@dataclass
+class _CellDoc:
+    value: str
+    evidence: dict[Evidence, dict[str, int]]
+    notes: list[str]
+
+
+@dataclass
+class _FailureDoc:
+    evidence: Evidence
+    source: str
+    reason: str
+
+
+@dataclass
+class _RowDoc:
+    api: ApiLabel
+    title: str
+    models: list[str]
+    failures: list[_FailureDoc]
+    cells: Mapping[str, _CellDoc]
+
+
+@dataclass
+class _Document:
+    schema: Literal['pydantic-ai-citations/capability-matrix']
+    version: Literal[1]
+    rows: list[_RowDoc]
+
+
+_document_ta: TypeAdapter[_Document] = TypeAdapter(_Document)

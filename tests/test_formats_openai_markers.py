@@ -1,0 +1,507 @@
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pydantic_ai import Citation, ContentCitationAnchor, DocumentCitationSource, WebCitationSource
+from pydantic_ai.exceptions import UserError
+
+from pydantic_ai_citations._problems import CitationProblem
+from pydantic_ai_citations.formats.openai_markers import (
+    CITATION_INSTRUCTIONS,
+    LineRange,
+    Marker,
+    MarkerScanner,
+    citation_instructions,
+    extract_markers,
+    extract_markers_with_problems,
+    render_source,
+    render_source_block,
+    strip_markers,
+    to_citations,
+)
+
+S, E, P = '\ue200', '\ue201', '\ue202'
+
+
+def mk(*parts: str) -> str:
+    return S + P.join(parts) + E
+
+
+def esc(*parts: str) -> str:
+    return '\\ue200' + '\\ue202'.join(parts) + '\\ue201'
+
+
+def scan(chunks: list[str], **kwargs: object) -> tuple[list[Marker], list[CitationProblem]]:
+    scanner = MarkerScanner(**kwargs)  # type: ignore[arg-type]
+    markers: list[Marker] = []
+    for chunk in chunks:
+        markers += scanner.feed(chunk)
+    return markers, scanner.close()
+
+
+# --- extract_markers -------------------------------------------------------------------------------------------
+
+
+def test_single_marker() -> None:
+    text = f'Paris is the capital of France.{mk("cite", "turn0search1")} Next.'
+    [marker] = extract_markers(text)
+    assert marker == Marker(
+        raw=mk('cite', 'turn0search1'),
+        family='cite',
+        source_ids=('turn0search1',),
+        locator=None,
+        start=31,
+        end=31 + len(mk('cite', 'turn0search1')),
+    )
+    assert text[marker.start : marker.end] == marker.raw
+
+
+def test_several_ids_and_locator() -> None:
+    text = f'A.{mk("cite", "turn0file1", "turn2search5", "block5", "L8-L13")} B.{mk("cite", "x_y-z", "L3")}'
+    first, second = extract_markers(text)
+    assert first.source_ids == ('turn0file1', 'turn2search5', 'block5')
+    assert first.locator == LineRange(8, 13)
+    assert str(first.locator) == 'L8-L13'
+    assert second.source_ids == ('x_y-z',)
+    assert second.locator == LineRange(3, 3)
+    assert str(second.locator) == 'L3'
+
+
+@pytest.mark.parametrize(
+    ('body', 'message'),
+    [
+        pytest.param(('cite', 'turn 0'), "invalid source id 'turn 0'", id='space-in-id'),
+        pytest.param(('cite', 'turn0/file'), "invalid source id 'turn0/file'", id='slash-in-id'),
+        pytest.param(('cite', 'tûrn0'), "invalid source id 'tûrn0'", id='non-ascii-id'),
+        pytest.param(('cite', ''), "invalid source id ''", id='empty-id'),
+        pytest.param(('cite',), 'marker cites no source id', id='no-id'),
+        pytest.param(('cite', 'L8'), 'marker cites no source id', id='only-locator'),
+        pytest.param(('cite', 'a', 'L0'), "invalid line range 'L0'", id='line-zero'),
+        pytest.param(('cite', 'a', 'L9-L3'), "invalid line range 'L9-L3'", id='reversed-range'),
+        pytest.param(('cite', 'a', 'L2', 'b'), "line range 'L2' must be the last part", id='locator-not-last'),
+        pytest.param(('', 'a'), "marker has no valid family name (got '')", id='no-family'),
+        pytest.param(('navlist', 'a'), "unknown marker family 'navlist' (allowed: cite)", id='unknown-family'),
+        pytest.param(('entity["city","Paris"]',), 'marker has no valid family name', id='json-body'),
+    ],
+)
+def test_malformed_bodies_are_reported_not_guessed(body: tuple[str, ...], message: str) -> None:
+    raw = mk(*body)
+    text = f'Claim.{raw} After.'
+    result = extract_markers_with_problems(text)
+    assert result.markers == []
+    [problem] = result.problems
+    assert problem.code == 'malformed_marker'
+    assert problem.message.startswith(message)
+    assert (problem.start, problem.end) == (6, 6 + len(raw))
+    assert problem.detail == raw
+
+
+def test_other_families_when_allowed() -> None:
+    text = f'A.{mk("cite", "a")} B.{mk("navlist", "b")}'
+    assert [m.family for m in extract_markers(text, families=('cite', 'navlist'))] == ['cite', 'navlist']
+    result = extract_markers_with_problems(text)
+    assert [m.family for m in result.markers] == ['cite']
+    assert [p.code for p in result.problems] == ['malformed_marker']
+
+
+@pytest.mark.parametrize('families', [(), 'cite', ('ci te',), ('1cite',)])
+def test_bad_families_argument(families: object) -> None:
+    with pytest.raises(UserError, match='famil'):
+        extract_markers('x', families=families)  # type: ignore[arg-type]
+
+
+def test_unterminated_markers() -> None:
+    text = f'One {S}cite{P}a and then {mk("cite", "b")} end {S}cite{P}c'
+    result = extract_markers_with_problems(text)
+    assert [m.source_ids for m in result.markers] == [('b',)]
+    first, last = result.problems
+    assert first.code == last.code == 'unterminated_marker'
+    assert (first.start, first.end) == (4, text.index(S, 5))
+    assert (last.start, last.end) == (text.rindex(S), len(text))
+
+
+def test_lone_closers_and_separators_are_text() -> None:
+    text = f'a {E} b {P} c'
+    result = extract_markers_with_problems(text)
+    assert result.markers == []
+    assert result.problems == []
+    assert strip_markers(text) == text
+
+
+def test_escaped_form() -> None:
+    text = f'Claim.{esc("cite", "turn0file1", "L2")} Other.{mk("cite", "b")} Mixed.\\uE200cite{P}c\\ue201'
+    assert extract_markers(text) == [m for m in extract_markers(text) if m.source_ids == ('b',)]
+    markers = extract_markers(text, escaped=True)
+    assert [(m.source_ids, m.locator) for m in markers] == [
+        (('turn0file1',), LineRange(2, 2)),
+        (('b',), None),
+        (('c',), None),
+    ]
+    for marker in markers:
+        assert text[marker.start : marker.end] == marker.raw
+    assert strip_markers(text, escaped=True) == 'Claim. Other. Mixed.'
+
+
+def test_escaped_strip_does_not_join_pieces_into_a_marker() -> None:
+    text = '\\u\\ue200e200cite\\ue202a' + mk('cite', 'x') + '\\ue201'
+    stripped = strip_markers(text, escaped=True)
+    assert extract_markers_with_problems(stripped, escaped=True) == extract_markers_with_problems('', escaped=True)
+    assert '\\ue200' not in stripped
+
+
+def test_escaped_unterminated() -> None:
+    text = f'x {esc("cite", "a")[:-6]} y'
+    result = extract_markers_with_problems(text, escaped=True)
+    assert [p.code for p in result.problems] == ['unterminated_marker']
+
+
+# --- MarkerScanner -----------------------------------------------------------------------------------------------
+
+SAMPLE = (
+    f'Paris is big.{mk("cite", "turn0search1", "turn2file3", "L8-L13")} Lyon too.{mk("cite", "block5")} Bye {S}cite'
+)
+
+
+@pytest.mark.parametrize(
+    'cut',
+    [
+        pytest.param(SAMPLE.index(S) + 1, id='right-after-U+E200'),
+        pytest.param(SAMPLE.index('turn0') + 3, id='mid-id'),
+        pytest.param(SAMPLE.index('L8-') + 2, id='mid-locator'),
+        pytest.param(SAMPLE.index(P), id='before-separator'),
+        pytest.param(SAMPLE.index(E), id='before-U+E201'),
+        pytest.param(SAMPLE.index(E) + 1, id='after-U+E201'),
+    ],
+)
+def test_scanner_split_points(cut: int) -> None:
+    expected = extract_markers_with_problems(SAMPLE)
+    markers, problems = scan([SAMPLE[:cut], SAMPLE[cut:]])
+    assert markers == expected.markers
+    assert problems == expected.problems
+    assert [p.code for p in problems] == ['unterminated_marker']
+
+
+def test_scanner_returns_markers_when_completed() -> None:
+    scanner = MarkerScanner()
+    assert scanner.feed('Claim.' + S) == []
+    assert scanner.feed('cite' + P + 'tu') == []
+    [marker] = scanner.feed('rn0file1' + E + ' more')
+    assert (marker.start, marker.source_ids) == (6, ('turn0file1',))
+    assert scanner.feed(' text ' + S + 'cite') == []
+    [problem] = scanner.close()
+    assert problem.code == 'unterminated_marker'
+    assert (problem.start, problem.end) == (len('Claim.') + len(marker.raw) + 11, len('Claim.') + len(marker.raw) + 16)
+    assert scanner.close() == [problem]
+    assert scanner.problems == [problem]
+
+
+def test_scanner_after_close() -> None:
+    scanner = MarkerScanner()
+    scanner.close()
+    with pytest.raises(UserError, match='after close'):
+        scanner.feed('plain')
+    with pytest.raises(UserError, match='after close'):
+        scanner.feed(E)
+
+
+def test_scanner_escaped_split() -> None:
+    text = f'A.{esc("cite", "a")} B.{esc("cite", "b", "L1-L2")} C.\\'
+    expected = extract_markers_with_problems(text, escaped=True)
+    for cut in range(len(text) + 1):
+        assert scan([text[:cut], text[cut:]], escaped=True) == (expected.markers, expected.problems)
+
+
+# --- strip_markers -------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ('text', 'expected'),
+    [
+        pytest.param(f'Paris is big.{mk("cite", "a")} Next.', 'Paris is big. Next.', id='after-punctuation'),
+        pytest.param(f'Paris is big. {mk("cite", "a")} Next.', 'Paris is big. Next.', id='no-double-space'),
+        pytest.param(f'Paris is big {mk("cite", "a")}.', 'Paris is big.', id='no-space-before-period'),
+        pytest.param(f'Paris {mk("cite", "a")}, big', 'Paris, big', id='no-space-before-comma'),
+        pytest.param(f'End. {mk("cite", "a")}', 'End.', id='no-trailing-space'),
+        pytest.param(f'End. {mk("cite", "a")}\nNext', 'End.\nNext', id='no-space-before-newline'),
+        pytest.param(f'A. {mk("cite", "a")} {mk("cite", "b")} B.', 'A. B.', id='two-markers'),
+        pytest.param(f'A.{mk("cite", "a")}{mk("cite", "b")} B.', 'A. B.', id='adjacent-markers'),
+        pytest.param(f'Para.\n{mk("cite", "a")}\nNext.', 'Para.\nNext.', id='marker-on-own-line'),
+        pytest.param(f'{mk("cite", "a")} Start.', 'Start.', id='marker-at-start'),
+        pytest.param(f'A.{mk("nav", "x")} B.', 'A. B.', id='unknown-family-removed-too'),
+        pytest.param(f'A.{S}cite{P}broken B.', f'A.cite{P}broken B.', id='unterminated-opener-removed'),
+        pytest.param('No markers  here .', 'No markers  here .', id='untouched'),
+    ],
+)
+def test_strip_markers(text: str, expected: str) -> None:
+    assert strip_markers(text) == expected
+
+
+def test_strip_given_markers_only() -> None:
+    text = f'A.{mk("cite", "a")} B.{mk("cite", "b")} C.'
+    markers = extract_markers(text)
+    assert strip_markers(text, markers[1:]) == f'A.{mk("cite", "a")} B. C.'
+    with pytest.raises(UserError, match='not at its offsets'):
+        strip_markers('other text entirely, long enough', markers)
+    with pytest.raises(UserError, match='overlaps'):
+        strip_markers(text, [markers[0], markers[0]])
+
+
+# --- to_citations ----------------------------------------------------------------------------------------------
+
+SOURCES: dict[str, WebCitationSource | DocumentCitationSource] = {
+    'turn0search1': WebCitationSource('https://example.com/paris', title='Paris'),
+    'turn0file2': DocumentCitationSource(document_id='file-2', title='Notes', excerpts=['old']),
+}
+
+
+def test_to_citations_sentence_anchor() -> None:
+    text = f'Intro line\nParis is big. It has {mk("cite", "turn0search1")} many parks.{mk("cite", "turn0file2")} Bye.'
+    result = to_citations(text, SOURCES)
+    assert result.clean_text == 'Intro line\nParis is big. It has many parks. Bye.'
+    first, second = result.citations
+    assert first.anchor is not None
+    assert second.anchor is not None
+    assert result.clean_text[first.anchor.start : first.anchor.end] == 'It has'
+    assert result.clean_text[second.anchor.start : second.anchor.end] == 'It has many parks.'
+    assert first.sources == [WebCitationSource('https://example.com/paris', title='Paris')]
+    assert first.sources[0] is not SOURCES['turn0search1']
+    assert result.problems == []
+    assert [m.source_ids for m in result.markers] == [('turn0search1',), ('turn0file2',)]
+
+
+def test_to_citations_line_start_and_bullets() -> None:
+    text = f'# Title\n- First point.{mk("cite", "turn0search1")}\n- Second!{mk("cite", "turn0search1")}\n'
+    result = to_citations(text, SOURCES)
+    assert [result.clean_text[c.anchor.start : c.anchor.end] for c in result.citations if c.anchor] == [
+        'First point.',
+        'Second!',
+    ]
+
+
+def test_to_citations_two_ids_one_citation() -> None:
+    result = to_citations(f'Both agree.{mk("cite", "turn0search1", "turn0file2")}', SOURCES)
+    [citation] = result.citations
+    assert [type(s).__name__ for s in citation.sources] == ['WebCitationSource', 'DocumentCitationSource']
+    assert citation.anchor == ContentCitationAnchor(start=0, end=11)
+
+
+def test_to_citations_unknown_id() -> None:
+    text = f'Claim one.{mk("cite", "turn0search1", "turn9search9")} Claim two.{mk("cite", "nope")}'
+    result = to_citations(text, SOURCES)
+    [citation] = result.citations
+    assert len(citation.sources) == 1
+    assert [(p.code, p.detail, p.start, p.end) for p in result.problems] == [
+        ('unresolved_marker', 'turn9search9', 10, 10 + len(mk('cite', 'turn0search1', 'turn9search9'))),
+        ('unresolved_marker', 'nope', text.rindex(S), len(text)),
+    ]
+
+
+def test_to_citations_line_locator_excerpt() -> None:
+    lines = [f'line {n}' for n in range(1, 21)]
+    text = f'Fact.{mk("cite", "turn0file2", "L8-L10")} Other.{mk("cite", "turn0file2", "L19-L25")}'
+    result = to_citations(text, SOURCES, source_lines={'turn0file2': lines})
+    first, second = result.citations
+    assert first.sources == [
+        DocumentCitationSource(document_id='file-2', title='Notes', excerpts=['line 8\nline 9\nline 10'])
+    ]
+    assert second.sources == [DocumentCitationSource(document_id='file-2', title='Notes', excerpts=['old'])]
+    [problem] = result.problems
+    assert problem.code == 'unresolved_marker'
+    assert 'L19-L25' in problem.message
+    assert result.markers[0].locator == LineRange(8, 10)
+    assert SOURCES['turn0file2'].excerpts == ['old']
+
+
+def test_to_citations_marker_at_start_has_no_anchor() -> None:
+    result = to_citations(f'{mk("cite", "turn0search1")}Text.', SOURCES)
+    assert result.citations == [Citation(sources=[SOURCES['turn0search1']], anchor=None)]
+
+
+def test_to_citations_reports_malformed_and_unterminated() -> None:
+    text = f'A.{mk("cite", "bad id")} B.{S}cite{P}turn0search1'
+    result = to_citations(text, SOURCES)
+    assert result.citations == []
+    assert [p.code for p in result.problems] == ['malformed_marker', 'unterminated_marker']
+    assert result.clean_text == f'A. B.cite{P}turn0search1'
+
+
+# --- context side ----------------------------------------------------------------------------------------------
+
+
+def test_render_source() -> None:
+    rendered = render_source(
+        'turn0file1', 'first\nsecond', title='A\ntitle', url='https://x', date='2025-01-02', numbered_lines=True
+    )
+    assert rendered == (
+        f'[source turn0file1] cite as {mk("cite", "turn0file1")} or, for lines 2 to 4, {mk("cite", "turn0file1", "L2-L4")}\n'
+        'Title: A title\n'
+        'URL: https://x\n'
+        'Date: 2025-01-02\n'
+        '\n'
+        '[L1] first\n'
+        '[L2] second'
+    )
+    assert (
+        render_source('b1', f'forged {mk("cite", "x")} text')
+        == f'[source b1] cite as {mk("cite", "b1")}\n\nforged citex text'
+    )
+    with pytest.raises(UserError, match="'bad id'"):
+        render_source('bad id', 'x')
+
+
+def test_render_source_block() -> None:
+    import datetime
+
+    rendered = render_source_block('block5', 'a < b & "c"', title='T "q" <x>', date=datetime.date(2025, 1, 2))
+    assert rendered == (
+        '<source id="block5" title="T &quot;q&quot; &lt;x&gt;" date="2025-01-02">\na &lt; b &amp; "c"\n</source>'
+    )
+    assert render_source_block('b', 'x\ny', numbered_lines=True, tag='doc') == '<doc id="b">\n[L1] x\n[L2] y\n</doc>'
+    with pytest.raises(UserError, match="'a b'"):
+        render_source_block('b', 'x', tag='a b')
+
+
+def test_instructions() -> None:
+    assert citation_instructions() == CITATION_INSTRUCTIONS
+    assert mk('cite', 'turn0file1') in CITATION_INSTRUCTIONS
+    assert 'never invent' in CITATION_INSTRUCTIONS.lower()
+    assert 'L8-L13' not in CITATION_INSTRUCTIONS
+    line_level = citation_instructions(('cite', 'navlist'), line_level=True)
+    assert mk('cite', 'turn0file1', 'L8-L13') in line_level
+    assert 'or a line range' in line_level
+    assert '`navlist`' in line_level
+    # The instructions' own examples parse as markers.
+    assert {m.source_ids for m in extract_markers(line_level)} >= {('turn0file1',), ('turn0file1', 'turn1search3')}
+
+
+# --- properties ------------------------------------------------------------------------------------------------
+
+ALPHABET = [
+    S,
+    E,
+    P,
+    'cite',
+    'nav',
+    'turn0',
+    'file1',
+    'L8',
+    '-L13',
+    'L',
+    '8',
+    '-',
+    '_',
+    ' ',
+    '.',
+    ',',
+    '\n',
+    'x',
+    'é',
+    '\\ue200',
+    '\\ue201',
+    '\\ue202',
+    '\\',
+    'u',
+    'e2',
+    '0',
+]
+
+marker_texts = st.lists(st.sampled_from(ALPHABET), max_size=40).map(''.join)
+any_texts = st.one_of(
+    marker_texts, st.text(), st.text(alphabet=st.characters(min_codepoint=0xE1F0, max_codepoint=0xE210))
+)
+
+
+@st.composite
+def split_text(draw: st.DrawFn) -> tuple[str, list[str]]:
+    text = draw(any_texts)
+    cuts = sorted(draw(st.lists(st.integers(0, len(text)), max_size=8)))
+    bounds = [0, *cuts, len(text)]
+    return text, [text[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
+
+
+@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+@given(split_text(), st.booleans())
+def test_scanner_equals_batch_for_any_split(case: tuple[str, list[str]], escaped: bool) -> None:
+    text, chunks = case
+    expected = extract_markers_with_problems(text, escaped=escaped)
+    assert scan(chunks, escaped=escaped) == (expected.markers, expected.problems)
+
+
+@settings(max_examples=300)
+@given(any_texts, st.booleans())
+def test_offsets_inside_text_and_no_crash(text: str, escaped: bool) -> None:
+    result = extract_markers_with_problems(text, families=('cite', 'nav'), escaped=escaped)
+    for marker in result.markers:
+        assert 0 <= marker.start < marker.end <= len(text)
+        assert text[marker.start : marker.end] == marker.raw
+    for problem in result.problems:
+        assert problem.start is not None
+        assert problem.end is not None
+        assert 0 <= problem.start < problem.end <= len(text)
+    conversion = to_citations(
+        text, {'turn0': WebCitationSource('https://a'), 'file1': SOURCES['turn0file2']}, escaped=escaped
+    )
+    for citation in conversion.citations:
+        if citation.anchor is not None:
+            assert 0 <= citation.anchor.start < citation.anchor.end <= len(conversion.clean_text)
+    for problem in conversion.problems:
+        assert problem.start is not None
+        assert problem.end is not None
+        assert 0 <= problem.start < problem.end <= len(text)
+
+
+@settings(max_examples=300)
+@given(any_texts, st.booleans())
+def test_strip_leaves_no_complete_marker(text: str, escaped: bool) -> None:
+    stripped = strip_markers(text, escaped=escaped)
+    families = ('cite', 'nav', 'x')
+    result = extract_markers_with_problems(stripped, families=families, escaped=escaped)
+    assert result.markers == []
+    assert [p for p in result.problems if p.code == 'malformed_marker'] == []
+    if not escaped:
+        assert S not in stripped
+
+
+def test_ids_with_capital_l_are_ids() -> None:
+    [marker] = extract_markers(f'A.{mk("cite", "Lyon1", "L8x", "L3")}')
+    assert marker.source_ids == ('Lyon1', 'L8x')
+    assert marker.locator == LineRange(3, 3)
+
+
+def test_many_distinct_markers_and_repeats() -> None:
+    text = ''.join(f'S{n}.{mk("cite", f"turn0search{n}")} ' for n in range(5000))
+    markers = extract_markers(text * 2)
+    assert len(markers) == 10_000
+    assert markers[4999].source_ids == ('turn0search4999',)
+    assert markers[5000].start == len(text) + 3
+    escaped = extract_markers(f'A.{esc("cite", "a")} B.{esc("cite", "a")}', escaped=True)
+    assert [m.source_ids for m in escaped] == [('a',), ('a',)]
+
+
+def test_strip_keeps_offsets_consistent_for_adjacent_markers() -> None:
+    text = f'foo {mk("cite", "turn0search1")}{mk("cite", "turn0file2", "turn0file2")} bar.'
+    result = to_citations(text, SOURCES)
+    assert result.clean_text == 'foo bar.'
+    first, second = result.citations
+    assert first.anchor == second.anchor == ContentCitationAnchor(start=0, end=3)
+    assert len(second.sources) == 1
+
+
+def test_sentence_anchor_skips_surrounding_whitespace() -> None:
+    text = f'  Lead spaces.\n\n{mk("cite", "turn0search1")} After.'
+    result = to_citations(text, SOURCES)
+    [citation] = result.citations
+    assert citation.anchor is not None
+    assert result.clean_text[citation.anchor.start : citation.anchor.end] == 'Lead spaces.'
+
+
+def test_markers_are_frozen_values() -> None:
+    import dataclasses
+
+    [marker] = extract_markers(f'A.{mk("cite", "a")}')
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        marker.start = 3  # type: ignore[misc]
+    assert marker == Marker(mk('cite', 'a'), 'cite', ('a',), None, 2, 2 + len(mk('cite', 'a')))
+    assert hash(marker) == hash(Marker(mk('cite', 'a'), 'cite', ('a',), None, 2, 2 + len(mk('cite', 'a'))))
+    assert repr(marker).startswith("Marker(raw='")

@@ -1,0 +1,530 @@
+"""`StripCitationMarkup`, the markup scanner and `check_output_mode`, through `Agent` + `FunctionModel`."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from inline_snapshot import snapshot
+from pydantic import BaseModel
+from pydantic_ai import Agent, NativeOutput, PromptedOutput, ToolOutput
+from pydantic_ai.capabilities import Citations
+from pydantic_ai.exceptions import UnexpectedModelBehavior, UserError
+from pydantic_ai.messages import ModelMessage, ModelResponse, RetryPromptPart, TextPart, ToolCallPart, ToolReturnPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+from pydantic_ai_citations._guard import (
+    CitationMarkupError,
+    CitationsDisabledWarning,
+    RemovedMarkup,
+    StripCitationMarkup,
+    format_path,
+    removed_markup,
+    removed_markup_ta,
+    scan_citation_markup,
+    strip_citation_markup,
+    strip_json_markup,
+)
+from pydantic_ai_citations._ledger import lookup
+
+# Built from parts: an opening cite tag written literally is easy to mangle in editors and tooling.
+CITE = '\x3ccite'
+OPEN = CITE + ' index="0-1">'
+CLOSE = '</cite>'
+OAI = '\ue200cite\ue202turn0search1\ue202turn0file2\ue201'
+BRACKET = '【4:0†source】'
+
+
+# --- the scanner on strings -----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ('text', 'expected'),
+    [
+        pytest.param(f'Paris {OPEN}is big{CLOSE}.', 'Paris is big.', id='cite-tag-keeps-text'),
+        pytest.param(f'Paris is big {OAI}.', 'Paris is big.', id='openai-marker-before-period'),
+        pytest.param(f'Paris is big.{OAI} Next.', 'Paris is big. Next.', id='openai-marker-after-period'),
+        pytest.param(f'Paris is big {OAI} and old', 'Paris is big and old', id='openai-marker-between-words'),
+        pytest.param(f'Paris is big {BRACKET}.', 'Paris is big.', id='bracket-marker'),
+        pytest.param('【重要】 CJK brackets stay', '【重要】 CJK brackets stay', id='cjk-brackets-not-markup'),
+        pytest.param(f'a {OAI}{BRACKET}, b', 'a, b', id='adjacent-markers'),
+        pytest.param(f'{OPEN}Paris is big {OAI}{CLOSE}.', 'Paris is big.', id='marker-inside-cite'),
+        pytest.param('(cite index="2">old form</cite>', 'old form', id='paren-open-form'),
+        pytest.param(f'x\n{OAI}\ny', 'x\n\ny', id='newline-kept'),
+        pytest.param(f'{OAI}start', 'start', id='at-start'),
+    ],
+)
+def test_strip_text(text: str, expected: str):
+    assert strip_citation_markup(text).text == expected
+
+
+def test_scan_reports_ids_and_offsets():
+    text = f'A {OPEN}b{CLOSE} c {OAI} d\ue200cite\ue202turn1news3\ue202L10-L12\ue201 {BRACKET}'
+    scan = scan_citation_markup(text)
+    assert [(m.kind, text[m.start : m.end], m.source_ids) for m in scan.matches] == [
+        ('cite_tag', f'{OPEN}b{CLOSE}', ('0-1',)),
+        ('openai_marker', OAI, ('turn0search1', 'turn0file2')),
+        ('openai_marker', '\ue200cite\ue202turn1news3\ue202L10-L12\ue201', ('turn1news3',)),
+        ('bracket_marker', BRACKET, ('4:0',)),
+    ]
+    assert scan.issues == ()
+    assert text[scan.matches[0].kept_start : scan.matches[0].kept_end] == 'b'
+
+
+def test_cite_index_lists_several_ids():
+    scan = scan_citation_markup(CITE + ' index="0-1, 2-3">x' + CLOSE)
+    assert scan.matches[0].source_ids == ('0-1', '2-3')
+    assert scan_citation_markup(CITE + '>x' + CLOSE).matches[0].source_ids == ()
+
+
+@pytest.mark.parametrize(
+    ('text', 'codes'),
+    [
+        pytest.param(CITE + ' index="1">text', ['unterminated_marker'], id='cite-unterminated'),
+        pytest.param('(cite index="1">text', ['unterminated_marker'], id='paren-cite-unterminated'),
+        pytest.param('see \ue200cite\ue202turn0', ['unterminated_marker'], id='openai-unterminated'),
+        pytest.param('see 【4:0†source', ['unterminated_marker'], id='bracket-unterminated'),
+        pytest.param(f'{OPEN}a {OPEN}b{CLOSE} c{CLOSE}', ['malformed_marker'], id='cite-nested'),
+        pytest.param(f'{OPEN}a {OPEN}{OPEN}b{CLOSE}{CLOSE} c{CLOSE}', ['malformed_marker'], id='cite-nested-twice'),
+        pytest.param(f'text{CLOSE}', ['malformed_marker'], id='stray-close'),
+        pytest.param('text\ue201', ['malformed_marker'], id='stray-openai-end'),
+        pytest.param('\ue200\ue201', ['malformed_marker'], id='openai-empty'),
+        pytest.param('\ue200cite\ue201', ['malformed_marker'], id='openai-no-ids'),
+        pytest.param('\ue200cite\ue202a b\ue201', ['malformed_marker'], id='openai-bad-id'),
+    ],
+)
+def test_bad_markup_is_reported_and_left_as_is(text: str, codes: list[str]):
+    stripped = strip_citation_markup(text)
+    assert [i.code for i in stripped.scan.issues] == codes
+    assert stripped.text == text
+    for issue in stripped.scan.issues:
+        assert 0 <= issue.start < issue.end <= len(text)
+
+
+def test_unterminated_cite_shadows_what_follows_but_later_markers_are_stripped():
+    text = f'{OPEN}a {OPEN}b{CLOSE} end'
+    stripped = strip_citation_markup(text)
+    assert stripped.text == text  # from the unterminated opening on, nothing is guessed
+    assert [i.code for i in stripped.scan.issues] == ['unterminated_marker']
+    text2 = f'\ue200cite\ue202t0 then {OAI}.'
+    assert strip_citation_markup(text2).text == '\ue200cite\ue202t0 then.'
+
+
+# --- JSON values ----------------------------------------------------------------------------------------------------
+
+
+def test_strip_json_paths_and_keys_left_alone():
+    value: Any = {
+        'title': f'Paris {OPEN}is big{CLOSE}',
+        'items': [{'body': 'one'}, {'body': 'two'}, {'body': f'three {OAI}.', 'n': 3}],
+        f'key{OAI}': 'value',
+        'flag': True,
+        'none': None,
+    }
+    result = strip_json_markup(value)
+    assert result.value == {
+        'title': 'Paris is big',
+        'items': [{'body': 'one'}, {'body': 'two'}, {'body': 'three.', 'n': 3}],
+        f'key{OAI}': 'value',
+        'flag': True,
+        'none': None,
+    }
+    assert [(r.path, r.kind, r.source_ids, r.kept) for r in result.removed] == [
+        (('title',), 'cite_tag', ('0-1',), 'is big'),
+        (('items', 2, 'body'), 'openai_marker', ('turn0search1', 'turn0file2'), ''),
+    ]
+    assert [p.code for p in result.problems] == ['malformed_marker']
+    assert 'keys are never rewritten' in result.problems[0].message
+    assert [format_path(p) for p in result.fields] == ['title', 'items[2].body', f'key{OAI}']
+    assert value['items'][2]['body'] == f'three {OAI}.'  # input not mutated
+    untouched: Any = {'a': [1, {'b': 'plain'}]}
+    assert strip_json_markup(untouched).value is untouched
+
+
+def test_markup_split_across_keys_is_reported():
+    result = strip_json_markup({'a': f'{OPEN}first half', 'b': f'second half{CLOSE}'})
+    assert result.value == {'a': f'{OPEN}first half', 'b': f'second half{CLOSE}'}
+    assert [(p.code, path) for p, path in zip(result.problems, result.problem_paths, strict=True)] == [
+        ('unterminated_marker', ('a',)),
+        ('malformed_marker', ('b',)),
+    ]
+    assert 'split across fields a and b' in result.problems[1].message
+    oai = strip_json_markup({'a': 'x \ue200cite\ue202turn0', 'b': '\ue201 y'})
+    assert [p.code for p in oai.problems] == ['unterminated_marker', 'malformed_marker']
+    assert 'split across fields' in oai.problems[1].message
+
+
+def test_format_path():
+    assert format_path(()) == '<root>'
+    assert format_path(('items', 2, 'body')) == 'items[2].body'
+    assert format_path((0, 'a')) == '[0].a'
+
+
+def test_removed_markup_json_round_trip():
+    removed = [RemovedMarkup(('a', 1), OAI, ('t0',), 'openai_marker', start=0, end=5, target='output', tool_name='x')]
+    assert removed_markup_ta.validate_json(removed_markup_ta.dump_json(removed)) == removed
+
+
+def test_policy_is_checked():
+    with pytest.raises(UserError, match="policy='drop'"):
+        StripCitationMarkup(policy='drop')  # pyright: ignore[reportArgumentType]
+
+
+# --- through the agent ----------------------------------------------------------------------------------------------
+
+
+class Item(BaseModel):
+    body: str
+
+
+class Report(BaseModel):
+    title: str
+    items: list[Item]
+
+
+def _tool_then_text(args: dict[str, Any] | str):
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if len(messages) == 1:
+            return ModelResponse(parts=[ToolCallPart('lookup', args, tool_call_id='call_1')])
+        return ModelResponse(parts=[TextPart('done')])
+
+    return model
+
+
+def _agent_with_tool(model: FunctionModel, cap: StripCitationMarkup, seen: list[str]) -> Agent[None, str]:
+    agent = Agent(model, capabilities=[cap])
+
+    @agent.tool_plain
+    def lookup(query: str) -> str:  # pyright: ignore[reportUnusedFunction]
+        seen.append(query)
+        return 'ok'
+
+    return agent
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize('as_json', [False, True], ids=['dict-args', 'json-args'])
+async def test_tool_args_stripped_and_recorded(as_json: bool):
+    args: dict[str, Any] = {'query': f'Paris {OPEN}population{CLOSE} {OAI}'}
+    seen: list[str] = []
+    agent = _agent_with_tool(
+        FunctionModel(_tool_then_text(json.dumps(args) if as_json else args)), StripCitationMarkup(), seen
+    )
+    result = await agent.run('q')
+    assert seen == ['Paris population']
+    removed = removed_markup(result)
+    assert [(r.path, r.kind, r.target, r.tool_name, r.tool_call_id) for r in removed] == [
+        (('query',), 'cite_tag', 'tool_args', 'lookup', 'call_1'),
+        (('query',), 'openai_marker', 'tool_args', 'lookup', 'call_1'),
+    ]
+    run = lookup(result.run_id)
+    assert run is not None
+    assert [p.code for p in run.problems] == ['markup_in_output']
+    assert run.problems[0].detail == 'query'
+    assert 'turn0search1' in run.problems[0].message
+    # The history keeps what the model wrote.
+    call = result.all_messages()[1].parts[0]
+    assert isinstance(call, ToolCallPart)
+    assert OAI in call.args_as_json_str()
+
+
+@pytest.mark.anyio
+async def test_invalid_json_args_left_to_pydantic_ai_retry():
+    calls: list[str | dict[str, Any] | None] = []
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if len(messages) == 1:
+            return ModelResponse(parts=[ToolCallPart('lookup', '{"query": "Paris ' + OAI + '"', tool_call_id='c1')])
+        if len(messages) == 3:
+            retry = messages[-1].parts[0]
+            # Pydantic AI's own invalid-JSON retry: the raw args reached its validator untouched.
+            assert isinstance(retry, ToolReturnPart)
+            assert retry.outcome == 'retried'
+            assert 'json_invalid' in str(retry.content)
+            calls.append('retried')
+            return ModelResponse(parts=[ToolCallPart('lookup', {'query': 'Paris'}, tool_call_id='c2')])
+        return ModelResponse(parts=[TextPart('done')])
+
+    seen: list[str] = []
+    agent = _agent_with_tool(FunctionModel(model), StripCitationMarkup(), seen)
+    result = await agent.run('q')
+    assert calls == ['retried']
+    assert seen == ['Paris']
+    assert removed_markup(result) == []
+
+
+@pytest.mark.anyio
+async def test_retry_policy_names_fields():
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if len(messages) == 1:
+            return ModelResponse(parts=[ToolCallPart('lookup', {'query': f'Paris {OAI}'}, tool_call_id='c1')])
+        if len(messages) == 3:
+            retry = messages[-1].parts[0]
+            assert isinstance(retry, ToolReturnPart)
+            assert retry.outcome == 'retried'
+            assert isinstance(retry.content, str)
+            assert '`query`' in retry.content
+            return ModelResponse(parts=[ToolCallPart('lookup', {'query': 'Paris'}, tool_call_id='c2')])
+        return ModelResponse(parts=[TextPart('done')])
+
+    seen: list[str] = []
+    agent = _agent_with_tool(FunctionModel(model), StripCitationMarkup(policy='retry'), seen)
+    result = await agent.run('q')
+    assert seen == ['Paris']
+    assert removed_markup(result) == []  # nothing was removed: the model resent
+    run = lookup(result.run_id)
+    assert run is not None
+    assert [p.code for p in run.problems] == ['markup_in_output']
+    assert 'model asked to retry' in run.problems[0].message
+
+
+@pytest.mark.anyio
+async def test_error_policy_raises_named_user_error():
+    seen: list[str] = []
+    args = {'query': f'Paris {OAI}', 'extra': {'note': f'{OPEN}x{CLOSE}'}}
+    agent = _agent_with_tool(FunctionModel(_tool_then_text(args)), StripCitationMarkup(policy='error'), seen)
+    with pytest.raises(CitationMarkupError) as exc_info:
+        await agent.run('q')
+    assert isinstance(exc_info.value, UserError)
+    assert exc_info.value.fields == ['query', 'extra.note']
+    assert '`extra.note`' in str(exc_info.value)
+    assert '`query`' in str(exc_info.value)
+    assert [r.kind for r in exc_info.value.removed] == ['openai_marker', 'cite_tag']
+    assert seen == []
+
+
+@pytest.mark.anyio
+async def test_bad_markup_in_tool_args_reported_not_guessed():
+    seen: list[str] = []
+    args = {'query': f'{OPEN}Paris', 'other': f'{OPEN}a {OPEN}b{CLOSE}{CLOSE}'}
+    agent = Agent(FunctionModel(_tool_then_text(args)), capabilities=[StripCitationMarkup()])
+
+    @agent.tool_plain
+    def lookup(query: str, other: str) -> str:  # pyright: ignore[reportUnusedFunction]
+        seen.append(query)
+        seen.append(other)
+        return 'ok'
+
+    result = await agent.run('q')
+    assert seen == [args['query'], args['other']]
+    run = lookup_entry(result.run_id)
+    assert sorted(p.code for p in run.problems) == ['malformed_marker', 'unterminated_marker']
+    assert removed_markup(result) == []
+
+
+def lookup_entry(run_id: str):
+    run = lookup(run_id)
+    assert run is not None
+    return run
+
+
+def _output_model(args: dict[str, Any]):
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        return ModelResponse(parts=[ToolCallPart(info.output_tools[0].name, args, tool_call_id='out_1')])
+
+    return model
+
+
+REPORT_ARGS: dict[str, Any] = {
+    'title': f'Cities {BRACKET}',
+    'items': [{'body': 'one'}, {'body': 'two'}, {'body': f'{OPEN}Paris is big{CLOSE} {OAI}.'}],
+}
+
+
+@pytest.mark.anyio
+async def test_tool_output_stripped():
+    agent = Agent(FunctionModel(_output_model(REPORT_ARGS)), output_type=Report, capabilities=[StripCitationMarkup()])
+    result = await agent.run('q')
+    assert result.output == Report(
+        title='Cities', items=[Item(body='one'), Item(body='two'), Item(body='Paris is big.')]
+    )
+    assert [(format_path(r.path), r.markup, r.target, r.tool_call_id) for r in removed_markup(result)] == snapshot(
+        [
+            ('title', '【4:0†source】', 'output', 'out_1'),
+            ('items[2].body', '\x3ccite index="0-1">Paris is big</cite>', 'output', 'out_1'),
+            ('items[2].body', '\ue200cite\ue202turn0search1\ue202turn0file2\ue201', 'output', 'out_1'),
+        ]
+    )
+    assert [p.detail for p in lookup_entry(result.run_id).problems] == ['title', 'items[2].body']
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize('wrap', [NativeOutput, PromptedOutput], ids=['native', 'prompted'])
+async def test_json_text_output_stripped(wrap: Any):
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        return ModelResponse(parts=[TextPart('```json\n' + json.dumps(REPORT_ARGS) + '\n```')])
+
+    agent = Agent(FunctionModel(model), output_type=wrap(Report), capabilities=[StripCitationMarkup()])
+    result = await agent.run('q')
+    assert result.output.items[2].body == 'Paris is big.'
+    assert len(removed_markup(result)) == 3
+    assert {r.target for r in removed_markup(result)} == {'output'}
+
+
+@pytest.mark.anyio
+async def test_output_retry_policy():
+    attempts: list[int] = []
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        attempts.append(len(messages))
+        args = REPORT_ARGS if len(attempts) == 1 else {'title': 'Cities', 'items': []}
+        if len(attempts) > 1:
+            retry = messages[-1].parts[0]
+            assert isinstance(retry, ToolReturnPart | RetryPromptPart)
+            assert 'items[2].body' in str(retry.content)
+        return ModelResponse(parts=[ToolCallPart(info.output_tools[0].name, args, tool_call_id=f'o{len(attempts)}')])
+
+    agent = Agent(FunctionModel(model), output_type=Report, capabilities=[StripCitationMarkup(policy='retry')])
+    result = await agent.run('q')
+    assert result.output == Report(title='Cities', items=[])
+    assert len(attempts) == 2
+
+
+@pytest.mark.anyio
+async def test_output_checks_can_be_switched_off():
+    agent = Agent(
+        FunctionModel(_output_model(REPORT_ARGS)), output_type=Report, capabilities=[StripCitationMarkup(output=False)]
+    )
+    result = await agent.run('q')
+    assert result.output.title == f'Cities {BRACKET}'
+    seen: list[str] = []
+    args = {'query': f'Paris {OAI}'}
+    agent2 = _agent_with_tool(FunctionModel(_tool_then_text(args)), StripCitationMarkup(tools=False), seen)
+    await agent2.run('q')
+    assert seen == [args['query']]
+
+
+@pytest.mark.anyio
+async def test_streamed_output_stripped():
+    from pydantic_ai.models.function import DeltaToolCall, DeltaToolCalls
+
+    async def stream(messages: list[ModelMessage], info: AgentInfo):
+        text = json.dumps(REPORT_ARGS)
+        name = info.output_tools[0].name
+        for i in range(0, len(text), 17):
+            delta: DeltaToolCalls = {0: DeltaToolCall(name=name if i == 0 else None, json_args=text[i : i + 17])}
+            yield delta
+
+    agent = Agent(FunctionModel(stream_function=stream), output_type=Report, capabilities=[StripCitationMarkup()])
+    async with agent.run_stream('q') as run:
+        output = await run.get_output()
+    assert output.items[2].body == 'Paris is big.'
+    assert len(removed_markup(run.run_id)) == 3  # partial validations are not recorded
+
+
+# --- citations disabled by the output mode --------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_disabled_citations_warn_once_per_agent_and_are_recorded():
+    modes: list[str] = []
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        modes.append(info.model_request_parameters.output_mode)
+        return ModelResponse(parts=[ToolCallPart(info.output_tools[0].name, {'title': 't', 'items': []})])
+
+    agent = Agent(FunctionModel(model), output_type=Report, capabilities=[Citations(), StripCitationMarkup()])
+    with pytest.warns(CitationsDisabledWarning, match='verify_claims') as caught:
+        first = await agent.run('q')
+    assert len(caught) == 1
+    second = await agent.run('q')  # no second warning (warnings are errors in this suite)
+    for result in (first, second):
+        problems = [p for p in lookup_entry(result.run_id).problems if p.code == 'citations_disabled_by_output_mode']
+        assert len(problems) == 1
+        assert 'VerifyEvidence' in problems[0].message
+    assert modes == ['tool', 'tool']
+
+
+@pytest.mark.anyio
+async def test_disabled_by_setting_and_by_tool_output():
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        return ModelResponse(parts=[ToolCallPart(info.output_tools[0].name, {'title': 't', 'items': []})])
+
+    agent = Agent(
+        FunctionModel(model),
+        output_type=ToolOutput(Report),
+        model_settings={'citations': True},
+        capabilities=[StripCitationMarkup()],
+    )
+    with pytest.warns(CitationsDisabledWarning):
+        await agent.run('q')
+
+
+@pytest.mark.anyio
+async def test_no_warning_when_text_or_not_asked_or_overridden():
+    def text_model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        return ModelResponse(parts=[TextPart('plain')])
+
+    result = await Agent(FunctionModel(text_model), capabilities=[Citations(), StripCitationMarkup()]).run('q')
+    assert lookup(result.run_id) is None
+
+    structured = Agent(FunctionModel(_output_model({'title': 't', 'items': []})), output_type=Report)
+    result = await structured.run('q', capabilities=[StripCitationMarkup()])
+    assert lookup(result.run_id) is None
+
+    overridden = Agent(
+        FunctionModel(_output_model({'title': 't', 'items': []})),
+        output_type=Report,
+        capabilities=[Citations(), StripCitationMarkup()],
+    )
+    result = await overridden.run('q', model_settings={'citations': False})
+    assert lookup(result.run_id) is None
+
+    quiet = Agent(
+        FunctionModel(_output_model({'title': 't', 'items': []})),
+        output_type=Report,
+        capabilities=[Citations(), StripCitationMarkup(warn_when_disabled=False)],
+    )
+    result = await quiet.run('q')
+    assert lookup(result.run_id) is None
+
+
+@pytest.mark.anyio
+async def test_check_output_mode_callable_from_another_capability():
+    from dataclasses import dataclass
+
+    from pydantic_ai.capabilities import AbstractCapability
+    from pydantic_ai.models import ModelRequestContext
+    from pydantic_ai.tools import RunContext
+
+    from pydantic_ai_citations._guard import check_output_mode
+
+    found: list[str | None] = []
+
+    @dataclass
+    class Other(AbstractCapability[object]):
+        async def prepare_model_request(
+            self, ctx: RunContext[object], request_context: ModelRequestContext
+        ) -> ModelRequestContext:
+            problem = check_output_mode(ctx, request_context)
+            found.append(problem.code if problem else None)
+            return request_context
+
+    agent = Agent(
+        FunctionModel(_output_model({'title': 't', 'items': []})),
+        output_type=PromptedOutput(Report),
+        capabilities=[Citations(), Other(), StripCitationMarkup()],
+    )
+
+    def prompted(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        return ModelResponse(parts=[TextPart('{"title": "t", "items": []}')])
+
+    with pytest.warns(CitationsDisabledWarning):
+        result = await agent.run('q', model=FunctionModel(prompted))
+    assert found == ['citations_disabled_by_output_mode']
+    assert len(lookup_entry(result.run_id).problems) == 1  # two callers, one problem per run
+
+
+@pytest.mark.anyio
+async def test_retries_exhausted_error_is_pydantic_ais():
+    # Under 'retry', a model that never stops writing markup ends in Pydantic AI's own retries-exhausted error.
+    seen: list[str] = []
+    agent = _agent_with_tool(
+        FunctionModel(lambda m, i: ModelResponse(parts=[ToolCallPart('lookup', {'query': f'x {OAI}'})])),
+        StripCitationMarkup(policy='retry'),
+        seen,
+    )
+    with pytest.raises(UnexpectedModelBehavior, match='exceeded max retries'):
+        await agent.run('q')
+    assert seen == []

@@ -1,0 +1,493 @@
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pydantic_ai import (
+    Agent,
+    Citation,
+    ContentCitationAnchor,
+    MarkerCitationAnchor,
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    UserPromptPart,
+    WebCitationSource,
+)
+from pydantic_ai.exceptions import UserError
+from pydantic_ai.messages import ModelMessagesTypeAdapter
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+from pydantic_ai_citations import _ledger
+from pydantic_ai_citations._history import (
+    METADATA_KEY,
+    CleanStaleCitations,
+    edit_text,
+    edit_text_with_report,
+    find_stale,
+    fingerprint_response,
+    strip_citation_markers,
+)
+
+TEXT = 'Pydantic validates data. It is fast. Logfire observes it.'
+#       0         1         2         3         4         5
+#       0123456789012345678901234567890123456789012345678901234567
+
+
+def web(url: str) -> WebCitationSource:
+    return WebCitationSource(url)
+
+
+def cited_part(**kwargs: Any) -> TextPart:
+    """Three content citations: 'Pydantic validates data' (0..23), 'It is fast' (25..35), 'Logfire' (37..44)."""
+    defaults: dict[str, Any] = {
+        'id': 'msg_1',
+        'provider_name': 'google-gla',
+        'provider_details': {'citations': [{'segment': {'start_index': 0, 'end_index': 23}}]},
+        'citations': [
+            Citation([web('https://a.example/1')], anchor=ContentCitationAnchor(start=0, end=23)),
+            Citation([web('https://b.example/2')], anchor=ContentCitationAnchor(start=25, end=35)),
+            Citation([web('https://c.example/3')], anchor=ContentCitationAnchor(start=37, end=44)),
+        ],
+    }
+    defaults.update(kwargs)
+    return TextPart(TEXT, **defaults)
+
+
+def anchored(part: TextPart) -> dict[str, str]:
+    """URL -> anchored text, for every anchored citation."""
+    out: dict[str, str] = {}
+    for c in part.citations or []:
+        assert c.anchor is not None
+        src = c.sources[0]
+        assert isinstance(src, WebCitationSource)
+        out[src.url] = part.content[c.anchor.start : c.anchor.end]
+    return out
+
+
+# --- edit_text -------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ('new_text', 'expected', 'dropped'),
+    [
+        pytest.param(
+            'Really, ' + TEXT,
+            {
+                'https://a.example/1': 'Pydantic validates data',
+                'https://b.example/2': 'It is fast',
+                'https://c.example/3': 'Logfire',
+            },
+            [],
+            id='before-all-spans',
+        ),
+        pytest.param(
+            TEXT + ' Really.',
+            {
+                'https://a.example/1': 'Pydantic validates data',
+                'https://b.example/2': 'It is fast',
+                'https://c.example/3': 'Logfire',
+            },
+            [],
+            id='after-all-spans',
+        ),
+        pytest.param(
+            TEXT.replace('It is fast', 'It is very fast'),
+            {'https://a.example/1': 'Pydantic validates data', 'https://c.example/3': 'Logfire'},
+            [1],
+            id='middle-of-a-span',
+        ),
+        pytest.param(
+            TEXT.replace('data. It', 'data.  It'),
+            {
+                'https://a.example/1': 'Pydantic validates data',
+                'https://b.example/2': 'It is fast',
+                'https://c.example/3': 'Logfire',
+            },
+            [],
+            id='between-spans',
+        ),
+        pytest.param(
+            TEXT.replace('fast', 'slow'),
+            {'https://a.example/1': 'Pydantic validates data', 'https://c.example/3': 'Logfire'},
+            [1],
+            id='same-length-inside-span',
+        ),
+        pytest.param(
+            TEXT.replace('observes', 'watchers'),
+            {
+                'https://a.example/1': 'Pydantic validates data',
+                'https://b.example/2': 'It is fast',
+                'https://c.example/3': 'Logfire',
+            },
+            [],
+            id='same-length-outside-span',
+        ),
+        pytest.param('', {}, [0, 1, 2], id='delete-everything'),
+    ],
+)
+def test_edit_text_realigns(new_text: str, expected: dict[str, str], dropped: list[int]) -> None:
+    part = cited_part()
+    new, problems = edit_text_with_report(part, new_text)
+    assert new.content == new_text
+    assert anchored(new) == expected
+    assert [p.citation_index for p in problems if p.citation_index is not None] == dropped
+    assert all(p.code == 'citation_dropped_after_edit' for p in problems)
+    assert new.id is None
+    assert new.provider_name == 'google-gla'
+    assert part.content == TEXT
+    assert part.id == 'msg_1'
+    assert edit_text(part, new_text) == new
+
+
+def test_edit_text_unchanged_keeps_everything_but_id() -> None:
+    part = cited_part()
+    new, problems = edit_text_with_report(part, TEXT)
+    assert problems == []
+    assert new == dataclasses.replace(part, id=None)
+
+
+def test_edit_text_keeps_unanchored_citations() -> None:
+    part = TextPart('Some text.', citations=[Citation([web('https://x.example')])], provider_name='openrouter')
+    new = edit_text(part, 'Other words entirely.')
+    assert new.citations == part.citations
+
+
+def test_edit_text_openai_raw_annotations_shift_with_markers() -> None:
+    text = 'Pydantic is fast ([pydantic.dev](https://pydantic.dev)). Logfire too ([x.dev](https://x.dev)).'
+    a = text.index('([pydantic')
+    b = text.index(')).') + 2
+    c = text.index('([x.dev')
+    d = len(text) - 1
+    raw = [
+        {'type': 'url_citation', 'url': 'https://pydantic.dev', 'title': 'P', 'start_index': a, 'end_index': b},
+        {'type': 'url_citation', 'url': 'https://x.dev', 'title': 'X', 'start_index': c, 'end_index': d},
+    ]
+    part = TextPart(
+        text,
+        id='msg_9',
+        provider_name='openai',
+        provider_details={'citations': raw},
+        citations=[
+            Citation([web('https://pydantic.dev')], anchor=MarkerCitationAnchor(start=a, end=b)),
+            Citation([web('https://x.dev')], anchor=MarkerCitationAnchor(start=c, end=d)),
+        ],
+    )
+    new_text = 'Indeed, ' + text.replace('Logfire too ([x.dev](https://x.dev))', 'Logfire too')
+    new, problems = edit_text_with_report(part, new_text)
+    assert [p.citation_index for p in problems] == [1]
+    assert new.provider_details == {
+        'citations': [{**raw[0], 'start_index': a + 8, 'end_index': b + 8}],
+    }
+    (entry,) = new.provider_details['citations']
+    assert entry['url'] in new_text[entry['start_index'] : entry['end_index']]
+
+
+def test_edit_text_openai_chat_nested_ranges() -> None:
+    text = 'Fact [1]. More [2].'
+    raw = [
+        {'type': 'url_citation', 'url_citation': {'url': 'https://a', 'start_index': 5, 'end_index': 8}},
+        {'type': 'url_citation', 'url_citation': {'url': 'https://b', 'start_index': 15, 'end_index': 18}},
+    ]
+    part = TextPart(
+        text,
+        provider_name='openai',
+        provider_details={'citations': raw},
+        citations=[
+            Citation([web('https://a')], anchor=MarkerCitationAnchor(start=5, end=8)),
+            Citation([web('https://b')], anchor=MarkerCitationAnchor(start=15, end=18)),
+        ],
+    )
+    new = edit_text(part, 'A fact [1]. More [2].')
+    assert new.provider_details == {
+        'citations': [
+            {'type': 'url_citation', 'url_citation': {'url': 'https://a', 'start_index': 7, 'end_index': 10}},
+            {'type': 'url_citation', 'url_citation': {'url': 'https://b', 'start_index': 17, 'end_index': 20}},
+        ]
+    }
+
+
+def test_edit_text_anthropic_block_dropped_with_raw() -> None:
+    text = 'K2 is 8,611 m tall.'
+    part = TextPart(
+        text,
+        provider_name='anthropic',
+        provider_details={'citations': [{'type': 'web_search_result_location', 'encrypted_index': 'ENC'}]},
+        citations=[Citation([web('https://ex.com/k2')], anchor=ContentCitationAnchor(start=0, end=len(text)))],
+    )
+    new, problems = edit_text_with_report(part, 'K2 is 8,611 m tall (edited).')
+    assert new.citations is None
+    assert new.provider_details is None
+    assert [p.code for p in problems] == ['citation_dropped_after_edit']
+    kept = edit_text(part, 'Note: ' + text)  # the block's words are unchanged: kept, shifted, raw kept
+    assert kept.citations is not None
+    assert kept.citations[0].anchor == ContentCitationAnchor(start=6, end=6 + len(text))
+    assert kept.provider_details == part.provider_details
+
+
+def test_edit_text_google_raw_removed_when_it_cannot_follow() -> None:
+    part = cited_part()
+    new, problems = edit_text_with_report(part, 'Yes. ' + TEXT)  # every citation shifts; byte segments cannot
+    assert new.provider_details is None
+    assert [p.detail for p in problems] == ["provider_details['citations']"]
+    unchanged_raw = edit_text(part, TEXT + ' More.')  # nothing moved: raw data still true
+    assert unchanged_raw.provider_details == part.provider_details
+
+
+def test_edit_text_out_of_range_anchor_dropped() -> None:
+    part = TextPart('short', citations=[Citation([web('https://x')], anchor=ContentCitationAnchor(start=0, end=99))])
+    new, problems = edit_text_with_report(part, 'short!')
+    assert new.citations is None
+    assert problems[0].code == 'citation_dropped_after_edit'
+    assert problems[0].end == 99
+
+
+def test_edit_text_misuse() -> None:
+    with pytest.raises(UserError, match="got 'text'"):
+        edit_text('text', 'x')  # type: ignore[arg-type]
+    with pytest.raises(UserError, match='got 3'):
+        edit_text(TextPart('a'), 3)  # type: ignore[arg-type]
+
+
+def test_edit_text_through_json_round_trip() -> None:
+    response = ModelResponse(parts=[cited_part()], provider_name='google-gla')
+    fingerprint_response(response)
+    (loaded,) = ModelMessagesTypeAdapter.validate_json(ModelMessagesTypeAdapter.dump_json([response]))
+    assert isinstance(loaded, ModelResponse)
+    assert loaded == response
+    part = loaded.parts[0]
+    assert isinstance(part, TextPart)
+    new = edit_text(part, TEXT.replace('fast', 'quick'))
+    assert anchored(new) == {'https://a.example/1': 'Pydantic validates data', 'https://c.example/3': 'Logfire'}
+
+
+_alphabet = st.sampled_from('ab .[]1\ue200\ue201é')
+
+
+@st.composite
+def part_and_edit(draw: st.DrawFn) -> tuple[TextPart, str]:
+    text = draw(st.text(_alphabet, min_size=1, max_size=40))
+    n = draw(st.integers(0, 4))
+    citations: list[Citation] = []
+    for i in range(n):
+        start = draw(st.integers(0, len(text) - 1))
+        end = draw(st.integers(start + 1, len(text) + 2))  # may run past the end
+        kind = draw(st.sampled_from([ContentCitationAnchor, MarkerCitationAnchor]))
+        citations.append(Citation([web(f'https://s/{i}')], anchor=kind(start=start, end=end)))
+    ops = draw(st.lists(st.tuples(st.integers(0, 50), st.integers(0, 5), st.text(_alphabet, max_size=6)), max_size=4))
+    new = text
+    for pos, cut, insert in ops:
+        pos = min(pos, len(new))
+        new = new[:pos] + insert + new[pos + cut :]
+    return TextPart(text, citations=citations or None, provider_name='p'), new
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(part_and_edit())
+def test_property_surviving_citations_anchor_the_same_text(case: tuple[TextPart, str]) -> None:
+    part, new_text = case
+    before = {
+        c.sources[0].url: part.content[c.anchor.start : c.anchor.end]  # type: ignore[union-attr]
+        for c in part.citations or []
+        if c.anchor is not None and c.anchor.end <= len(part.content)
+    }
+    new, problems = edit_text_with_report(part, new_text)
+    assert new.content == new_text
+    for c in new.citations or []:
+        assert c.anchor is not None
+        assert 0 <= c.anchor.start < c.anchor.end <= len(new_text)
+        url = c.sources[0].url  # type: ignore[union-attr]
+        assert new_text[c.anchor.start : c.anchor.end] == before[url]
+    assert len(new.citations or []) + len([p for p in problems if p.citation_index is not None]) == len(
+        part.citations or []
+    )
+
+
+# --- markers ---------------------------------------------------------------------------------------------------------
+
+
+def test_strip_citation_markers() -> None:
+    text = 'Fact \ue200cite\ue202turn0search0\ue201. Other【4:0†source】. <cite index="0-1">Claim</cite> [1].'
+    part = TextPart(
+        text,
+        provider_name='perplexity',
+        citations=[
+            Citation([web('https://p')], anchor=MarkerCitationAnchor(start=text.index('[1]'), end=len(text) - 1))
+        ],
+    )
+    stripped, removed = strip_citation_markers(part)
+    assert stripped.content == 'Fact . Other. Claim .'
+    assert len(removed) == 5
+    assert stripped.citations is None  # its marker is gone
+    plain = TextPart('See [1] and [2].', provider_name='x')  # not marker-anchored: left alone
+    assert strip_citation_markers(plain) == (plain, [])
+
+
+# --- fingerprints and find_stale ---------------------------------------------------------------------------------------
+
+
+def history() -> list[ModelMessage]:
+    response = ModelResponse(parts=[TextPart('intro'), cited_part()], provider_name='google-gla')
+    fingerprint_response(response)
+    return [ModelRequest(parts=[UserPromptPart('q')]), response]
+
+
+def test_fingerprint_shape_and_json_round_trip() -> None:
+    messages = history()
+    response = messages[1]
+    assert isinstance(response, ModelResponse)
+    assert response.metadata is not None
+    ours = response.metadata[METADATA_KEY]
+    assert list(ours['fingerprints']) == ['1']  # only the cited part
+    assert len(ours['anchors']['1']) == 3
+    loaded = ModelMessagesTypeAdapter.validate_json(ModelMessagesTypeAdapter.dump_json(messages))
+    assert loaded == messages
+    assert find_stale(loaded) == []
+
+
+def test_find_stale_detects_edits_made_without_edit_text() -> None:
+    messages = history()
+    data = json.loads(ModelMessagesTypeAdapter.dump_json(messages))
+    data[1]['parts'][1]['content'] = TEXT.replace('fast', 'slow')  # same length, edited by hand
+    edited = ModelMessagesTypeAdapter.validate_json(json.dumps(data))
+    (problem,) = find_stale(edited)
+    assert (problem.code, problem.message_index, problem.part_index) == ('stale_after_edit', 1, 1)
+    # mutating `content` in place is seen too
+    response = messages[1]
+    assert isinstance(response, ModelResponse)
+    part = response.parts[1]
+    assert isinstance(part, TextPart)
+    assert find_stale(messages) == []
+    part.content = part.content + '!'
+    assert [p.code for p in find_stale(messages)] == ['stale_after_edit']
+    # a part that is gone
+    response.parts = [response.parts[0]]
+    assert [p.code for p in find_stale(messages)] == ['stale_after_edit']
+
+
+def test_find_stale_anchor_out_of_range_without_fingerprint() -> None:
+    part = TextPart('short', citations=[Citation([web('https://x')], anchor=ContentCitationAnchor(start=2, end=50))])
+    (problem,) = find_stale([ModelResponse(parts=[part])])
+    assert (problem.code, problem.citation_index, problem.start, problem.end) == ('anchor_out_of_range', 0, 2, 50)
+
+
+# --- CleanStaleCitations in runs ---------------------------------------------------------------------------------------
+
+
+def citing_function(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    text = 'Pydantic validates data. It is fast.'
+    return ModelResponse(
+        parts=[
+            TextPart(
+                text,
+                provider_name='function',
+                provider_details={'citations': [{'raw': 1}]},
+                citations=[
+                    Citation([web('https://docs.pydantic.dev')], anchor=ContentCitationAnchor(start=0, end=23)),
+                    Citation([web('https://fast.example')], anchor=ContentCitationAnchor(start=25, end=35)),
+                ],
+            )
+        ]
+    )
+
+
+def test_capability_fields_and_misuse() -> None:
+    cap = CleanStaleCitations[None]()
+    assert (cap.on_edit, cap.on_provider_switch) == ('realign', 'strip_markers')
+    with pytest.raises(UserError, match="got 'fix'"):
+        CleanStaleCitations[None](on_edit='fix')  # type: ignore[arg-type]
+    with pytest.raises(UserError, match="got 'drop'"):
+        CleanStaleCitations[None](on_provider_switch='drop')  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        CleanStaleCitations[None]('clear')  # type: ignore[misc]
+
+
+@pytest.mark.anyio
+async def test_run_fingerprints_and_realigns_edit() -> None:
+    seen: list[list[ModelMessage]] = []
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        seen.append(messages)
+        return citing_function(messages, info)
+
+    agent = Agent(FunctionModel(model), capabilities=[CleanStaleCitations()])
+    result = await agent.run('q')
+    answer = result.all_messages()[-1]
+    assert isinstance(answer, ModelResponse)
+    assert answer.metadata is not None
+    assert METADATA_KEY in answer.metadata
+    # The app stores the edited text by itself (no `edit_text`): 'It is fast' -> 'It is very fast'.
+    data = json.loads(ModelMessagesTypeAdapter.dump_json(result.all_messages()))
+    data[1]['parts'][0]['content'] = 'Note. Pydantic validates data. It is very fast.'
+    stored = ModelMessagesTypeAdapter.validate_json(json.dumps(data))
+    result2 = await agent.run('more', message_history=stored)
+    repaired = result2.all_messages()[1]
+    assert isinstance(repaired, ModelResponse)
+    part = repaired.parts[0]
+    assert isinstance(part, TextPart)
+    # 'Pydantic validates data' is found once in the edited text, moved; 'It is fast' is gone.
+    assert anchored(part) == {'https://docs.pydantic.dev': 'Pydantic validates data'}
+    assert part.provider_details is None  # raw data of one of two citations: cannot be kept in step
+    assert part.provider_name == 'function'
+    assert find_stale(result2.all_messages()) == []
+    sent = seen[-1][1]
+    assert isinstance(sent, ModelResponse)
+    assert sent.parts[0] == part
+    entry = _ledger.lookup(result2.run_id)
+    assert entry is not None
+    assert [p.code for p in entry.problems] == [
+        'stale_after_edit',
+        'citation_dropped_after_edit',
+        'citation_dropped_after_edit',
+    ]
+
+
+@pytest.mark.anyio
+async def test_clear_mode() -> None:
+    agent = Agent(FunctionModel(citing_function), capabilities=[CleanStaleCitations(on_edit='clear')])
+    result = await agent.run('q')
+    messages = result.all_messages()
+    part = messages[1].parts[0]  # type: ignore[union-attr]
+    assert isinstance(part, TextPart)
+    part.content = 'Pydantic validates data. It is fast!'
+    result2 = await agent.run('more', message_history=messages)
+    cleared = result2.all_messages()[1].parts[0]  # type: ignore[union-attr]
+    assert isinstance(cleared, TextPart)
+    assert (cleared.citations, cleared.provider_details, cleared.content) == (
+        None,
+        None,
+        'Pydantic validates data. It is fast!',
+    )
+
+
+@pytest.mark.anyio
+async def test_run_stream_keeps_fingerprints() -> None:
+    from pydantic_ai.capabilities import AbstractCapability
+    from pydantic_ai.models.test import TestModel
+
+    @dataclasses.dataclass
+    class AddCitation(AbstractCapability[None]):
+        async def after_model_request(
+            self, ctx: Any, *, request_context: Any, response: ModelResponse
+        ) -> ModelResponse:
+            for part in response.parts:
+                if isinstance(part, TextPart):  # in place, so run_stream history sees it
+                    part.citations = [Citation([web('https://a')], anchor=ContentCitationAnchor(start=0, end=5))]
+            return response
+
+    agent = Agent(TestModel(custom_output_text='hello world'), capabilities=[CleanStaleCitations(), AddCitation()])
+    async with agent.run_stream('q') as run:
+        await run.get_output()
+    response = run.all_messages()[-1]
+    assert isinstance(response, ModelResponse)
+    assert response.metadata is not None
+    assert response.metadata[METADATA_KEY]['fingerprints']
+    plain = Agent(TestModel(custom_output_text='hi'), capabilities=[CleanStaleCitations()])
+    async with plain.run_stream('q') as run2:
+        await run2.get_output()
+    assert not run2.all_messages()[-1].metadata  # None or {}: nothing to record

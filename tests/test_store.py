@@ -1,0 +1,379 @@
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from pydantic_ai import (
+    Agent,
+    Citation,
+    ContentCitationAnchor,
+    DocumentCitationSource,
+    ModelMessage,
+    ModelResponse,
+    TextPart,
+    WebCitationSource,
+)
+from pydantic_ai.conversation import Conversation
+from pydantic_ai.conversation_store import ConversationConflict, InMemoryConversationStore
+from pydantic_ai.exceptions import UserError
+from pydantic_ai.messages import ModelMessagesTypeAdapter
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+from pydantic_ai_citations._history import METADATA_KEY, CleanStaleCitations, find_stale
+from pydantic_ai_citations._store import (
+    SCHEMA_VERSION,
+    SQLiteConversationStore,
+    StoreCorruptionError,
+    migrate,
+)
+
+TEXT = 'Pydantic validates data. It is fast.'
+
+
+def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    return ModelResponse(
+        parts=[
+            TextPart(
+                TEXT,
+                provider_name='function',
+                provider_details={'citations': [{'type': 'raw', 'n': 1}]},
+                citations=[
+                    Citation(
+                        [WebCitationSource('https://docs.pydantic.dev/latest/', title='Docs')],
+                        anchor=ContentCitationAnchor(start=0, end=23),
+                    ),
+                    Citation(
+                        [WebCitationSource('https://www.Blog.Example.com/fast')],
+                        anchor=ContentCitationAnchor(start=25, end=99),  # out of range: a problem is stored
+                    ),
+                    Citation([DocumentCitationSource(document_id='file-1', title='Spec')]),
+                ],
+            )
+        ],
+        provider_name='function',
+        model_name='function-model',
+    )
+
+
+def agent() -> Agent[None, str]:
+    return Agent(FunctionModel(answer), capabilities=[CleanStaleCitations()])
+
+
+def dump(messages: list[ModelMessage]) -> bytes:
+    return ModelMessagesTypeAdapter.dump_json(messages)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> SQLiteConversationStore:
+    s = SQLiteConversationStore(tmp_path / 'c.db')
+    yield s  # type: ignore[misc]
+    s.close()
+
+
+@pytest.mark.anyio
+async def test_save_load_byte_identical_and_answers(store: SQLiteConversationStore) -> None:
+    conversation = Conversation(conversation_id='c1')
+    result = await agent().run('What is Pydantic?', conversation=conversation)
+    entries = await store.save(result)
+    assert len(entries) == 2
+    loaded = await store.load('c1')
+    assert loaded is not None
+    assert dump(loaded.messages) == dump(result.all_messages())
+    response = loaded.messages[-1]
+    assert isinstance(response, ModelResponse)
+    assert response.metadata
+    assert METADATA_KEY in response.metadata
+
+    (stored,) = await store.answers_citing(url='https://docs.pydantic.dev/latest/')
+    assert stored.entry_id == entries[1].id
+    assert stored.conversation_id == 'c1'
+    assert stored.answer.text == TEXT
+    assert [s.url or s.document_id for s in stored.answer.sources] == [
+        'https://docs.pydantic.dev/latest/',
+        'https://www.Blog.Example.com/fast',
+        'file-1',
+    ]
+    assert stored.raw == [{'part_index': 0, 'provider_name': 'function', 'citations': [{'type': 'raw', 'n': 1}]}]
+    assert stored.versions.provider_name == 'function'
+    assert stored.versions.model_name == 'function:answer:'
+    assert stored.versions.pydantic_ai.startswith('2.')
+    assert [a.entry_id for a in await store.answers_citing(domain='example.com')] == [stored.entry_id]
+    assert [a.entry_id for a in await store.answers_citing(domain='www.blog.example.com')] == [stored.entry_id]
+    assert await store.answers_citing(domain='pydantic.dev') != []
+    assert await store.answers_citing(domain='other.org') == []
+    assert [a.entry_id for a in await store.answers_with_problem('anchor_out_of_range')] == [stored.entry_id]
+    assert await store.answers_with_problem('stale_after_edit') == []
+    assert await store.answer(stored.entry_id) == stored
+    with pytest.raises(UserError, match='got url=None, domain=None'):
+        await store.answers_citing()
+    with pytest.raises(UserError, match="'nope'"):
+        await store.answers_with_problem('nope')  # type: ignore[arg-type]
+
+    # Continue the conversation and save again: only the new messages are appended.
+    result2 = await agent().run('More?', conversation=loaded)
+    assert len(await store.save(result2)) == 2
+    again = await store.load('c1')
+    assert again is not None
+    assert dump(again.messages) == dump(result2.all_messages())
+    last_two = await store.load('c1', limit=2)
+    assert last_two is not None
+    assert dump(last_two.messages) == dump(result2.all_messages()[-2:])
+
+
+@pytest.mark.anyio
+async def test_behaves_like_in_memory_store(store: SQLiteConversationStore) -> None:
+    """The same sequence of operations gives the same histories, branches and errors on both stores."""
+    outcomes: list[list[Any]] = []
+    for s in (InMemoryConversationStore(), store):
+        seen: list[Any] = []
+        r1 = await agent().run('one', conversation=Conversation(conversation_id='x'))
+        await s.save(r1, scope='u1')
+        loaded = await s.load('x', scope='u1')
+        assert loaded is not None
+        seen.append(await s.load('x', scope='other'))
+        r2 = await agent().run('two', conversation=loaded)
+        await s.save(r2)
+        branched = await s.branch('x', at=2, expected_revision=r2.conversation.revision)
+        seen.append(len(branched.messages))
+        r3 = await agent().run('three', conversation=branched)
+        await s.save(r3)
+        record = await s.read_record('x')
+        assert record is not None
+        seen.append(len(record.branches))
+        fork = await s.fork('x', at=2, new_conversation_id='y')
+        seen.append(len(fork.messages))
+        seen.append([r.conversation_id for r in await s.list_conversations()])
+        seen.append([r.conversation_id for r in await s.list_conversations(scope='u1', limit=5)])
+        with pytest.raises(ConversationConflict):
+            await s.save(r2)  # stale revision
+        with pytest.raises(ConversationConflict):
+            await s.save(Conversation(conversation_id='x'))  # exists, not loaded
+        await s.delete('x')
+        seen.append(await s.load('x'))
+        y = await s.load('y')
+        assert y is not None
+        seen.append(dump(y.messages) == dump(r1.all_messages()))
+        outcomes.append(seen)
+    assert outcomes[0] == outcomes[1]
+
+
+@pytest.mark.anyio
+async def test_concurrent_writers_one_wins(tmp_path: Path) -> None:
+    path = tmp_path / 'c.db'
+    a, b = SQLiteConversationStore(path), SQLiteConversationStore(path)  # two writers, one file
+    try:
+        first = await agent().run('one', conversation=Conversation(conversation_id='c'))
+        await a.save(first)
+        loaded_a, loaded_b = await a.load('c'), await b.load('c')
+        assert loaded_a is not None
+        assert loaded_b is not None
+        ra = await agent().run('from a', conversation=loaded_a)
+        rb = await agent().run('from b', conversation=loaded_b)
+        outcomes: list[str] = []
+
+        async def save(store: SQLiteConversationStore, result: Any, name: str) -> None:
+            try:
+                await store.save(result)
+                outcomes.append(f'{name} won')
+            except ConversationConflict as e:
+                outcomes.append(f'{name} conflict {e.conversation_id}')
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(save, a, ra, 'a')
+            tg.start_soon(save, b, rb, 'b')
+        assert sorted(o.split(maxsplit=1)[1] for o in outcomes) == ['conflict c', 'won']
+        final = await b.load('c')
+        assert final is not None
+        assert len(final.messages) == 4
+        # also two tasks on one store instance
+        again_a, again_b = await a.load('c'), await a.load('c')
+        assert again_a is not None
+        assert again_b is not None
+        outcomes.clear()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(save, a, await agent().run('x', conversation=again_a), 'a')
+            tg.start_soon(save, a, await agent().run('y', conversation=again_b), 'b')
+        assert sorted(o.split(maxsplit=1)[1] for o in outcomes) == ['conflict c', 'won']
+    finally:
+        a.close()
+        b.close()
+
+
+@pytest.mark.anyio
+async def test_corrupt_row_raises_clearly_and_loses_nothing_else(tmp_path: Path) -> None:
+    path = tmp_path / 'c.db'
+    store = SQLiteConversationStore(path)
+    try:
+        for cid in ('good', 'bad'):
+            await store.save(await agent().run('q', conversation=Conversation(conversation_id=cid)))
+        entries = await store.load_entries('bad')
+        assert entries is not None
+        bad_id = entries[1].id
+        with sqlite3.connect(path) as raw:
+            raw.execute('UPDATE entries SET message = ? WHERE id = ?', (b'{"kind": "response", "parts": [', bad_id))
+        with pytest.raises(StoreCorruptionError, match=f"'{bad_id}' in table 'entries'") as excinfo:
+            await store.load('bad')
+        assert excinfo.value.key == bad_id
+        good = await store.load('good')
+        assert good is not None
+        assert len(good.messages) == 2
+        assert len(await store.answers_citing(domain='pydantic.dev')) == 2  # the answers index is intact
+        with sqlite3.connect(path) as raw:
+            assert raw.execute('SELECT count(*) FROM entries').fetchone()[0] == 4  # the bad row is kept
+            raw.execute("UPDATE conversations SET record = 'nope' WHERE conversation_id = 'good'")
+        with pytest.raises(StoreCorruptionError, match="'good' in table 'conversations'"):
+            await store.load('good')
+    finally:
+        store.close()
+
+
+@pytest.mark.anyio
+async def test_edit_answer(store: SQLiteConversationStore) -> None:
+    result = await agent().run('q', conversation=Conversation(conversation_id='c'))
+    await store.save(result)
+    loaded = await store.load('c')
+    assert loaded is not None
+    edited, problems = await store.edit_answer(
+        'c', message_index=1, part_index=0, new_text='In short: ' + TEXT, expected_revision=loaded.revision
+    )
+    assert [(p.code, p.citation_index, p.detail) for p in problems] == [
+        ('citation_dropped_after_edit', 1, None),  # its anchor did not fit the old text
+        ('citation_dropped_after_edit', None, "provider_details['citations']"),  # raw data cannot follow
+    ]
+    part = edited.messages[1].parts[0]  # type: ignore[union-attr]
+    assert isinstance(part, TextPart)
+    assert part.content == 'In short: ' + TEXT
+    assert part.citations is not None
+    assert part.citations[0].anchor == ContentCitationAnchor(start=10, end=33)
+    assert find_stale(edited.messages) == []  # fingerprint refreshed
+    reloaded = await store.load('c')
+    assert reloaded is not None
+    assert dump(reloaded.messages) == dump(edited.messages)
+    record = await store.read_record('c')
+    assert record is not None
+    assert len(record.branches) == 1
+    # the stored answer follows the edit
+    (new_answer,) = [a for a in await store.answers_citing(domain='pydantic.dev') if a.answer.text.startswith('In')]
+    assert new_answer.answer.spans[0].start == 10
+    # conflicts and misuse
+    with pytest.raises(ConversationConflict):
+        await store.edit_answer('c', message_index=1, part_index=0, new_text='x', expected_revision=loaded.revision)
+    with pytest.raises(UserError, match='`message_index` 0'):
+        await store.edit_answer('c', message_index=0, part_index=0, new_text='x')
+    with pytest.raises(UserError, match='`part_index` 5'):
+        await store.edit_answer('c', message_index=1, part_index=5, new_text='x')
+    with pytest.raises(UserError, match="'missing'"):
+        await store.edit_answer('missing', message_index=1, part_index=0, new_text='x')
+    # the edited conversation continues and saves normally
+    more = await agent().run('more', conversation=edited)
+    assert len(await store.save(more)) == 2
+
+
+@pytest.mark.anyio
+async def test_migrations_from_v0_and_v1(tmp_path: Path) -> None:
+    path = tmp_path / 'm.db'
+    conn = sqlite3.connect(path, isolation_level=None)
+    assert migrate(conn, target=0) == 0
+    assert migrate(conn, target=1) == 1
+    assert {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")} == {
+        'schema_migrations',
+        'conversations',
+        'entries',
+        'tips',
+    }
+    conn.close()
+    # A v1 database holding a conversation: opening it migrates to the current version and backfills answers.
+    store = SQLiteConversationStore(tmp_path / 'full.db')
+    await store.save(await agent().run('q', conversation=Conversation(conversation_id='c')))
+    store.close()
+    with sqlite3.connect(tmp_path / 'full.db', isolation_level=None) as raw:
+        for table in ('answers', 'answer_sources', 'answer_problems'):
+            raw.execute(f'DROP TABLE {table}')
+        raw.execute('DELETE FROM schema_migrations WHERE version > 1')
+        raw.execute('PRAGMA user_version = 1')
+    store = SQLiteConversationStore(tmp_path / 'full.db')
+    try:
+        (found,) = await store.answers_citing(url='https://docs.pydantic.dev/latest/')
+        assert found.conversation_id == 'c'
+        assert found.answer.text == TEXT
+        loaded = await store.load('c')
+        assert loaded is not None
+        assert len(loaded.messages) == 2
+    finally:
+        store.close()
+    with sqlite3.connect(tmp_path / 'full.db') as raw:
+        assert raw.execute('PRAGMA user_version').fetchone()[0] == SCHEMA_VERSION
+        assert [r[0] for r in raw.execute('SELECT version FROM schema_migrations ORDER BY version')] == [1, 2]
+        raw.execute(f'PRAGMA user_version = {SCHEMA_VERSION + 1}')
+    with pytest.raises(UserError, match='newer than this package supports'):
+        SQLiteConversationStore(tmp_path / 'full.db')
+    with pytest.raises(UserError, match='`target` must be between'):
+        migrate(sqlite3.connect(':memory:'), target=99)
+
+
+@pytest.mark.anyio
+async def test_in_memory_database() -> None:
+    store = SQLiteConversationStore()
+    await store.save(await agent().run('q', conversation=Conversation(conversation_id='m')))
+    assert (await store.load('m')) is not None
+    store.close()
+
+
+# --- every shared recording round-trips byte-identically ---------------------------------------------------------------
+
+CASSETTES = 'pydantic-ai-cassettes/tests/models/cassettes'
+
+
+def recordings() -> list[Any]:
+    from conftest import CORPUS
+
+    root = CORPUS / CASSETTES
+    if not root.is_dir():
+        return [pytest.param(None, id='corpus-absent')]
+    return [pytest.param(p.relative_to(root).as_posix(), id=p.stem) for p in sorted(root.rglob('*.yaml'))]
+
+
+@pytest.mark.anyio
+@pytest.mark.filterwarnings('ignore:The model .* is deprecated:DeprecationWarning')
+@pytest.mark.parametrize('relative', recordings())
+async def test_recording_round_trip_byte_identical(corpus: Path, relative: str | None, tmp_path: Path) -> None:
+    from pydantic_ai_citations.testing._replay import load_recording
+
+    assert relative is not None
+    recording = load_recording(corpus / CASSETTES / relative)
+    replay_agent = Agent(recording.model(), capabilities=[CleanStaleCitations()])
+    prompt = recording.prompt or 'Hello'
+    conversation = Conversation(conversation_id='rec')
+    if recording.streamed:
+        async with replay_agent.run_stream(
+            prompt, model_settings=recording.model_settings, conversation=conversation
+        ) as run:
+            await run.get_output()
+        messages = run.all_messages()
+    else:
+        result = await replay_agent.run(prompt, model_settings=recording.model_settings, conversation=conversation)
+        messages = result.all_messages()
+    store = SQLiteConversationStore(tmp_path / 'r.db')
+    try:
+        await store.save(Conversation(conversation_id='rec', messages=messages))
+        loaded = await store.load('rec')
+        assert loaded is not None
+        assert dump(loaded.messages) == dump(messages)
+        cited = [
+            p
+            for m in messages
+            if isinstance(m, ModelResponse)
+            for p in m.parts
+            if isinstance(p, TextPart) and p.citations
+        ]
+        if cited:
+            response_entries = [
+                e for e in (await store.load_entries('rec') or []) if isinstance(e.message, ModelResponse)
+            ]
+            stored = [await store.answer(e.id) for e in response_entries]
+            assert any(s is not None and (s.answer.spans or s.answer.unanchored) for s in stored)
+    finally:
+        store.close()

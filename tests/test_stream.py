@@ -1,0 +1,449 @@
+from __future__ import annotations
+
+import json
+import runpy
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+import pytest
+from pydantic_ai import (
+    Agent,
+    Citation,
+    ContentCitationAnchor,
+    ModelMessage,
+    ModelResponse,
+    TextPart,
+    WebCitationSource,
+)
+from pydantic_ai.messages import ModelResponseStreamEvent, PartDeltaEvent, PartEndEvent, PartStartEvent, ToolCallPart
+from pydantic_ai.models import Model, ModelRequestParameters, StreamedResponse
+from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel
+from pydantic_ai.settings import ModelSettings
+from pydantic_ai.ui.vercel_ai import VercelAIEventStream
+from pydantic_ai.ui.vercel_ai.response_types import BaseChunk, DataChunk, SourceUrlChunk, TextEndChunk
+
+from pydantic_ai_citations._answer import CitedAnswer
+from pydantic_ai_citations._render import render_markdown
+from pydantic_ai_citations._stream import (
+    CITATIONS_DATA_TYPE,
+    CITED_ANSWER_DATA_TYPE,
+    CitedStream,
+    CitedVercelAIAdapter,
+    CitedVercelAIEventStream,
+    FinalAnswer,
+    StreamItem,
+    TextChunk,
+    _Accumulator,  # pyright: ignore[reportPrivateUsage]
+    _completed,  # pyright: ignore[reportPrivateUsage]
+    _from_events,  # pyright: ignore[reportPrivateUsage]
+    cited_answer_chunk,
+    stream_cited,
+)
+from pydantic_ai_citations.testing._citing_model import (
+    CITING_STYLES,
+    CitingModel,
+    CitingStyle,
+    ScriptedCitation,
+    ScriptedStreamError,
+)
+
+pytestmark = pytest.mark.anyio
+
+TEXT = 'K2 is 8,611 m tall. It lies on the China–Pakistan border.'
+WIKI = WebCitationSource('https://en.wikipedia.org/wiki/K2', title='K2 - Wikipedia')
+BORDER = WebCitationSource('https://example.com/border', title='Border')
+CITES = [ScriptedCitation('K2 is 8,611 m tall.', [WIKI]), ScriptedCitation('China–Pakistan border', [BORDER])]
+VIAS: tuple[Literal['events', 'run_stream'], ...] = ('events', 'run_stream')
+
+
+def citing(style: CitingStyle = 'google', **kwargs: Any) -> Agent[None, str]:
+    return Agent(CitingModel(TEXT, CITES, style=style, **kwargs))
+
+
+async def collect(stream: CitedStream) -> list[StreamItem]:
+    return [item async for item in stream]
+
+
+@pytest.mark.parametrize('via', VIAS)
+@pytest.mark.parametrize(
+    ('style', 'late'),
+    [*((style, False) for style in CITING_STYLES), pytest.param('google', True, id='google-part-after-text')],
+)
+async def test_streamed_answer_equals_run_answer(style: CitingStyle, late: bool, via: Literal['events', 'run_stream']):
+    async with stream_cited(citing(style, part_after_text=late), 'How tall is K2?', via=via) as stream:
+        items = await collect(stream)
+    *chunks, final = items
+    assert isinstance(final, FinalAnswer)
+    assert final.complete
+    assert final.error is None
+    assert all(isinstance(c, TextChunk) for c in chunks)
+    assert ''.join(c.text for c in chunks if isinstance(c, TextChunk)) == final.answer.text
+    expected = CitedAnswer.from_result(await citing(style, part_after_text=late).run('How tall is K2?'))
+    assert render_markdown(final.answer) == render_markdown(expected)
+    assert final.answer.spans == expected.spans
+    assert final.answer.unanchored == expected.unanchored
+    assert stream.snapshot() is final.answer
+
+
+async def test_google_citations_arrive_after_part_end_and_are_included():
+    agent = citing('google', part_after_text=True)
+    order: list[str] = []
+    async with agent.run_stream_events('q') as events:
+        async for event in events:
+            if isinstance(event, PartEndEvent) and event.index == 0:
+                order.append('end-0')
+            elif isinstance(event, PartDeltaEvent) and event.index == 0 and event.delta.citations_delta:  # pyright: ignore[reportAttributeAccessIssue]
+                order.append('citations-0')
+    assert order == ['end-0', 'citations-0']  # the late delta this helper must keep listening for
+    for via in VIAS:
+        async with stream_cited(agent, 'q', via=via) as stream:
+            final = (await collect(stream))[-1]
+        assert isinstance(final, FinalAnswer)
+        assert [(s.start, s.end, s.sources) for s in final.answer.spans] == [(0, 19, [1]), (35, 56, [2])]
+
+
+@pytest.mark.parametrize('via', VIAS)
+async def test_broken_stream_gives_incomplete_answer_then_raises(via: Literal['events', 'run_stream']):
+    items: list[StreamItem] = []
+
+    async def consume() -> None:
+        async with stream_cited(citing('google', chunk_size=5, break_stream_after=3), 'q', via=via) as stream:
+            async for item in stream:
+                items.append(item)
+
+    with pytest.raises(ScriptedStreamError):
+        await consume()
+    *chunks, final = items
+    assert [c.text for c in chunks if isinstance(c, TextChunk)] == ['K2 is', ' 8,61', '1 m t']
+    assert isinstance(final, FinalAnswer)
+    assert not final.complete
+    assert not final.answer.complete
+    assert isinstance(final.error, ScriptedStreamError)
+    assert [p.code for p in final.answer.problems] == ['stream_incomplete']
+    assert final.answer.text == 'K2 is 8,611 m t'
+    assert final.answer.spans == []  # the citations never arrived
+
+
+@pytest.mark.parametrize('via', VIAS)
+async def test_consumer_closing_early_gets_incomplete_snapshot(via: Literal['events', 'run_stream']):
+    async with stream_cited(citing('anthropic', chunk_size=4), 'q', via=via) as stream:
+        async for item in stream:
+            assert isinstance(item, TextChunk)
+            break
+    assert stream.final is None
+    snapshot = stream.snapshot()
+    assert not snapshot.complete
+    assert [p.code for p in snapshot.problems] == ['stream_incomplete']
+    assert TEXT.startswith(snapshot.text)
+    assert snapshot.text
+
+
+def test_response_left_incomplete_is_not_complete():
+    """A response whose `state` is not `'complete'` (e.g. a provider stream that hit EOF) gives no complete answer."""
+    for state in ('incomplete', 'interrupted'):
+        response = ModelResponse(parts=[TextPart('K2 is')], state=state)
+        answer = _completed([response])
+        assert not answer.complete
+        assert [p.code for p in answer.problems] == ['stream_incomplete']
+    assert _completed([ModelResponse(parts=[TextPart('K2 is tall.')])]).complete
+
+
+async def test_text_of_every_response_streams_and_final_answer_is_last_response():
+    calls = 0
+
+    async def stream_fn(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str | dict[int, DeltaToolCall]]:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            yield 'Let me check. '
+            yield {0: DeltaToolCall(name='lookup', json_args='{}', tool_call_id='c1')}
+        else:
+            yield 'K2 is 8,611 m.'
+
+    agent = Agent(FunctionModel(stream_function=stream_fn))
+
+    @agent.tool_plain
+    def lookup() -> str:
+        return 'data'
+
+    async with stream_cited(agent, 'q') as stream:
+        items = await collect(stream)
+    chunks = [(i.text, i.response_index) for i in items if isinstance(i, TextChunk)]
+    assert chunks == [('Let me check. ', 0), ('K2 is 8,611 m.', 1)]
+    final = items[-1]
+    assert isinstance(final, FinalAnswer)
+    assert final.answer.text == 'K2 is 8,611 m.'
+    assert final.complete
+
+
+async def test_misuse():
+    from pydantic_ai.exceptions import UserError
+
+    with pytest.raises(UserError, match="'sideways'"):
+        async with stream_cited(citing(), 'q', via='sideways'):  # pyright: ignore[reportArgumentType]
+            pass
+    async with stream_cited(citing(), 'q') as stream:
+        await collect(stream)
+        with pytest.raises(UserError, match='once'):
+            await collect(stream)
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Vercel AI
+
+
+async def vercel_chunks(event_stream: VercelAIEventStream[None, str], agent: Agent[None, str]) -> list[BaseChunk]:
+    async with agent.run_stream_events('q') as events:
+        return [chunk async for chunk in event_stream.transform_stream(events)]
+
+
+def _types(chunks: Sequence[BaseChunk]) -> list[str]:
+    return [str(getattr(chunk, 'type', '')) for chunk in chunks]
+
+
+async def test_vercel_stock_stream_drops_google_late_citations():
+    chunks = await vercel_chunks(VercelAIEventStream(), citing('google', part_after_text=True))
+    text_end = next(c for c in chunks if isinstance(c, TextEndChunk))
+    assert text_end.provider_metadata is None  # the gap: the citations came after this chunk
+    assert not any(isinstance(c, SourceUrlChunk) for c in chunks)
+
+
+async def test_vercel_google_late_citations_reach_the_ui():
+    chunks = await vercel_chunks(CitedVercelAIEventStream(), citing('google', part_after_text=True))
+    types = _types(chunks)
+    assert types.index(CITATIONS_DATA_TYPE) > types.index('text-end')
+    assert types.count(CITATIONS_DATA_TYPE) == 1
+    text_end = next(c for c in chunks if isinstance(c, TextEndChunk))
+    data = next(c for c in chunks if isinstance(c, DataChunk) and c.type == CITATIONS_DATA_TYPE)
+    assert data.id == text_end.id
+    assert data.data['text_id'] == text_end.id
+    assert data.data['provider_name'] == 'google-gla'
+    assert [(c['anchor']['start'], c['anchor']['end'], c['sources'][0]['url']) for c in data.data['citations']] == [
+        (0, 19, 'https://en.wikipedia.org/wiki/K2'),
+        (35, 56, 'https://example.com/border'),
+    ]
+    urls = [c.url for c in chunks if isinstance(c, SourceUrlChunk)]
+    assert urls == ['https://en.wikipedia.org/wiki/K2', 'https://example.com/border']
+    # The wire encoding is valid Vercel AI SSE.
+    encoded = CitedVercelAIEventStream().encode_event(data)
+    assert encoded.startswith('data: ')
+    assert json.loads(encoded[6:])['type'] == CITATIONS_DATA_TYPE
+
+
+@pytest.mark.parametrize('style', ['anthropic', 'openai-responses', 'google', 'xai'])
+async def test_vercel_in_time_citations_are_not_repeated(style: CitingStyle):
+    """Citations that arrive before the text part ends are on `text-end` already: nothing extra is sent."""
+    cited = await vercel_chunks(CitedVercelAIEventStream(), citing(style))
+    stock = await vercel_chunks(VercelAIEventStream(), citing(style))
+    assert CITATIONS_DATA_TYPE not in _types(cited)
+    assert _types(cited) == _types(stock)
+
+
+async def test_vercel_late_citation_for_earlier_part_of_merged_text():
+    """Part 0 gets its citations while text part 1 is open: the stock `text-end` carries part 0 as it ended."""
+    cite = [Citation([WIKI], anchor=ContentCitationAnchor(start=0, end=2))]
+    script: list[Step] = [('text', 'a', 'K2 is tall. '), ('text', 'b', 'Very tall.'), ('cite', 'a', cite)]
+    chunks = await vercel_chunks(CitedVercelAIEventStream(), Agent(ScriptedModel(script)))
+    types = _types(chunks)
+    assert types.count('text-start') == 1
+    assert types.count('text-end') == 1
+    assert types.index(CITATIONS_DATA_TYPE) == types.index('text-end') + 1
+    data = next(c for c in chunks if isinstance(c, DataChunk))
+    assert [(c['anchor']['start'], c['anchor']['end']) for c in data.data['citations']] == [(0, 2)]
+
+
+async def test_vercel_adapter_uses_cited_stream():
+    body = json.dumps(
+        {
+            'trigger': 'submit-message',
+            'id': 'chat-1',
+            'messages': [{'id': 'm1', 'role': 'user', 'parts': [{'type': 'text', 'text': 'How tall is K2?'}]}],
+        }
+    ).encode()
+    agent = citing('google', part_after_text=True)
+    adapter = CitedVercelAIAdapter(agent=agent, run_input=CitedVercelAIAdapter.build_run_input(body))
+    assert isinstance(adapter.build_event_stream(), CitedVercelAIEventStream)
+
+    async def on_complete(result: Any) -> AsyncIterator[BaseChunk]:
+        yield cited_answer_chunk(result, redact=True)
+
+    chunks = [chunk async for chunk in adapter.run_stream(on_complete=on_complete)]
+    types = _types(chunks)
+    assert CITATIONS_DATA_TYPE in types
+    assert CITED_ANSWER_DATA_TYPE in types
+    answer_chunk = next(c for c in chunks if isinstance(c, DataChunk) and c.type == CITED_ANSWER_DATA_TYPE)
+    answer = CitedAnswer.from_json(json.dumps(answer_chunk.data))
+    assert answer.text == TEXT
+    assert len(answer.spans) == 2
+    assert answer.complete
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# A minimal scripted stream (section 6b of the reference): text and citation deltas on chosen vendor part ids.
+
+Step = tuple[Literal['text'], object, str] | tuple[Literal['cite'], object, list[Citation]]
+
+
+@dataclass
+class _Stream(StreamedResponse):
+    script: Sequence[Step] = ()
+    _ts: datetime = field(default_factory=lambda: datetime.now(UTC))
+
+    async def _get_event_iterator(self) -> AsyncIterator[ModelResponseStreamEvent]:
+        for kind, vendor, value in self.script:
+            if kind == 'text':
+                assert isinstance(value, str)
+                events = self._parts_manager.handle_text_delta(vendor_part_id=vendor, content=value)
+            else:
+                assert isinstance(value, list)
+                events = self._parts_manager.handle_text_delta(
+                    vendor_part_id=vendor, content='', citations=value, provider_name='scripted'
+                )
+            for event in events:
+                yield event
+
+    @property
+    def model_name(self) -> str:
+        return 'scripted'
+
+    @property
+    def provider_name(self) -> str:
+        return 'scripted'
+
+    @property
+    def provider_url(self) -> None:
+        return None
+
+    @property
+    def timestamp(self) -> datetime:
+        return self._ts
+
+
+class ScriptedModel(Model):
+    def __init__(self, script: Sequence[Step]):
+        super().__init__()
+        self.script = script
+
+    @property
+    def model_name(self) -> str:
+        return 'scripted'
+
+    @property
+    def system(self) -> str:
+        return 'scripted'
+
+    async def request(
+        self, messages: list[ModelMessage], model_settings: ModelSettings | None, params: ModelRequestParameters
+    ) -> ModelResponse:
+        return ModelResponse(parts=[TextPart(''.join(str(v) for k, _, v in self.script if k == 'text'))])
+
+    @asynccontextmanager
+    async def request_stream(
+        self,
+        messages: list[ModelMessage],
+        model_settings: ModelSettings | None,
+        params: ModelRequestParameters,
+        run_context: Any = None,
+    ) -> AsyncIterator[StreamedResponse]:
+        _, params = self.prepare_request(model_settings, params)
+        yield _Stream(model_request_parameters=params, script=self.script)
+
+
+def test_example_stream_to_ui_runs(capsys: pytest.CaptureFixture[str]):
+    example = Path(__file__).resolve().parents[1] / 'examples' / 'stream_to_ui.py'
+    runpy.run_path(str(example), run_name='__main__')
+    out = capsys.readouterr().out
+    assert 'final (complete=True)' in out
+    assert 'final (complete=False)' in out
+    assert '"type":"data-pydantic-ai-citations"' in out
+
+
+@pytest.mark.parametrize('via', VIAS)
+async def test_stream_failing_before_any_text(via: Literal['events', 'run_stream']):
+    items: list[StreamItem] = []
+
+    async def consume() -> None:
+        async with stream_cited(citing('anthropic', break_stream_after=0), 'q', via=via) as stream:
+            async for item in stream:
+                items.append(item)
+
+    with pytest.raises(ScriptedStreamError):
+        await consume()
+    assert len(items) == 1
+    final = items[0]
+    assert isinstance(final, FinalAnswer)
+    assert not final.complete
+    assert final.answer.text == ''
+    assert [p.code for p in final.answer.problems] == ['stream_incomplete']
+
+
+async def test_vercel_multi_step_run_keeps_late_citation_tracking_per_response():
+    """Part indexes start over in each model response: the stream's own bookkeeping must too."""
+    calls = 0
+    cite = [Citation([WIKI], anchor=ContentCitationAnchor(start=0, end=2))]
+
+    class TwoStep(ScriptedModel):
+        @asynccontextmanager
+        async def request_stream(
+            self,
+            messages: list[ModelMessage],
+            model_settings: ModelSettings | None,
+            params: ModelRequestParameters,
+            run_context: Any = None,
+        ) -> AsyncIterator[StreamedResponse]:
+            nonlocal calls
+            calls += 1
+            _, params = self.prepare_request(model_settings, params)
+            if calls == 1:
+                yield _ToolCallStream(model_request_parameters=params)
+            else:
+                yield _Stream(model_request_parameters=params, script=self.script)
+
+    agent = Agent(TwoStep([('text', 'a', 'K2 is tall. '), ('text', 'b', 'Very.'), ('cite', 'a', cite)]))
+
+    @agent.tool_plain
+    def lookup() -> str:
+        return 'data'
+
+    chunks = await vercel_chunks(CitedVercelAIEventStream(), agent)
+    data = [c for c in chunks if isinstance(c, DataChunk) and c.type == CITATIONS_DATA_TYPE]
+    assert len(data) == 1
+    text_ends = [c for c in chunks if isinstance(c, TextEndChunk)]
+    assert data[0].id == text_ends[-1].id
+
+
+async def test_events_ending_without_result_are_incomplete():
+    async def no_result() -> AsyncIterator[object]:
+        yield PartStartEventFactory.text('K2 is')
+
+    acc = _Accumulator()
+    items = [item async for item in _from_events(no_result(), acc)]
+    final = items[-1]
+    assert isinstance(final, FinalAnswer)
+    assert not final.complete
+    assert final.answer.text == 'K2 is'
+
+
+async def test_cited_answer_chunk_unredacted():
+    result = await citing('anthropic').run('q')
+    chunk = cited_answer_chunk(result)
+    assert chunk.type == CITED_ANSWER_DATA_TYPE
+    assert CitedAnswer.from_json(json.dumps(chunk.data)) == CitedAnswer.from_result(result)
+
+
+class PartStartEventFactory:
+    @staticmethod
+    def text(content: str) -> PartStartEvent:
+        return PartStartEvent(index=0, part=TextPart(content))
+
+
+@dataclass
+class _ToolCallStream(_Stream):
+    async def _get_event_iterator(self) -> AsyncIterator[ModelResponseStreamEvent]:
+        for event in self._parts_manager.handle_text_delta(vendor_part_id='t', content='Checking. '):
+            yield event
+        yield self._parts_manager.handle_part(vendor_part_id='c', part=ToolCallPart('lookup', {}, tool_call_id='c1'))
