@@ -8,7 +8,9 @@ call, tool result, cited answer), measured in the same run, in interleaved round
   about 0.04x, i.e. 2.5x that pass. The same reference pass is measured in this run; when the machine runs Python
   loops slower relative to `dump_json` than that (a loaded CI box), the target scales with it. Both figures print.
 - Second pass over the same, already checked history (with `dump_json` in between, so CPU caches are cold, as
-  between two model requests): no part is hashed again; at most 0.75x the first pass and half its target.
+  between two model requests): no part is hashed again, only identity checks run (C-level passes over the
+  objects, memory-bound); at most 0.8x the first pass measured in this run. Also measured: the pass after the
+  conversation grew by one turn, which looks only at the new messages.
 """
 
 from __future__ import annotations
@@ -181,7 +183,7 @@ def run_pass(which: str, history: list[ModelMessage]) -> Callable[[], Any]:
 
 
 def report(name: str, value: float, target: float) -> None:
-    print(f'\nP4 {name}: {value:.3f}x dump_json (target <= {target}x)')
+    print(f'\nP4 {name}: {value:.3f}x dump_json (target <= {target:.3f}x)')
 
 
 @pytest.fixture(scope='module')
@@ -210,12 +212,12 @@ def test_first_pass(benchmark: Any, history: list[ModelMessage], which: str, fir
     assert value <= first_target
 
 
-@pytest.mark.parametrize('which', PASSES)
 def second_target(which: str, first_target: float) -> float:
     first = FIRST_PASSES.get(which, first_target)
-    return min(0.75 * first, first_target / 2)
+    return min(0.8 * first, first_target)
 
 
+@pytest.mark.parametrize('which', PASSES)
 def test_second_pass(benchmark: Any, history: list[ModelMessage], which: str, first_target: float) -> None:
     fn = run_pass(which, history)
     clear_caches()

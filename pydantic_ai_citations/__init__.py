@@ -1,15 +1,89 @@
-"""Track, measure, clean and check citations in Pydantic AI agents, on any provider."""
+"""Track, measure, clean and check citations in Pydantic AI agents, on any provider.
 
-from ._answer import CitedAnswer, CitedSpan, PartSegment, RawCitation, SourceRef
+The public surface is listed once, here. Submodules: `pydantic_ai_citations.formats` (parsers for formats Pydantic
+AI leaves raw), `pydantic_ai_citations.support` (does the cited page back the claim?), `pydantic_ai_citations.matrix`
+(the measured capability matrix and its probes), `pydantic_ai_citations.testing` (scripted citing models, replay
+of real recordings, the failure-path suite).
+"""
+
+from ._answer import CitedAnswer, CitedSpan, PartSegment, RawCitation, SourceRef, cited_answer_ta
+from ._evidence import (
+    Claim,
+    ClaimVerification,
+    Evidence,
+    UnverifiedEvidenceError,
+    VerifyEvidence,
+    check_evidence,
+    verify_claims,
+    verify_claims_sync,
+)
+from ._guard import (
+    CitationMarkupError,
+    CitationsDisabledWarning,
+    RemovedMarkup,
+    StripCitationMarkup,
+    removed_markup,
+    scan_citation_markup,
+    strip_json_markup,
+)
+from ._history import CleanStaleCitations, edit_text, edit_text_with_report, find_stale
+from ._models import ApiLabel, ModelInfo, describe_model
 from ._problems import PROBLEM_CODES, CitationProblem, ProblemCode
+from ._redact import redact
+from ._render import render_html, render_markdown
+from ._store import SQLiteConversationStore, StoreCorruptionError, StoredAnswer
+from ._stream import CitedVercelAIAdapter, CitedVercelAIEventStream, FinalAnswer, TextChunk, stream_cited
+from ._track import Arrival, CitedRun, PartArrival, RequestObservation, TrackCitations, cited_run_ta
+from .matrix import CapabilityMatrix
 
 __all__ = (
     'PROBLEM_CODES',
+    'ApiLabel',
+    'Arrival',
+    'CapabilityMatrix',
+    'CitationMarkupError',
     'CitationProblem',
+    'CitationsDisabledWarning',
     'CitedAnswer',
+    'CitedRun',
     'CitedSpan',
+    'CitedVercelAIAdapter',
+    'CitedVercelAIEventStream',
+    'Claim',
+    'ClaimVerification',
+    'CleanStaleCitations',
+    'Evidence',
+    'FinalAnswer',
+    'ModelInfo',
+    'PartArrival',
     'PartSegment',
     'ProblemCode',
     'RawCitation',
+    'RemovedMarkup',
+    'RequestObservation',
+    'SQLiteConversationStore',
     'SourceRef',
+    'StoreCorruptionError',
+    'StoredAnswer',
+    'StripCitationMarkup',
+    'TextChunk',
+    'TrackCitations',
+    'UnverifiedEvidenceError',
+    'VerifyEvidence',
+    'check_evidence',
+    'cited_answer_ta',
+    'cited_run_ta',
+    'describe_model',
+    'edit_text',
+    'edit_text_with_report',
+    'find_stale',
+    'redact',
+    'removed_markup',
+    'render_html',
+    'render_markdown',
+    'scan_citation_markup',
+    'stream_cited',
+    'strip_json_markup',
+    'verify_claims',
+    'verify_claims_sync',
 )

@@ -148,12 +148,9 @@ class UnverifiedEvidenceError(AgentRunError):
     `failures` lists them (ids, quotes, fields); the message names them too.
     """
 
-    def __init__(self, message: str, failures: Sequence[EvidenceFailure]):
+    def __init__(self, message: str, failures: Sequence[EvidenceFailure] = ()):
         super().__init__(message)
         self.failures = list(failures)
-
-    def __reduce__(self) -> tuple[type, tuple[str, list[EvidenceFailure]]]:  # pyright: ignore[reportIncompatibleMethodOverride]
-        return self.__class__, (self.message, self.failures)
 
 
 # --- sources ----------------------------------------------------------------------------------------------------------

@@ -64,6 +64,7 @@ __all__ = (
     'scan_citation_markup',
     'strip_citation_markup',
     'strip_json_markup',
+    'strip_raw_markup',
 )
 
 MarkupKind = Literal['cite_tag', 'openai_marker', 'bracket_marker']
@@ -261,6 +262,8 @@ def scan_citation_markup(text: str) -> MarkupScan:
     bad: list[tuple[int, int]] = []
     if 'cite' in text:
         bad = _scan_cites(text, atomic, pairs, issues)
+
+    bad += [(i.start, i.end) for i in issues]  # markup inside text left as it is stays too
 
     def inside_bad(m: MarkupMatch) -> bool:
         return any(b_start <= m.start and m.end <= b_end for b_start, b_end in bad)
@@ -531,8 +534,13 @@ def _parse_raw(raw: str) -> tuple[bool, object]:
         return False, None
 
 
-def _strip_raw(raw: str | dict[str, object]) -> tuple[str | dict[str, object], StrippedJson | None]:
-    """Strip raw args: a dict, or JSON text. Invalid JSON text is returned untouched (Pydantic AI retries it)."""
+def strip_raw_markup(raw: str | dict[str, object]) -> tuple[str | dict[str, object], StrippedJson | None]:
+    """Strip raw tool arguments or structured output: a dict, or JSON text (optionally in a fenced block).
+
+    Returns the new raw value (re-serialised JSON text when the input was text and something was removed; the input
+    itself when nothing was) and what was found. Invalid JSON text is returned untouched with `None`: Pydantic AI's
+    own validation retries it.
+    """
     if isinstance(raw, str):
         if not any(c in raw for c in ('cite', _OAI_START, _OAI_END, _OAI_SEP, '【', '\\u')):
             return raw, None  # fast path: nothing that could be markup, not even JSON-escaped
@@ -563,9 +571,9 @@ class CitationMarkupError(UserError):
         self,
         message: str,
         *,
-        fields: Sequence[str],
-        removed: Sequence[RemovedMarkup],
-        problems: Sequence[CitationProblem],
+        fields: Sequence[str] = (),
+        removed: Sequence[RemovedMarkup] = (),
+        problems: Sequence[CitationProblem] = (),
     ):
         super().__init__(message)
         self.fields = list(fields)
@@ -701,7 +709,7 @@ class StripCitationMarkup(AbstractCapability[object]):
         *,
         final: bool,
     ) -> str | dict[str, object]:
-        new, result = _strip_raw(raw)
+        new, result = strip_raw_markup(raw)
         if result is None or not (result.removed or result.problems):
             return raw
         if not final:

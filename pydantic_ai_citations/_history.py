@@ -1105,8 +1105,10 @@ class _StreamMetadataSlot(WrapperModel):
     """Gives each streamed response a `metadata` dict before it is built, so fingerprints reach `run_stream` history.
 
     `agent.run_stream()` records a response rebuilt from the stream (`StreamedResponse.get()`), not the one
-    `after_model_request` returns; `get()` passes `StreamedResponse.metadata` by reference, so a dict put there
-    before the hook runs and filled in place by it is what the recorded response carries.
+    `after_model_request` returns, so metadata set there on the response object is lost (checked on 2.68).
+    `get()` passes `StreamedResponse.metadata` by reference, so a dict put there before the hook runs and filled
+    in place by it is what the recorded response carries. Cost: a streamed response with nothing to fingerprint
+    may be recorded by `run_stream` with `metadata={}` instead of `None`.
     """
 
     def __init__(self, wrapped: Model, state: _RunState) -> None:

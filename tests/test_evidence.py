@@ -335,3 +335,34 @@ async def test_streamed_partial_outputs_are_not_checked():
     async with agent.run_stream('q') as run:
         output = await run.get_output()
     assert output.claims[0].source_ids == ['doc-1']
+
+
+def test_evidence_quotes_depth_and_error_pickle():
+    import pickle
+
+    assert check_evidence(Evidence(source_id='doc-2', quote='known for'), SOURCES) == []
+    failures = check_evidence({'e': Evidence(source_id='doc-2', quote='unknown')}, SOURCES)
+    assert [(f.code, f.path) for f in failures] == [('quote_not_found', ('e', 'quote'))]
+    assert check_evidence(Claim(text='c', source_ids=['doc-1'], quote='  '), SOURCES) == []
+    deep: Any = Claim(text='c', source_ids=['nope'])
+    for _ in range(100):
+        deep = [deep]
+    assert check_evidence(deep, SOURCES) == []  # beyond the depth limit: not walked
+    error = pickle.loads(pickle.dumps(UnverifiedEvidenceError('m', failures)))
+    assert (error.message, error.failures) == ('m', failures)
+
+
+def test_sources_from_deep_or_odd_tool_returns():
+    deep: Any = {'id': 'bottom', 'text': 't'}
+    for _ in range(20):
+        deep = {'wrap': deep}
+    messages: list[ModelMessage] = [
+        _request(
+            ToolReturnPart('deep', deep, tool_call_id='1'),
+            ToolReturnPart('bad-json', '[{"id": ', tool_call_id='2'),
+            ToolReturnPart('empty', [{'id': 'e', 'text': ''}], tool_call_id='3'),
+        )
+    ]
+    sources = retrieved_sources(messages)
+    assert 'bottom' not in sources  # deeper than the walk goes
+    assert sources['e'].texts == ()

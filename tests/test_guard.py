@@ -528,3 +528,64 @@ async def test_retries_exhausted_error_is_pydantic_ais():
     with pytest.raises(UnexpectedModelBehavior, match='exceeded max retries'):
         await agent.run('q')
     assert seen == []
+
+
+def test_bracket_unterminated_stops_at_line_end_and_next_bracket():
+    scan = scan_citation_markup('a 【1†x\nb 【2†y 【3†z】')
+    assert [(i.code, i.start, i.end) for i in scan.issues] == [
+        ('unterminated_marker', 2, 6),
+        ('unterminated_marker', 9, 14),
+    ]
+    assert [m.source_ids for m in scan.matches] == [('3',)]
+
+
+def test_raw_args_shapes():
+    from pydantic_ai_citations._guard import strip_raw_markup
+
+    array = json.dumps([f'x {OAI}.'])  # JSON that is not an object, not fenced
+    new, result = strip_raw_markup(array)
+    assert new == '["x."]'
+    assert result is not None
+    assert result.removed[0].path == (0,)
+    fenced = '```\n{"a": "x ' + OAI.replace('\ue200', '\\ue200') + '"}\n```'
+    assert json.loads(strip_raw_markup(fenced)[0]) == {'a': 'x'}
+    no_markup = '{"a": "cite me"}'
+    assert strip_raw_markup(no_markup) == (no_markup, strip_json_markup({'a': 'cite me'}))
+    deep = '[' * 100_000 + ']' * 100_000  # deeper than Python's recursion limit: left for Pydantic AI
+    assert strip_raw_markup('\\u' + deep)[0] == '\\u' + deep
+
+
+def test_errors_pickle():
+    import pickle
+
+    error = CitationMarkupError('m', fields=['a'], removed=[], problems=[])
+    again = pickle.loads(pickle.dumps(error))
+    assert (again.message, again.fields) == ('m', ['a'])
+
+
+@pytest.mark.anyio
+async def test_retry_policy_counts_malformed_markup_and_partial_outputs_are_left():
+    from pydantic_ai.exceptions import ModelRetry
+    from pydantic_ai.models.test import TestModel
+    from pydantic_ai.output import OutputContext
+    from pydantic_ai.tools import RunContext
+    from pydantic_ai.usage import RunUsage
+
+    cap = StripCitationMarkup(policy='retry')
+    octx = OutputContext(mode='tool', output_type=Report, object_def=None, has_function=False)
+    ctx = RunContext[object](deps=None, model=TestModel(), usage=RunUsage(), run_id=None)
+    with pytest.raises(ModelRetry, match='`a`'):
+        await cap.before_output_validate(ctx, output_context=octx, output={'a': f'{OPEN}unclosed'})
+    partial = RunContext[object](deps=None, model=TestModel(), usage=RunUsage(), partial_output=True)
+    raw = {'a': f'x {OAI}'}
+    assert await cap.before_output_validate(partial, output_context=octx, output=raw) is raw
+    strip = StripCitationMarkup()
+    assert await strip.before_output_validate(partial, output_context=octx, output=raw) == {'a': 'x'}
+    assert await strip.before_output_validate(ctx, output_context=octx, output='{"a": "plain"}') == '{"a": "plain"}'
+
+
+def test_markup_inside_text_left_as_is_stays():
+    text = f'\ue200cite\ue202x {BRACKET} {OPEN}y{CLOSE}'
+    stripped = strip_citation_markup(text)
+    assert stripped.text == text
+    assert [i.code for i in stripped.scan.issues] == ['unterminated_marker']

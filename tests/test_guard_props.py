@@ -8,7 +8,12 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pydantic_ai_citations._guard import _strip_raw, scan_citation_markup, strip_citation_markup, strip_json_markup
+from pydantic_ai_citations._guard import (
+    scan_citation_markup,
+    strip_citation_markup,
+    strip_json_markup,
+    strip_raw_markup,
+)
 
 CITE = '\x3ccite'
 CLOSING = set('.,;:!?)]}…»”’')
@@ -122,7 +127,7 @@ def test_stripping_injected_markup_restores_the_original(case: tuple[Any, Any, l
     for r in result.removed:
         assert 0 <= r.start < r.end
     # The same through raw JSON text args, the way a provider may hand them over.
-    new_args, _ = _strip_raw(json.dumps({'args': marked}))
+    new_args, _ = strip_raw_markup(json.dumps({'args': marked}))
     assert isinstance(new_args, str)
     assert json.loads(new_args) == {'args': original}
 
@@ -179,6 +184,6 @@ def test_scanner_never_crashes_and_offsets_are_inside(text: str):
 @given(st.text(max_size=80))
 def test_invalid_json_text_is_returned_untouched(text: str):
     raw = '{"a": ' + json.dumps(text)  # never valid: the object is not closed
-    new, result = _strip_raw(raw)
+    new, result = strip_raw_markup(raw)
     assert new is raw
     assert result is None

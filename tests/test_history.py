@@ -491,3 +491,49 @@ async def test_run_stream_keeps_fingerprints() -> None:
     async with plain.run_stream('q') as run2:
         await run2.get_output()
     assert not run2.all_messages()[-1].metadata  # None or {}: nothing to record
+
+
+def test_find_stale_second_pass_sees_every_kind_of_change() -> None:
+    """A history checked before is not hashed again, but any change since is still seen."""
+    messages = history() + history()
+    assert find_stale(messages) == []
+    assert find_stale(messages) == []  # unchanged: served from the previous pass
+    grown = [*messages, *history()]
+    assert find_stale(grown) == []  # grown: only the new messages are looked at
+    third = grown[5]
+    assert isinstance(third, ModelResponse)
+    third.parts[1] = dataclasses.replace(third.parts[1], content='changed')  # type: ignore[arg-type]
+    assert [(p.code, p.message_index) for p in find_stale(grown)] == [('stale_after_edit', 5)]
+    first = grown[1]
+    assert isinstance(first, ModelResponse)
+    part = first.parts[1]
+    assert isinstance(part, TextPart)
+    part.content = part.content.upper()  # in place, same object
+    assert [(p.code, p.message_index) for p in find_stale(grown)] == [('stale_after_edit', 1), ('stale_after_edit', 5)]
+    first.parts.append(
+        TextPart('new', citations=[Citation([web('https://x')], anchor=ContentCitationAnchor(start=0, end=9))])
+    )
+    codes = [(p.code, p.message_index, p.part_index) for p in find_stale(grown)]
+    assert ('anchor_out_of_range', 1, 2) in codes
+    assert find_stale(grown[:2]) == find_stale(list(grown[:2]))  # a shorter history is surveyed afresh
+
+
+@pytest.mark.anyio
+async def test_example_edit_and_resend() -> None:
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / 'examples' / 'edit_and_resend.py'
+    spec = importlib.util.spec_from_file_location('edit_and_resend', path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert await module.main() == [
+        'answer: ["\'K2 is 8,611 m tall.\' -> https://ex.com/k2", "\'first climbed in 1954\' -> https://ex.com/1954"]',
+        'edited: ["\'K2 is 8,611 m tall.\' -> https://ex.com/k2"]',
+        '  citation_dropped_after_edit: citation 1',
+        'stored answers citing ex.com/k2: 2',
+        'find_stale: stale_after_edit at message 1',
+        'realigned before sending: ["\'K2 is 8,611 m tall.\' -> https://ex.com/k2"]',
+    ]

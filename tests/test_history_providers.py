@@ -538,3 +538,28 @@ async def test_fingerprints_never_sent_xai(corpus: Any) -> None:
     assert 'K2 is 8,611 m tall.' in body
     for needle in fingerprint_strings(history):
         assert needle not in body
+
+
+@pytest.mark.anyio
+async def test_model_fallback_capability_cleans_per_attempt() -> None:
+    """With the `ModelFallback` capability each candidate gets its own `prepare_model_request` attempt."""
+    from pydantic_ai.capabilities import ModelFallback
+
+    to_anthropic: Sent = []
+    to_google: Sent = []
+    failing = anthropic_model(
+        to_anthropic, json_response({'type': 'error', 'error': {'type': 'api_error', 'message': 'boom'}}, 500)
+    )
+    agent = Agent(
+        failing,
+        capabilities=[ModelFallback(google_model(to_google, json_response(GOOGLE_OK))), CleanStaleCitations()],
+    )
+    result = await agent.run('q', message_history=cited_history()[:4], model_settings={'max_tokens': 1024})
+    assert result.output == 'ok'
+    assert to_anthropic[0]['messages'][1]['content'][0]['citations'][0]['encrypted_index'] == 'ENC'
+    assert '\ue200' not in json.dumps(to_anthropic[0], ensure_ascii=False)
+    assert '\ue200' not in json.dumps(to_google[0], ensure_ascii=False)
+    entry = _ledger.lookup(result.run_id)
+    assert entry is not None
+    attempts = entry.extras['clean_stale_citations']
+    assert [a['attempt'] for a in attempts] == [1, 2]  # type: ignore[index]

@@ -207,3 +207,38 @@ def test_unknown_style_is_a_user_error():
         CitingModel('x', [ScriptedCitation('y', [WEB])])
     with pytest.raises(UserError, match='web sources only'):
         CitingModel('x', [ScriptedCitation('x', [DOC])], style='xai')
+
+
+async def test_telemetry_attributes_on_the_run_span():
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from pydantic_ai.models.instrumented import InstrumentationSettings
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    agent = Agent(_model('google', part_after_text=True), capabilities=[TrackCitations()])
+    agent.instrument = InstrumentationSettings(tracer_provider=provider)
+    async with agent.run_stream('q') as stream:
+        await stream.get_output()
+    attributes = {
+        k: v for span in exporter.get_finished_spans() for k, v in (span.attributes or {}).items() if 'citations' in k
+    }
+    assert attributes == snapshot(
+        {
+            'pydantic_ai_citations.citations': 2,
+            'pydantic_ai_citations.anchored': 2,
+            'pydantic_ai_citations.unanchored': 0,
+            'pydantic_ai_citations.raw_only': 0,
+            'pydantic_ai_citations.sources': 2,
+            'pydantic_ai_citations.problem_codes': (),
+            'pydantic_ai_citations.arrival': ('after_part_end',),
+            'pydantic_ai_citations.complete': True,
+        }
+    )
+
+
+async def test_no_span_no_attributes():
+    result = await Agent(_model('anthropic'), capabilities=[TrackCitations()]).run('q')
+    assert result.output == TEXT

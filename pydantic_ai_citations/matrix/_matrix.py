@@ -292,6 +292,13 @@ class CapabilityMatrix:
             values = sorted({v for (c, e, v) in row.counts if c == column and e in wanted})
         return combine(column, values) if values else 'n/a'
 
+    def values(self, api: ApiLabel, column: str, *, evidence: Iterable[Evidence] = EVIDENCE) -> set[str]:
+        """The distinct values runs gave for a cell, before they are combined into one."""
+        wanted = set(evidence)
+        with self._lock:
+            row = self._rows.get(api)
+            return {v for (c, e, v) in row.counts if c == column and e in wanted} if row else set()
+
     def evidence(self, api: ApiLabel, column: str) -> dict[Evidence, dict[str, int]]:
         """Runs behind each value of a cell, per evidence."""
         out: dict[Evidence, dict[str, int]] = {}

@@ -231,6 +231,19 @@ async def probe_api(matrix: CapabilityMatrix, api: ApiLabel) -> None:
     _add_produced(matrix, api, produced, switch=bool(switch), evidence='probe')
     if cited is not None and cited_outcome is not None:
         await _guarded(matrix, api, 'probe', 'replay', _probe_replay(matrix, api, cited, followup, 'probe'))
+        if api == 'openai-responses':
+            # Item ids (and with them annotations) are sent by default only for reasoning models: measure that too.
+            scratch = CapabilityMatrix()
+            with_ids = dataclasses.replace(
+                cited, model_settings=cast(Any, {**(cited.model_settings or {}), 'openai_send_reasoning_ids': True})
+            )
+            await _guarded(matrix, api, 'probe', 'replay', _probe_replay(scratch, api, with_ids, followup, 'probe'))
+            matrix.note(
+                api,
+                'replay',
+                f'with item ids sent (`openai_send_reasoning_ids`, the default for reasoning models): '
+                f'{scratch.cell(api, "replay")}',
+            )
         await _guarded(matrix, api, 'probe', 'handoff', _probe_handoff(matrix, api, cited_outcome, 'probe'))
     if structured is not None:
         await _guarded(matrix, api, 'probe', 'structured', _probe_structured(matrix, api, structured))

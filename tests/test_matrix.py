@@ -1,0 +1,405 @@
+"""The capability matrix: default probes, recordings agreement, outputs, CLI, bad input, observed evidence."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import anyio
+import pytest
+from _chromium import console_errors, dump_dom, require_chromium
+from inline_snapshot import snapshot
+from pydantic_ai import Agent, WebCitationSource
+from selectolax.lexbor import LexborHTMLParser
+
+from pydantic_ai_citations import CapabilityMatrix, TrackCitations
+from pydantic_ai_citations.cli import run
+from pydantic_ai_citations.matrix import COLUMNS, FIXTURE_APIS, build_matrix
+from pydantic_ai_citations.testing import CitingModel, ScriptedCitation
+
+KEYS = [c.key for c in COLUMNS]
+
+
+@pytest.fixture(scope='module')
+def default_matrix() -> CapabilityMatrix:
+    return anyio.run(build_matrix)
+
+
+def _values(matrix: CapabilityMatrix) -> dict[str, dict[str, str]]:
+    return {api: {k: matrix.cell(api, k) for k in KEYS} for api in matrix.apis}
+
+
+def test_default_matrix_fills_every_column_for_every_row(default_matrix: CapabilityMatrix):
+    assert default_matrix.apis == list(FIXTURE_APIS)
+    document = default_matrix.to_dict()
+    for row in document['rows']:  # type: ignore[union-attr]
+        assert row['failures'] == [], row['api']
+        for key, cell in row['cells'].items():
+            # Measured, or it says why it cannot apply.
+            assert cell['value'] != 'n/a' or any(n.startswith('n/a:') for n in cell['notes']), (row['api'], key)
+            if cell['value'] != 'n/a':
+                assert cell['evidence'] and all(sum(v.values()) >= 1 for v in cell['evidence'].values())
+
+
+def test_default_matrix_values(default_matrix: CapabilityMatrix):
+    assert _values(default_matrix) == snapshot(
+        {
+            'anthropic-messages': {
+                'citations': 'when asked',
+                'anchor': 'content',
+                'sources': 'web+document',
+                'stream': 'part_end',
+                'replay': 'only when untouched',
+                'handoff': 'plain text',
+                'structured': 'not requested',
+                'wire': '100%',
+            },
+            'bedrock-converse': {
+                'citations': 'when asked',
+                'anchor': 'content',
+                'sources': 'document',
+                'stream': 'part_end',
+                'replay': 'no',
+                'handoff': 'plain text',
+                'structured': 'not requested',
+                'wire': '100%',
+            },
+            'openai-responses': {
+                'citations': 'yes',
+                'anchor': 'mixed',
+                'sources': 'web+document',
+                'stream': 'part_end',
+                'replay': 'no',
+                'handoff': 'raw markers in text',
+                'structured': 'no switch',
+                'wire': '100%',
+            },
+            'openai-chat': {
+                'citations': 'yes',
+                'anchor': 'marker',
+                'sources': 'web',
+                'stream': 'response_end',
+                'replay': 'no',
+                'handoff': 'raw markers in text',
+                'structured': 'no switch',
+                'wire': '100%',
+            },
+            'openrouter': {
+                'citations': 'yes',
+                'anchor': 'none',
+                'sources': 'web',
+                'stream': 'response_end',
+                'replay': 'no',
+                'handoff': 'plain text',
+                'structured': 'no switch',
+                'wire': '100%',
+            },
+            'google-gemini': {
+                'citations': 'yes',
+                'anchor': 'content',
+                'sources': 'web+document',
+                'stream': 'after_part_end / response_end',
+                'replay': 'no',
+                'handoff': 'plain text',
+                'structured': 'no switch',
+                'wire': '100%',
+            },
+            'google-vertex': {
+                'citations': 'yes',
+                'anchor': 'content',
+                'sources': 'web+document',
+                'stream': 'after_part_end / response_end',
+                'replay': 'no',
+                'handoff': 'plain text',
+                'structured': 'no switch',
+                'wire': '100%',
+            },
+            'xai': {
+                'citations': 'when asked',
+                'anchor': 'marker',
+                'sources': 'web+document',
+                'stream': 'response_end',
+                'replay': 'no',
+                'handoff': 'raw markers in text',
+                'structured': 'not requested',
+                'wire': '100%',
+            },
+            'perplexity-agent': {
+                'citations': 'recovered',
+                'anchor': 'marker',
+                'sources': 'web',
+                'stream': 'response_end',
+                'replay': 'no',
+                'handoff': 'raw markers in text',
+                'structured': 'no switch',
+                'wire': '100%',
+            },
+            'perplexity-sonar': {
+                'citations': 'recovered',
+                'anchor': 'marker',
+                'sources': 'web',
+                'stream': 'response_end',
+                'replay': 'no',
+                'handoff': 'raw markers in text',
+                'structured': 'n/a',
+                'wire': '100%',
+            },
+            'mistral': {
+                'citations': 'no',
+                'anchor': 'n/a',
+                'sources': 'n/a',
+                'stream': 'n/a',
+                'replay': 'n/a',
+                'handoff': 'plain text',
+                'structured': 'no switch',
+                'wire': '100%',
+            },
+            'cohere': {
+                'citations': 'no',
+                'anchor': 'n/a',
+                'sources': 'n/a',
+                'stream': 'n/a',
+                'replay': 'n/a',
+                'handoff': 'plain text',
+                'structured': 'no switch',
+                'wire': '100%',
+            },
+            'groq': {
+                'citations': 'no',
+                'anchor': 'n/a',
+                'sources': 'n/a',
+                'stream': 'n/a',
+                'replay': 'n/a',
+                'handoff': 'plain text',
+                'structured': 'no switch',
+                'wire': '100%',
+            },
+        }
+    )
+
+
+def test_wire_accounting_is_complete_on_fixtures(default_matrix: CapabilityMatrix):
+    for api in default_matrix.apis:
+        assert default_matrix.cell(api, 'wire') in ('100%', 'no wire citations'), api
+
+
+def test_recordings_agree_with_fixtures(corpus: Path, default_matrix: CapabilityMatrix):
+    recorded = anyio.run(
+        lambda: build_matrix(
+            probes=False,
+            recordings=[corpus / 'pydantic-ai-cassettes', corpus / 'vercel-ai-fixtures'],
+        )
+    )
+    compared = 0
+    for api in recorded.apis:
+        for key in KEYS:
+            from_recordings = recorded.values(api, key)
+            from_probes = default_matrix.values(api, key)
+            if not from_recordings or not from_probes:
+                continue
+            compared += 1
+            # Recordings cover fewer scenarios than the probes (or the reverse): one side's runs include the other's.
+            assert from_recordings <= from_probes or from_probes <= from_recordings, (
+                api,
+                key,
+                from_recordings,
+                from_probes,
+            )
+    assert compared >= 40
+    # The real recordings are fully accounted for, wire citation by wire citation.
+    for api in recorded.apis:
+        assert recorded.cell(api, 'wire') in ('100%', 'no wire citations', 'n/a'), api
+    assert recorded.failures('other') == []
+
+
+def _small() -> CapabilityMatrix:
+    matrix = CapabilityMatrix()
+    matrix.add_model('anthropic-messages', 'claude-sonnet-4-6')
+    matrix.add('anthropic-messages', 'anchor', 'content', 'probe', runs=2)
+    matrix.add('anthropic-messages', 'stream', 'part_end', 'recording')
+    matrix.add('google-gemini', 'stream', 'response_end', 'probe')
+    matrix.add('google-gemini', 'stream', 'after_part_end', 'observed', runs=3)
+    matrix.note('google-gemini', 'stream', 'late when another part starts')
+    matrix.fail('xai', 'recording', 'bad.yaml', 'truncated')
+    return matrix
+
+
+def test_markdown_snapshot():
+    assert _small().to_markdown().split('\n\nLegend:')[0] == snapshot("""\
+| API | Produces citations | Anchor | Source kinds | Stream arrival | Replayed to same provider | Another provider receives | With structured output | Wire accounting |
+|---|---|---|---|---|---|---|---|---|
+| Anthropic Messages | n/a | content <sub>probe 2</sub> | n/a | part_end <sub>recording 1</sub> | n/a | n/a | n/a | n/a |
+| Google Gemini API | n/a | n/a | n/a | after_part_end / response_end <sub>probe 1, observed 3</sub> | n/a | n/a | n/a | n/a |
+| xAI | n/a | n/a | n/a | n/a | n/a | n/a | n/a | n/a |
+
+Notes:
+
+- Google Gemini API / stream: late when another part starts
+- xAI: recording 'bad.yaml' failed: truncated\
+""")
+
+
+def test_json_snapshot_and_round_trip():
+    matrix = _small()
+    data = json.loads(matrix.to_json())
+    assert data['rows'][1] == snapshot(
+        {
+            'api': 'google-gemini',
+            'title': 'Google Gemini API',
+            'models': [],
+            'failures': [],
+            'cells': {
+                'citations': {'value': 'n/a', 'evidence': {}, 'notes': []},
+                'anchor': {'value': 'n/a', 'evidence': {}, 'notes': []},
+                'sources': {'value': 'n/a', 'evidence': {}, 'notes': []},
+                'stream': {
+                    'value': 'after_part_end / response_end',
+                    'evidence': {'probe': {'response_end': 1}, 'observed': {'after_part_end': 3}},
+                    'notes': ['late when another part starts'],
+                },
+                'replay': {'value': 'n/a', 'evidence': {}, 'notes': []},
+                'handoff': {'value': 'n/a', 'evidence': {}, 'notes': []},
+                'structured': {'value': 'n/a', 'evidence': {}, 'notes': []},
+                'wire': {'value': 'n/a', 'evidence': {}, 'notes': []},
+            },
+        }
+    )
+    again = CapabilityMatrix.from_json(matrix.to_json())
+    assert again.to_json() == matrix.to_json()
+
+
+def test_merge_is_order_free():
+    a, b = _small(), CapabilityMatrix()
+    b.add('google-gemini', 'stream', 'response_end', 'live')
+    b.add('openrouter', 'anchor', 'none', 'probe')
+    assert a.merge(b).to_json() == b.merge(a).to_json()
+
+
+def test_unknown_column_is_an_error():
+    with pytest.raises(ValueError, match="Unknown matrix column 'nope'"):
+        CapabilityMatrix().add('xai', 'nope', 'x', 'probe')
+
+
+HOSTILE = '<script>alert(1)</script><img src=x onerror=alert(2)>"\'&'
+
+
+def _hostile() -> CapabilityMatrix:
+    matrix = _small()
+    matrix.add_model('xai', HOSTILE)
+    matrix.add('xai', 'handoff', HOSTILE, 'observed')
+    matrix.note('xai', 'wire', HOSTILE)
+    matrix.fail('openrouter', 'recording', HOSTILE, HOSTILE)
+    return matrix
+
+
+def test_html_is_standalone_and_escapes_provider_strings():
+    page = _hostile().to_html()
+    tree = LexborHTMLParser(page)
+    assert tree.css('script') == []
+    assert tree.css('img') == []
+    assert tree.css('link') == []
+    for node in tree.css('*'):
+        for attr, value in node.attributes.items():
+            assert not attr.startswith('on')
+            assert attr not in ('src', 'href') or not (value or '').startswith(('http', '//'))
+    assert 'http://' not in page and 'https://' not in page
+    assert '&lt;script&gt;' in page
+    assert 'Legend' in page and 'after_part_end' in page
+
+
+def test_markdown_escapes_table_breakers():
+    text = _hostile().to_markdown()
+    assert '<script>' not in text
+    table = text.split('\n\n')[0]
+    assert all(line.count('|') - line.count('\\|') == len(KEYS) + 2 for line in table.splitlines())
+
+
+def test_html_matrix_in_headless_chromium(tmp_path: Path, default_matrix: CapabilityMatrix):
+    require_chromium()
+    path = tmp_path / 'matrix.html'
+    path.write_text(default_matrix.to_html(), encoding='utf-8')
+    assert console_errors(path) == []
+    dom = dump_dom(path)
+    assert 'Anthropic Messages' in dom and 'Wire accounting' in dom
+
+
+def test_bad_recordings_are_rows_with_reasons(tmp_path: Path):
+    truncated = tmp_path / 'truncated.yaml'
+    truncated.write_text(
+        'interactions:\n- request:\n    uri: https://api.anthropic.com/v1/messages\n  response: {status: '
+    )
+    unknown = tmp_path / 'unknown.yaml'
+    unknown.write_text(
+        'interactions:\n- request: {method: POST, uri: "https://llm.example.net/v9/generate", body: "{}"}\n'
+        '  response: {status: {code: 200}, headers: {}, body: {string: "{}"}}\n'
+    )
+    rejected = tmp_path / 'rejected.yaml'
+    rejected.write_text(
+        'interactions:\n- request: {method: POST, uri: "https://api.openai.com/v1/responses", body: "{\\"model\\": \\"gpt-4o\\"}"}\n'
+        '  response: {status: {code: 200}, headers: {content-type: [application/json]}, body: {string: "{\\"nonsense\\": 1}"}}\n'
+    )
+    matrix = anyio.run(
+        lambda: build_matrix(probes=False, recordings=[truncated, unknown, rejected, tmp_path / 'missing.yaml'])
+    )
+    failures = {Path(f.source).name: f.reason for api in matrix.apis for f in matrix.failures(api)}
+    assert set(failures) >= {'truncated.yaml', 'unknown.yaml', 'rejected.yaml', 'missing.yaml'}
+    assert 'file not found' in failures['missing.yaml']
+    assert matrix.to_markdown()  # the rest of the matrix is still produced
+
+
+def test_cli_json_to_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    out = tmp_path / 'm.json'
+    assert run(['matrix', '--format', 'json', '-o', str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert data['schema'] == 'pydantic-ai-citations/capability-matrix'
+    assert [r['api'] for r in data['rows']] == list(FIXTURE_APIS)
+    assert 'probing anthropic-messages' in capsys.readouterr().err
+
+
+def test_cli_default_command_and_failures(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    assert run(['--no-probes', '--format', 'markdown', '-q']) == 0
+    assert '| API |' in capsys.readouterr().out
+    assert (
+        run(['matrix', '--no-probes', '--format', 'html', '-q', '-o', str(tmp_path / 'no' / 'such' / 'dir.html')]) == 1
+    )
+    assert 'cannot write' in capsys.readouterr().err
+
+
+def test_live_without_key_is_skipped_with_a_message(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.delenv('ANTHROPIC_API_KEY', raising=False)
+    lines: list[str] = []
+    matrix = anyio.run(
+        lambda: build_matrix(probes=False, live=['anthropic:claude-sonnet-4-6', 'nope:x'], progress=lines.append)
+    )
+    assert any('set ANTHROPIC_API_KEY' in line for line in lines)
+    assert [f.reason for f in matrix.failures('other')] == [
+        snapshot(
+            "unknown provider 'nope'; known: anthropic, bedrock, cohere, google-gla, google-vertex, groq, mistral, openai, openai-chat, openai-responses, openrouter, xai"
+        )
+    ]
+
+
+@pytest.mark.anyio
+async def test_observed_evidence_from_concurrent_runs():
+    matrix = CapabilityMatrix()
+    source = [WebCitationSource('https://example.com/k2')]
+
+    async def one(style: str, streamed: bool) -> None:
+        agent = Agent(
+            CitingModel('K2 is tall. Yes.', [ScriptedCitation('K2 is tall.', source)], style=style),  # type: ignore[arg-type]
+            capabilities=[TrackCitations(matrix=matrix)],
+        )
+        if streamed:
+            async with agent.run_stream('q') as s:
+                await s.get_output()
+        else:
+            await agent.run('q')
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(5):
+            for style in ('anthropic', 'google', 'openai-chat'):
+                tg.start_soon(one, style, True)
+                tg.start_soon(one, style, False)
+    assert matrix.evidence('anthropic-messages', 'stream') == {'observed': {'part_end': 5}}
+    assert matrix.evidence('google-gemini', 'anchor') == {'observed': {'content': 10}}
+    assert matrix.cell('openai-chat', 'stream') == 'response_end'
