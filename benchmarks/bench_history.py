@@ -189,8 +189,12 @@ def report(name: str, value: float, target: float) -> None:
 @pytest.fixture(scope='module')
 def first_target(history: list[ModelMessage]) -> float:
     reference = ratio(lambda: plain_pass(history), dump(history))
-    target = FIRST_PASS_TARGET * max(1.0, reference / REFERENCE_AT_TARGET)
-    print(f'\nP4 reference plain hashing pass: {reference:.3f}x dump_json -> first-pass target {target:.3f}x')
+    # The issue's figure, fixed: both sides are measured in this run, so machine load cancels out of the ratio.
+    target = FIRST_PASS_TARGET
+    print(
+        f'\nP4 reference plain hashing pass: {reference:.3f}x dump_json (about {REFERENCE_AT_TARGET}x on an idle '
+        f'machine); first-pass target {target:.3f}x'
+    )
     return target
 
 

@@ -21,9 +21,8 @@ from pydantic_ai import Agent, RunContext
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.models import Model
 
-# Once exported: `from pydantic_ai_citations.testing import Scenario, run_scenarios`.
-from pydantic_ai_citations.testing._citing_model import CitingStyle
-from pydantic_ai_citations.testing._scenarios import Scenario, ScenarioResult, run_scenarios
+# Once exported: `from pydantic_ai_citations.testing import CitingStyle, Scenario, run_scenarios, ...`.
+from pydantic_ai_citations.testing import CitingAgentFactory, CitingStyle, RunCitationScenario, Scenario, run_scenarios
 
 
 # --- your agent -----------------------------------------------------------------------------------------------------
@@ -55,7 +54,7 @@ def build_agent(model: Model, capabilities: Sequence[AbstractCapability[object]]
 
 # --- conftest.py ----------------------------------------------------------------------------------------------------
 @pytest.fixture
-def citing_agent_factory():
+def citing_agent_factory() -> CitingAgentFactory:
     return build_agent
 
 
@@ -71,8 +70,10 @@ def anyio_backend() -> str:
 
 # --- the tests ------------------------------------------------------------------------------------------------------
 @pytest.mark.anyio
-async def test_citation_failure_paths(run_citation_scenario, citation_scenario: Scenario, citing_style: CitingStyle):
-    result: ScenarioResult = await run_citation_scenario(citation_scenario, citing_style)
+async def test_citation_failure_paths(
+    run_citation_scenario: RunCitationScenario, citation_scenario: Scenario, citing_style: CitingStyle
+):
+    result = await run_citation_scenario(citation_scenario, citing_style)
     assert result.outcome == 'passed'
 
 

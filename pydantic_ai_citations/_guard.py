@@ -593,7 +593,6 @@ _DISABLED_HINT = (
     'check of each claim. See docs/structured-output.md.'
 )
 
-_warned_agents: weakref.WeakSet[object] = weakref.WeakSet()
 _warned_ids: set[int] = set()
 _OUTPUT_MODE_KEY = 'output_mode_checked'
 
@@ -634,14 +633,16 @@ def check_output_mode(ctx: RunContext[object], request_context: ModelRequestCont
 def _warn_once(ctx: RunContext[object], problem: CitationProblem) -> None:
     agent = ctx.agent
     if agent is not None:
+        key = id(agent)
+        if key in _warned_ids:
+            return
+        _warned_ids.add(key)
         try:
-            if agent in _warned_agents:
-                return
-            _warned_agents.add(agent)
-        except TypeError:  # not weak-referenceable: fall back to its id
-            if id(agent) in _warned_ids:
-                return
-            _warned_ids.add(id(agent))
+            # Agents are unhashable (no WeakSet): key by id, and forget the id when the agent is collected so a
+            # new agent that reuses it still gets its warning.
+            weakref.finalize(agent, _warned_ids.discard, key)
+        except TypeError:  # not weak-referenceable: the id stays (a rare missed warning, never a crash)
+            pass
     warnings.warn(problem.message, CitationsDisabledWarning, stacklevel=2)
 
 

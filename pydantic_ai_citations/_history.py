@@ -653,7 +653,11 @@ def _survey(messages: Sequence[ModelMessage], marked: _Marked | None = None) -> 
                 value = prints.get(keys[part_index] if part_index < 256 else str(part_index))
                 if value is not None:
                     seen += 1
-            if value is None and not citations and not want_markers:
+            if value is None and not citations:
+                # Uncited and never fingerprinted: nothing can be stale. Only a marker check (a few C-level `in`
+                # tests, no regex without citations) when wanted; not worth a cache entry.
+                if want_markers and content.__class__ is str and hint(content, citations):
+                    snap_marked.append((message_index, response, part_index, text_part))
                 continue
             key = id(text_part)
             hit = cached(key)

@@ -31,8 +31,9 @@ import warnings
 from collections.abc import AsyncGenerator, AsyncIterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import KW_ONLY, dataclass, field
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+import httpx2
 from opentelemetry import trace
 from pydantic import TypeAdapter
 from pydantic_ai import (
@@ -60,6 +61,9 @@ from ._models import ApiLabel, ModelInfo, describe_model, describe_serving_model
 from ._problems import CitationProblem
 from .formats.perplexity import PerplexityTap, apply_sonar, apply_to_response
 from .formats.unmapped import recover
+
+if TYPE_CHECKING:
+    from .support._snapshots import SnapshotStore
 
 __all__ = (
     'Arrival',
@@ -229,6 +233,11 @@ class TrackCitations(AbstractCapability[Any]):
     fingerprint: bool = True
     """Record a fingerprint of each cited part in `ModelResponse.metadata` (never sent to a model), so edits made
     later without `edit_text` are detected by `find_stale` / `CleanStaleCitations`. Default `True`."""
+    snapshot: SnapshotStore | None = None
+    """Capture every cited web page into this `support.SnapshotStore` when a run ends (pages die within weeks and
+    Google grounding links expire, so capture at answer time). Default `None`: nothing is fetched. Needs `[support]`."""
+    snapshot_transport: httpx2.AsyncBaseTransport | None = None
+    """HTTP transport for `snapshot` captures (a proxy, or a mock in tests). Default `None`: a fresh real transport."""
     observe_stream_end: bool = True
     """Wrap the serving model to tell `'part_end'` from `'response_end'` arrival. Default `True`. Turn off under durable
     execution (Temporal, DBOS, Prefect reject model wrappers); arrival before `PartEndEvent` is then `'part_end'`."""
@@ -340,9 +349,18 @@ class TrackCitations(AbstractCapability[Any]):
 
     async def after_run(self, ctx: RunContext[Any], *, result: AgentRunResult[Any]) -> AgentRunResult[Any]:
         # Telemetry: when the agent is instrumented, the run's span is current here; annotate it. No-op otherwise.
+        state = self._run
+        if state is None:
+            return result
         span = trace.get_current_span()
-        if span.is_recording() and (state := self._run) is not None:
+        if span.is_recording():
             span.set_attributes(telemetry_attributes(self.report_run(state.run_id, result.all_messages())))
+        if self.snapshot is not None:
+            from .support._snapshots import capture_answer  # the support extra is only needed when asked for
+
+            answer = CitedAnswer.from_messages(result.all_messages())
+            captured = await capture_answer(self.snapshot, answer, transport=self.snapshot_transport)
+            _ledger.entry(state.run_id).extras['snapshots'] = captured
         return result
 
     def report(self, result: _RunResult) -> CitedRun:

@@ -221,7 +221,7 @@ citation scenario 'no_sources' [anthropic] failed: The model answers without cit
         pytest.param(
             CleanStaleCitations,
             {
-                'history_to_another_provider': "the 'openai-chat' model receives no raw citation markers from 'anthropic'",
+                'history_to_another_provider': "second run: the 'openai-chat' model receives no raw citation markers from 'anthropic'",
                 'edited_and_resent': 'the history sent next has no stale citations (find_stale finds nothing)',
             },
             id='without-CleanStaleCitations',
@@ -262,7 +262,7 @@ async def test_agent_rewriting_its_output_fails_the_text_scenarios():
 
         @agent.output_validator
         def shout(output: str) -> str:  # an output step that rewrites the text: offsets now point elsewhere
-            return output.upper() if isinstance(output, str) else output
+            return output.upper()
 
         return agent
 
@@ -346,6 +346,8 @@ def citing_agent_factory():
 USER_TEST = """
 import pytest
 
+from pydantic_ai_citations.testing._scenarios import scenario_params
+
 
 @pytest.mark.anyio
 async def test_citation_failure_paths(run_citation_scenario, citation_scenario, citing_style):
@@ -361,6 +363,12 @@ def test_scenarios_fixture(citation_scenarios):
 async def test_by_id(run_citation_scenario):
     result = await run_citation_scenario('stream_cancelled', 'google')
     assert result.checked
+
+
+@pytest.mark.parametrize(('citation_scenario', 'citing_style'), scenario_params(styles=['xai'], only=['no_sources']))
+@pytest.mark.anyio
+async def test_own_parametrisation(run_citation_scenario, citation_scenario, citing_style):
+    await run_citation_scenario(citation_scenario, citing_style)
 """
 
 
@@ -368,7 +376,7 @@ def test_plugin_in_a_user_project(pytester: pytest.Pytester):
     pytester.makeconftest(CONFTEST)
     pytester.makepyfile(test_citations=USER_TEST)
     result = pytester.runpytest_inprocess('-p', 'no:cacheprovider', '-rs')
-    result.assert_outcomes(passed=len(SCENARIOS) * len(CITING_STYLES) - 6 + 2, skipped=6)
+    result.assert_outcomes(passed=len(SCENARIOS) * len(CITING_STYLES) - 6 + 3, skipped=6)
     result.stdout.fnmatch_lines(["SKIPPED*: 'openrouter' gives no citation positions, so there are no spans to shift"])
 
 
@@ -396,6 +404,7 @@ def test_plugin_reports_a_broken_factory(pytester: pytest.Pytester):
 
 
 def test_example_runs_as_a_user_test_module(pytester: pytest.Pytester):
-    pytester.makepyfile(failure_paths_test=EXAMPLE.read_text())
-    result = pytester.runpytest_inprocess('-p', 'no:cacheprovider', 'failure_paths_test.py')
+    # Another module name than the example's: in-process runs share `sys.modules` with this session.
+    pytester.makepyfile(test_copied_failure_paths=EXAMPLE.read_text())
+    result = pytester.runpytest_inprocess('-p', 'no:cacheprovider', 'test_copied_failure_paths.py')
     result.assert_outcomes(passed=len(SCENARIOS) * len(CITING_STYLES) - 6 + 1, skipped=6)

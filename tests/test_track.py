@@ -242,3 +242,23 @@ async def test_telemetry_attributes_on_the_run_span():
 async def test_no_span_no_attributes():
     result = await Agent(_model('anthropic'), capabilities=[TrackCitations()]).run('q')
     assert result.output == TEXT
+
+
+async def test_snapshot_captures_cited_pages_after_the_run(tmp_path: object):
+    import httpx2
+
+    from pydantic_ai_citations.support import SnapshotStore
+
+    fetched: list[str] = []
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        fetched.append(str(request.url))
+        return httpx2.Response(200, headers={'content-type': 'text/html'}, content=b'<p>K2 is 8,611 m tall.</p>')
+
+    store = SnapshotStore(f'{tmp_path}/pages.sqlite')
+    track = TrackCitations(snapshot=store, snapshot_transport=httpx2.MockTransport(handler))
+    await Agent(_model('anthropic'), capabilities=[track]).run('q')
+    assert fetched == ['https://example.com/k2']
+    page = store.get('https://example.com/k2')
+    assert page is not None
+    assert page.status == 200

@@ -15,9 +15,31 @@ from ._replay import (
     load_recording,
     replay_recording,
 )
+from ._scenarios import (
+    SCENARIOS,
+    CitingAgentFactory,
+    RunCitationScenario,
+    Scenario,
+    ScenarioFailed,
+    ScenarioOutcome,
+    ScenarioResult,
+    ScenarioSkipped,
+    run_scenarios,
+    scenario_params,
+)
 
 __all__ = (
     'CITING_STYLES',
+    'SCENARIOS',
+    'CitingAgentFactory',
+    'RunCitationScenario',
+    'Scenario',
+    'ScenarioFailed',
+    'ScenarioOutcome',
+    'ScenarioResult',
+    'ScenarioSkipped',
+    'run_scenarios',
+    'scenario_params',
     'CitingModel',
     'CitingStyle',
     'RawResponse',

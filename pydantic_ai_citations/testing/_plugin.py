@@ -13,7 +13,8 @@ Loaded automatically when the package is installed. Fixtures:
 
 A test that asks for both `citation_scenario` and `citing_style` is parametrised over every scenario and
 `CitingModel` style (ids like `no_sources[anthropic]`); one that asks only for `citation_scenario` over every
-scenario. Scenario runs are async: mark the test `@pytest.mark.anyio` (or use your async plugin).
+scenario; one that parametrises `citation_scenario` itself (`@pytest.mark.parametrize(('citation_scenario',
+'citing_style'), scenario_params(styles=[...]))`) is left alone. Scenario runs are async: mark the test `@pytest.mark.anyio` (or use your async plugin).
 
 ```python
 # conftest.py
@@ -34,27 +35,17 @@ async def test_citation_failure_paths(run_citation_scenario, citation_scenario, 
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 import pytest
 
 from .._track import TrackCitations
 
-if TYPE_CHECKING:
-    from ._citing_model import CitingStyle
-    from ._scenarios import CitingAgentFactory, Scenario, ScenarioResult
-
 # The scenario module (and what it imports) is loaded only by sessions that use the scenarios: this plugin is loaded
 # in every pytest session of a project that installs the package.
-
-
-class RunCitationScenario(Protocol):
-    """The `run_citation_scenario` fixture: `await run_citation_scenario(scenario, style)`."""
-
-    def __call__(self, scenario: Scenario | str, style: CitingStyle = 'anthropic', /) -> Awaitable[ScenarioResult]:
-        """Run `scenario` (or the scenario with that id) on `style` against your `citing_agent_factory`."""
-        ...
+if TYPE_CHECKING:
+    from ._citing_model import CitingStyle
+    from ._scenarios import CitingAgentFactory, RunCitationScenario, Scenario, ScenarioResult
 
 
 _MISSING_FACTORY = (
@@ -127,6 +118,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     names = metafunc.fixturenames
     if 'citation_scenario' not in names:
         return
+    for marker in metafunc.definition.iter_markers('parametrize'):
+        argnames = marker.args[0] if marker.args else marker.kwargs.get('argnames', ())
+        if 'citation_scenario' in (argnames.replace(' ', '').split(',') if isinstance(argnames, str) else argnames):
+            return  # the test parametrises them itself (e.g. with `scenario_params(...)`)
     from ._citing_model import CITING_STYLES
     from ._scenarios import SCENARIOS, scenario_params
 

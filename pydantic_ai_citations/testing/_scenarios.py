@@ -40,6 +40,10 @@ its capability list), keep text output (`output_type=str`, the default; the stru
 run-level `output_type`), and return a new agent per call. A factory that drops the capabilities, ignores the model,
 or an agent that rewrites its text output makes the scenarios fail with a message saying so.
 
+The structured-output scenario makes its runs structured with a run-level `output_type` (`agent.run(...,
+output_type=...)`, supported by Pydantic AI 2.68), so your factory keeps text output. Pydantic AI rejects a run-level
+`output_type` on an agent with output validators: for such an agent that scenario is skipped, saying so.
+
 Scenarios catch warnings with `warnings.catch_warnings`, which is process-global: run them one at a time, not in
 parallel threads.
 """
@@ -49,7 +53,7 @@ from __future__ import annotations
 import dataclasses
 import uuid
 import warnings
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Never, Protocol, cast
 
@@ -74,7 +78,6 @@ from pydantic_ai.models import Model
 from pydantic_ai.models.fallback import FallbackModel
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from .. import _guard  # pyright: ignore[reportPrivateUsage]
 from .._answer import CitedAnswer
 from .._guard import CitationsDisabledWarning, StripCitationMarkup, removed_markup, scan_citation_markup
 from .._history import CleanStaleCitations, find_stale
@@ -90,6 +93,7 @@ if TYPE_CHECKING:
 __all__ = (
     'SCENARIOS',
     'CitingAgentFactory',
+    'RunCitationScenario',
     'Scenario',
     'ScenarioFailed',
     'ScenarioOutcome',
@@ -118,6 +122,17 @@ class CitingAgentFactory(Protocol):
         self, model: Model, capabilities: Sequence[AbstractCapability[object]], /
     ) -> AbstractAgent[Never, object]:
         """Build the agent."""
+        ...
+
+
+class RunCitationScenario(Protocol):
+    """The pytest plugin's `run_citation_scenario` fixture: `await run_citation_scenario(scenario, style)`."""
+
+    def __call__(self, scenario: Scenario | str, style: CitingStyle = 'anthropic', /) -> Awaitable[ScenarioResult]:
+        """Run `scenario` (or the scenario with that id) on `style` against your `citing_agent_factory` fixture.
+
+        A combination the style cannot express is skipped (`pytest.skip`) with the reason.
+        """
         ...
 
 
@@ -402,7 +417,7 @@ def _text_parts(messages: Sequence[ModelMessage]) -> list[tuple[int, int, TextPa
 
 @dataclass(frozen=True)
 class Scenario:
-    """One way citations go wrong, and what must hold when it happens. Subclass it to write your own."""
+    """One way citations go wrong, and what must hold when it happens; `run` checks it against your agent."""
 
     id: str
     """Stable id, used in test ids and `only=`."""
@@ -777,9 +792,6 @@ class _StructuredOutput(Scenario):
             return ModelResponse(parts=[ToolCallPart(tool, {'city': 'Paris', 'country': 'France'})])
 
         tool_model = FunctionModel(call_output_tool, model_name=f'output-tool-{style}')
-        # `Agent` is unhashable, so `_guard` remembers warned agents by `id()`; a new agent can reuse the id of one
-        # already collected and would never warn. Forget this one's id first (fix belongs in `_guard._warn_once`).
-        _guard._warned_ids.discard(id(agent))  # pyright: ignore[reportPrivateUsage]
         runs: list[tuple[str, CitedRun]] = []
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter('always')
