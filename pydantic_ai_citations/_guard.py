@@ -22,6 +22,7 @@ becomes `'Paris is big.'`). Nothing else is touched, so text without markup stay
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import warnings
@@ -637,12 +638,10 @@ def _warn_once(ctx: RunContext[object], problem: CitationProblem) -> None:
         if key in _warned_ids:
             return
         _warned_ids.add(key)
-        try:
-            # Agents are unhashable (no WeakSet): key by id, and forget the id when the agent is collected so a
-            # new agent that reuses it still gets its warning.
+        # Agents are unhashable (no WeakSet): key by id, and forget the id when the agent is collected so a new
+        # agent that reuses it still gets its warning. Not weak-referenceable: the id stays (a rare missed warning).
+        with contextlib.suppress(TypeError):
             weakref.finalize(agent, _warned_ids.discard, key)
-        except TypeError:  # not weak-referenceable: the id stays (a rare missed warning, never a crash)
-            pass
     warnings.warn(problem.message, CitationsDisabledWarning, stacklevel=2)
 
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import warnings
-from collections.abc import AsyncGenerator, AsyncIterable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import KW_ONLY, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -37,6 +37,7 @@ import httpx2
 from opentelemetry import trace
 from pydantic import TypeAdapter
 from pydantic_ai import (
+    DocumentCitationSource,
     ModelMessage,
     ModelResponse,
     PartDeltaEvent,
@@ -45,6 +46,7 @@ from pydantic_ai import (
     RunContext,
     TextPart,
     TextPartDelta,
+    WebCitationSource,
 )
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.messages import AgentStreamEvent
@@ -59,8 +61,15 @@ from ._guard import check_output_mode
 from ._history import fingerprint_response
 from ._models import ApiLabel, ModelInfo, describe_model, describe_serving_model
 from ._problems import CitationProblem
+from .formats.openai_markers import MARKER_START, to_citations
 from .formats.perplexity import PerplexityTap, apply_sonar, apply_to_response
 from .formats.unmapped import recover
+
+MarkerSources = (
+    Mapping[str, 'WebCitationSource | DocumentCitationSource']
+    | Callable[[RunContext[Any]], Mapping[str, 'WebCitationSource | DocumentCitationSource']]
+)
+"""Sources by marker id, or a function of the run context returning them (see `TrackCitations.marker_sources`)."""
 
 if TYPE_CHECKING:
     from .support._snapshots import SnapshotStore
@@ -227,6 +236,12 @@ class TrackCitations(AbstractCapability[Any]):
     perplexity_tap: PerplexityTap | None = None
     """The `PerplexityTap` your Perplexity (Agent API) provider's HTTP client was made with
     (`perplexity_http_client(tap)`): its search results become `[N]` citations on the text. Default `None`."""
+    marker_sources: MarkerSources | None = None
+    """Sources by id for OpenAI-style private-use markers (`\\ue200cite\\ue202<id>\\ue201`) that a model writes when
+    it was given sources rendered with `formats.openai_markers.render_source`: a mapping, or a function of the run
+    context returning one. Each marker becomes a citation anchored on the sentence it closes, and the markers are
+    removed from the part's text (in place). Unknown ids become `unresolved_marker` problems. Default `None`: text with
+    markers is left as it is."""
     recover_raw: bool = True
     """Map citation data Pydantic AI leaves raw onto `TextPart.citations`, in place (Perplexity Sonar `[N]` markers,
     Anthropic `search_result_location`, …). Default `True`."""
@@ -335,6 +350,9 @@ class TrackCitations(AbstractCapability[Any]):
         request.finished = True
         if request.info.api == 'other' or request.info.model_class == 'FallbackModel':
             request.info = describe_serving_model(request_context.model, response.model_name, response.provider_name)
+        if self.marker_sources is not None:
+            sources = self.marker_sources(ctx) if callable(self.marker_sources) else self.marker_sources
+            _ledger.record_problems(state.run_id, _markers_in_place(response, request, sources))
         if self.recover_raw:
             problems = _recover_in_place(response, request, self.perplexity_tap)
             if problems:
@@ -454,6 +472,28 @@ def telemetry_attributes(run: CitedRun) -> dict[str, str | int | bool | Sequence
         'pydantic_ai_citations.arrival': arrivals,
         'pydantic_ai_citations.complete': answer.complete,
     }
+
+
+def _markers_in_place(
+    response: ModelResponse, request: _Request, sources: Mapping[str, WebCitationSource | DocumentCitationSource]
+) -> list[CitationProblem]:
+    """Private-use markers become citations on the text without them.
+
+    In place: `run_stream` history shows only in-place changes, and markers must never be shown or sent back.
+    """
+    problems: list[CitationProblem] = []
+    for index, part in enumerate(response.parts):
+        if not isinstance(part, TextPart) or part.citations or MARKER_START not in part.content:
+            continue
+        conversion = to_citations(part.content, sources)
+        problems.extend(dataclasses.replace(p, part_index=index) for p in conversion.problems)
+        part.content = conversion.clean_text
+        part.id = None  # the text changed: a provider must not reuse its stored copy of this item
+        if conversion.citations:
+            part.citations = conversion.citations
+            request.recovered[index] = len(conversion.citations)
+            request.arrivals.setdefault(index, 'response_end' if request.streamed else 'response')
+    return problems
 
 
 def _recover_in_place(response: ModelResponse, request: _Request, tap: PerplexityTap | None) -> list[CitationProblem]:

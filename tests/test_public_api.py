@@ -68,16 +68,29 @@ def test_root_all_is_pinned():
 def test_testing_all_is_pinned():
     assert sorted(pydantic_ai_citations.testing.__all__) == snapshot(
         [
-            'CITING_STYLES', 'CitingAgentFactory', 'CitingModel',
+            'CITING_STYLES',
+            'CitingAgentFactory',
+            'CitingModel',
             'CitingStyle',
             'RawResponse',
             'Recording',
             'RecordingApi',
             'RecordingError',
-            'RecordingLayout', 'RunCitationScenario', 'SCENARIOS', 'Scenario', 'ScenarioFailed', 'ScenarioOutcome', 'ScenarioResult', 'ScenarioSkipped', 'ScriptedCitation',
+            'RecordingLayout',
+            'RunCitationScenario',
+            'SCENARIOS',
+            'Scenario',
+            'ScenarioFailed',
+            'ScenarioOutcome',
+            'ScenarioResult',
+            'ScenarioSkipped',
+            'ScriptedCitation',
             'ScriptedStreamError',
             'load_recording',
-            'replay_recording', 'run_scenarios', 'scenario_params']
+            'replay_recording',
+            'run_scenarios',
+            'scenario_params',
+        ]
     )
 
 

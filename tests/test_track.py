@@ -262,3 +262,26 @@ async def test_snapshot_captures_cited_pages_after_the_run(tmp_path: object):
     page = store.get('https://example.com/k2')
     assert page is not None
     assert page.status == 200
+
+
+async def test_openai_private_use_markers_become_citations():
+    from pydantic_ai import ModelResponse, TextPart
+    from pydantic_ai.models.function import FunctionModel
+
+    text = 'K2 is 8,611 m tall.\ue200cite\ue202turn0search0\ue201 It is remote.\ue200cite\ue202turn9x\ue201'
+
+    def answer(messages: list[object], info: AgentInfo) -> ModelResponse:
+        return ModelResponse(parts=[TextPart(text, id='msg_1')])
+
+    track = TrackCitations(marker_sources={'turn0search0': WEB})
+    result = await Agent(FunctionModel(answer), capabilities=[track]).run('q')  # type: ignore[arg-type]
+    assert result.output == 'K2 is 8,611 m tall. It is remote.'
+    report = track.report(result)
+    assert [(s.start, s.end, report.answer.span_text(s)) for s in report.answer.spans] == [
+        (0, 19, 'K2 is 8,611 m tall.')
+    ]
+    assert [p.code for p in report.problems] == ['unresolved_marker']
+    part = result.response.parts[0]
+    assert isinstance(part, TextPart)
+    assert part.id is None
+    assert report.requests[0].parts[0].recovered == 1
