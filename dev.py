@@ -56,7 +56,10 @@ def main(argv: list[str]) -> None:
     elif task == 'matrix':
         _run([str(_venv() / 'pydantic-ai-citations'), 'matrix', *args])
     elif task == 'test':
-        _run([str(_venv() / 'pytest'), *args])
+        # Branch coverage is measured from the first import (the pytest plugin imports the package early) and enforced.
+        bin_ = _venv()
+        _run([str(bin_ / 'python'), '-m', 'coverage', 'run', '-m', 'pytest', *args])
+        _run([str(bin_ / 'python'), '-m', 'coverage', 'report'])
     elif task == 'test-latest':
         _run([str(_venv(latest=True) / 'pytest'), *args])
     elif task == 'lint':

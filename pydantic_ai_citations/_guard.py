@@ -266,10 +266,17 @@ def scan_citation_markup(text: str) -> MarkupScan:
 
     bad += [(i.start, i.end) for i in issues]  # markup inside text left as it is stays too
 
-    def inside_bad(m: MarkupMatch) -> bool:
-        return any(b_start <= m.start and m.end <= b_end for b_start, b_end in bad)
+    def touches_bad(m: MarkupMatch) -> bool:
+        # What would be removed must not cut into a region left as it is: for a cite tag that is its two tags (the
+        # text it wraps stays anyway), for a marker all of it.
+        removed = ((m.start, m.kept_start), (m.kept_end, m.end)) if m.kind == 'cite_tag' else ((m.start, m.end),)
+        return any(
+            (b_start <= m.start and m.end <= b_end)
+            or any(r_start < b_end and b_start < r_end for r_start, r_end in removed)
+            for b_start, b_end in bad
+        )
 
-    matches = sorted((m for m in (*atomic, *pairs) if not inside_bad(m)), key=lambda m: (m.start, -m.end))
+    matches = sorted((m for m in (*atomic, *pairs) if not touches_bad(m)), key=lambda m: (m.start, -m.end))
     # A nested region inside another nested region is one problem, reported once (the outermost).
     outer = [
         i

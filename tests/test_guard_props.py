@@ -187,3 +187,11 @@ def test_invalid_json_text_is_returned_untouched(text: str):
     new, result = strip_raw_markup(raw)
     assert new is raw
     assert result is None
+
+
+def test_cite_tag_whose_attributes_hold_a_malformed_marker_is_left_as_it_is():
+    # Found by hypothesis: stripping the tag would have cut into the malformed marker reported in its attributes.
+    text = '\x3ccite \ue200>\ue201\x3c/cite>'
+    scan = scan_citation_markup(text)
+    assert scan.matches == ()
+    assert strip_citation_markup(text).text == text
