@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -423,12 +424,12 @@ class CapabilityMatrix:
             rows_html.append('<tr>' + ''.join(cells) + '</tr>')
         head = ''.join(f'<th scope="col">{_h(c.title)}</th>' for c in COLUMNS)
         legend = ''.join(
-            f'<dt>{_h(c.title)}</dt><dd>{_h(c.description)}<ul>'
-            + ''.join(f'<li><code>{_h(v)}</code>: {_h(m)}</li>' for v, m in c.values.items())
+            f'<dt>{_h(c.title)}</dt><dd>{_h_code(c.description)}<ul>'
+            + ''.join(f'<li><code>{_h(v)}</code>: {_h_code(m)}</li>' for v, m in c.values.items())
             + '</ul></dd>'
             for c in COLUMNS
         )
-        notes = ''.join(f'<li>{_h(n)}</li>' for n in self._notes_lines())
+        notes = ''.join(f'<li>{_h_code(n)}</li>' for n in self._notes_lines())
         evidence_legend = (
             '<p class="ev">Under each value: the evidence behind it and how many runs back it '
             '(<code>probe</code>: built-in wire fixtures through the real model classes; <code>recording</code>: '
@@ -512,6 +513,14 @@ def _md(text: str) -> str:
 
 def _h(text: str) -> str:
     return html.escape(text, quote=True)
+
+
+_BACKTICKS = re.compile(r'`([^`<>]+)`')
+
+
+def _h_code(text: str) -> str:
+    """Escaped text with `code` spans as `<code>` (applied after escaping, so nothing from `text` becomes markup)."""
+    return _BACKTICKS.sub(r'<code>\1</code>', _h(text))
 
 
 def _rich_escape(text: str) -> str:
