@@ -1,4 +1,4 @@
-"""Command line: `pydantic-ai-citations matrix | audit` (also `python -m pydantic_ai_citations`).
+"""Command line: `pydantic-ai-citations matrix | audit | render` (also `python -m pydantic_ai_citations`).
 
 `matrix` (the default) measures the capability matrix: built-in probes over the package's wire fixtures through
 Pydantic AI's real model classes (offline), plus `--recordings` and `--live` evidence when given.
@@ -48,6 +48,19 @@ def _parser() -> argparse.ArgumentParser:
     matrix.add_argument('--no-probes', action='store_true', help='skip the built-in probes')
     matrix.add_argument('-q', '--quiet', action='store_true', help='no progress lines on stderr')
     matrix.set_defaults(func=_matrix_command)
+    render = subparsers.add_parser(
+        'render',
+        help='render a stored CitedAnswer (JSON) as Markdown or HTML',
+        description='Render a CitedAnswer written by CitedAnswer.to_json: links only for http(s), text escaped, sources '
+        'without a position under "Sources used", raw-only data never shown.',
+    )
+    render.add_argument('answer', metavar='ANSWER', type=Path, help='JSON file holding one CitedAnswer')
+    render.add_argument('--format', choices=('markdown', 'html'), default='markdown', help='output format')
+    render.add_argument('--style', choices=('inline', 'footnotes'), default='inline', help='Markdown citation style')
+    render.add_argument('--redact', action='store_true', help='hide excerpts of user documents (for logs)')
+    render.add_argument('--page', action='store_true', help='HTML: a standalone page instead of a fragment')
+    render.add_argument('-o', '--output', metavar='FILE', type=Path, help='write here (default: stdout)')
+    render.set_defaults(func=_render_command)
     try:
         from .support._cli import register
     except ImportError:  # the support extra is not installed: `audit` explains itself
@@ -56,6 +69,42 @@ def _parser() -> argparse.ArgumentParser:
     else:
         register(subparsers)
     return parser
+
+
+def _render_command(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
+    from pydantic import ValidationError
+
+    from ._answer import CitedAnswer
+    from ._render import render_html, render_markdown
+
+    out = stdout or sys.stdout
+    err = stderr or sys.stderr
+    try:
+        answer = CitedAnswer.from_json(Path(args.answer).read_bytes())
+    except OSError as e:
+        print(f'error: cannot read {str(args.answer)!r}: {e.strerror or e}', file=err)
+        return 2
+    except ValidationError as e:
+        print(f'error: {str(args.answer)!r} is not a CitedAnswer: {e.error_count()} validation error(s)', file=err)
+        return 2
+    if args.format == 'html':
+        text = render_html(answer, redact=args.redact, document=args.page)
+    else:
+        text = render_markdown(answer, style=args.style, redact=args.redact)
+    return _write(text, args.output, out, err)
+
+
+def _write(text: str, output: Path | None, out: TextIO, err: TextIO) -> int:
+    if output is None:
+        out.write(text)
+        return 0
+    try:
+        Path(output).write_text(text, encoding='utf-8')
+    except OSError as e:
+        print(f'error: cannot write {str(output)!r}: {e.strerror or e}', file=err)
+        return 1
+    print(f'wrote {output}', file=err)
+    return 0
 
 
 def _missing_support(args: argparse.Namespace) -> int:
@@ -91,16 +140,7 @@ def _matrix_command(args: argparse.Namespace, *, stdout: TextIO | None = None, s
                 return 0
             fmt = 'markdown'
     text = {'markdown': matrix.to_markdown, 'json': matrix.to_json, 'html': matrix.to_html}[fmt]()
-    if args.output is None:
-        out.write(text)
-        return 0
-    try:
-        Path(args.output).write_text(text, encoding='utf-8')
-    except OSError as e:
-        print(f'error: cannot write {str(args.output)!r}: {e.strerror or e}', file=err)
-        return 1
-    print(f'wrote {args.output}', file=err)
-    return 0
+    return _write(text, args.output, out, err)
 
 
 def run(argv: Sequence[str] | None = None) -> int:

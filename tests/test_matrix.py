@@ -403,3 +403,20 @@ async def test_observed_evidence_from_concurrent_runs():
     assert matrix.evidence('anthropic-messages', 'stream') == {'observed': {'part_end': 5}}
     assert matrix.evidence('google-gemini', 'anchor') == {'observed': {'content': 10}}
     assert matrix.cell('openai-chat', 'stream') == 'response_end'
+
+
+def test_cli_render(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    from pydantic_ai_citations import CitedAnswer
+
+    answer = CitedAnswer('Hello <world>.')
+    path = tmp_path / 'a.json'
+    path.write_bytes(answer.to_json())
+    assert run(['render', str(path), '--format', 'html']) == 0
+    assert '&lt;world&gt;' in capsys.readouterr().out
+    assert run(['render', str(path)]) == 0
+    assert 'Hello' in capsys.readouterr().out
+    bad = tmp_path / 'bad.json'
+    bad.write_text('{"nope": 1}')
+    assert run(['render', str(bad)]) == 2
+    assert 'is not a CitedAnswer' in capsys.readouterr().err
+    assert run(['render', str(tmp_path / 'missing.json')]) == 2
