@@ -38,7 +38,7 @@ from pydantic_ai.exceptions import UserError
 from pydantic_ai.settings import ModelSettings
 from typing_extensions import TypedDict  # pydantic needs typing_extensions' TypedDict before Python 3.12
 
-from .._models import ApiLabel
+from .._models import API_LABELS, ApiLabel
 from ..testing._replay import (
     RawResponse,
     Recording,
@@ -66,21 +66,7 @@ __all__ = (
     'scenarios',
 )
 
-FIXTURE_APIS: tuple[ApiLabel, ...] = (
-    'anthropic-messages',
-    'bedrock-converse',
-    'openai-responses',
-    'openai-chat',
-    'openrouter',
-    'google-gemini',
-    'google-vertex',
-    'xai',
-    'perplexity-agent',
-    'perplexity-sonar',
-    'mistral',
-    'cohere',
-    'groq',
-)
+FIXTURE_APIS: tuple[ApiLabel, ...] = tuple(api for api in API_LABELS if api != 'other')
 """The API rows that have wire fixtures (every `ApiLabel` but `'other'`)."""
 
 Scenario = Literal['cited', 'cited_stream', 'document', 'document_page', 'followup', 'structured']

@@ -253,6 +253,8 @@ class CapabilityMatrix:
         if not observation.text_output:
             return
         if cited:
+            if evidence in ('observed', 'live'):  # probes and recordings decide 'yes' / 'when asked' themselves
+                self.add(api, 'citations', 'yes', evidence)
             self.add(api, 'anchor', _anchor_value({k for p in cited for k in p.anchor_kinds}), evidence)
             self.add(api, 'sources', _sources_value({k for p in cited for k in p.source_kinds}), evidence)
             if observation.streamed:

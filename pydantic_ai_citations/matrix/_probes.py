@@ -746,7 +746,7 @@ async def probe_live(matrix: CapabilityMatrix, name: str, *, progress: Progress 
             matrix.fail(api, 'live', name, _describe(e))
             return
         if report.requests:
-            matrix.observe(report.requests[-1], 'live')
-            cited = any(p.citations for p in report.requests[-1].parts)
-            matrix.add(api, 'citations', 'yes' if cited else 'no', 'live')
+            matrix.observe(report.requests[-1], 'live')  # 'yes' when cited
+            if not any(p.citations for p in report.requests[-1].parts):
+                matrix.add(api, 'citations', 'no', 'live')
         say(f'{name} {"streamed" if streamed else "non-streamed"} in {time.monotonic() - started:.1f}s')
