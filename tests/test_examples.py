@@ -21,4 +21,4 @@ def test_track_run_example_output(capsys: pytest.CaptureFixture[str]):
     runpy.run_path(str(EXAMPLES / 'track_run.py'), run_name='__main__')
     out = capsys.readouterr().out
     assert "google-gemini: streamed=True [(0, 'after_part_end')]" in out
-    assert '| Google Gemini API | yes <sub>observed 1</sub> | content' in out
+    assert '| Google Gemini API <sub>citing-google</sub> | yes <sub>observed 1</sub> | content' in out

@@ -228,7 +228,7 @@ def test_markdown_snapshot():
     assert _small().to_markdown().split('\n\nLegend:')[0] == snapshot("""\
 | API | Produces citations | Anchor | Source kinds | Stream arrival | Replayed to same provider | Another provider receives | With structured output | Wire accounting |
 |---|---|---|---|---|---|---|---|---|
-| Anthropic Messages | n/a | content <sub>probe 2</sub> | n/a | part_end <sub>recording 1</sub> | n/a | n/a | n/a | n/a |
+| Anthropic Messages <sub>claude-sonnet-4-6</sub> | n/a | content <sub>probe 2</sub> | n/a | part_end <sub>recording 1</sub> | n/a | n/a | n/a | n/a |
 | Google Gemini API | n/a | n/a | n/a | after_part_end / response_end <sub>probe 1, observed 3</sub> | n/a | n/a | n/a | n/a |
 | xAI | n/a | n/a | n/a | n/a | n/a | n/a | n/a | n/a |
 

@@ -380,7 +380,8 @@ class CapabilityMatrix:
         header = ['API', *[c.title for c in COLUMNS]]
         lines = ['| ' + ' | '.join(header) + ' |', '|' + '---|' * len(header)]
         for api in self.apis:
-            cells = [_md(API_TITLES[api])]
+            models = self._models(api)
+            cells = [_md(API_TITLES[api]) + (f' <sub>{_md(models)}</sub>' if models else '')]
             for column in COLUMNS:
                 value, evidence = self._display(api, column.key)
                 cells.append(_md(value) + (f' <sub>{_md(evidence)}</sub>' if evidence else ''))
@@ -394,6 +395,11 @@ class CapabilityMatrix:
             meanings = '; '.join(f'`{v}`: {m}' for v, m in column.values.items())
             lines.append(f'- **{column.title}**: {column.description} {meanings}.')
         return '\n'.join(lines) + '\n'
+
+    def _models(self, api: ApiLabel) -> str:
+        with self._lock:
+            row = self._rows.get(api)
+            return ', '.join(sorted(row.models)) if row else ''
 
     def _notes_lines(self) -> list[str]:
         out: list[str] = []
@@ -411,7 +417,12 @@ class CapabilityMatrix:
         """One standalone HTML page (no external assets): the table, a legend explaining every value, notes."""
         rows_html: list[str] = []
         for api in self.apis:
-            cells = [f'<th scope="row">{_h(API_TITLES[api])}</th>']
+            models = self._models(api)
+            cells = [
+                f'<th scope="row">{_h(API_TITLES[api])}'
+                + (f'<br><span class="ev">{_h(models)}</span>' if models else '')
+                + '</th>'
+            ]
             for column in COLUMNS:
                 value, evidence = self._display(api, column.key)
                 css = 'na' if value == 'n/a' else ('mixed' if ' / ' in value else 'ok')
