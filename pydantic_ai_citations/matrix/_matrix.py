@@ -482,7 +482,9 @@ class CapabilityMatrix:
             for column in COLUMNS:
                 value, evidence = self._display(api, column.key)
                 cells.append(_rich_escape(value) + (f'\n[dim]{_rich_escape(evidence)}[/dim]' if evidence else ''))
-            table.add_row(_rich_escape(API_TITLES[api]), *cells)
+            models = self._models(api)
+            title = _rich_escape(API_TITLES[api]) + (f'\n[dim]{_rich_escape(models)}[/dim]' if models else '')
+            table.add_row(title, *cells)
         return table
 
     def _row(self, api: ApiLabel) -> _Row:
