@@ -11,6 +11,12 @@ EXAMPLES = Path(__file__).resolve().parents[1] / 'examples'
 SCRIPTS = sorted(p for p in EXAMPLES.glob('*.py') if not p.name.endswith('_test.py'))
 
 
+@pytest.fixture(autouse=True)
+def plain_argv(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Examples run as scripts: they must not see pytest's own arguments (one writes to `sys.argv[1]`)."""
+    monkeypatch.setattr('sys.argv', ['example.py'])
+
+
 @pytest.mark.parametrize('path', SCRIPTS, ids=[p.stem for p in SCRIPTS])
 def test_example_runs(path: Path, capsys: pytest.CaptureFixture[str]):
     runpy.run_path(str(path), run_name='__main__')

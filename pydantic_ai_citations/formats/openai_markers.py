@@ -79,6 +79,13 @@ _ESC_SEP_RE = re.compile(r'\ue202|\\u[eE]202')
 _ESC_CLOSE_RE = re.compile(r'(?:\ue201|\\u[eE]201)\Z')
 _ESC_PARTIAL_TAIL_RE = re.compile(r'\\(?:u(?:[eE](?:2(?:0)?)?)?)?\Z')
 _REAL_CANDIDATE_RE = re.compile('\ue200[^\ue200\ue201]*\ue201?')
+# A well-formed marker in its usual shape, read by one regex: no id contains `L` (so none is shaped like a
+# locator) and a line locator may come last. Any other candidate goes through `_parse_body`, which also says
+# what is wrong with it.
+_GOOD_RE = re.compile(
+    '\ue200([A-Za-z][A-Za-z0-9_]*)\ue202([A-KM-Za-z0-9_-]+(?:\ue202[A-KM-Za-z0-9_-]+)*)'
+    '(?:\ue202L([0-9]{1,9})(?:-L([0-9]{1,9}))?)?\ue201'
+)
 
 _DETAIL_MAX = 80
 _CACHE_MAX = 4096
@@ -187,9 +194,8 @@ def _parse_body(body: str, families: frozenset[str]) -> _Parsed:
     return family, tuple(parts[1:count]), locator
 
 
-def _parse_raw(raw: str, families: frozenset[str], escaped: bool) -> _Parsed:
-    if not escaped:
-        return _parse_body(raw[1:-1], families)
+def _parse_escaped(raw: str, families: frozenset[str]) -> _Parsed:
+    """Parse a complete candidate whose delimiters may be escape text."""
     body_start = 1 if raw[0] == _S else 6
     body_end = len(raw) - (1 if raw[-1] == _E else 6)
     return _parse_body(_ESC_SEP_RE.sub(_SEP, raw[body_start:body_end]), families)
@@ -209,10 +215,10 @@ def _unterminated(raw: str, start: int, end: int) -> CitationProblem:
     )
 
 
-def _parse_new(raw: str, families: frozenset[str], escaped: bool, cache: dict[str, _Parsed]) -> _Parsed:
+def _parse_new(raw: str, families: frozenset[str], cache: dict[str, _Parsed]) -> _Parsed:
     if len(cache) >= _CACHE_MAX:
         cache.clear()
-    parsed = cache[raw] = _parse_raw(raw, families, escaped)
+    parsed = cache[raw] = _parse_escaped(raw, families)
     return parsed
 
 
@@ -230,7 +236,7 @@ def _emit(
 ) -> None:
     parsed = cache.get(raw)
     if parsed is None:
-        parsed = _parse_new(raw, families, True, cache)
+        parsed = _parse_new(raw, families, cache)
     if isinstance(parsed, str):
         problems.append(_malformed(parsed, raw, start))
     else:
@@ -270,78 +276,110 @@ _new = object.__new__
 _Scan = Generator[list[Marker], str, None]
 
 
+def _line_range(start: int, end: int) -> LineRange:
+    """`LineRange(start, end)` built by filling its instance dict (as markers are, see `_scan_real`)."""
+    locator = _new(LineRange)
+    d = locator.__dict__
+    d['start'] = start
+    d['end'] = end
+    return locator
+
+
+# A marker text as `_scan_real` caches it: `(raw, family, ids, locator)`, or the problem message.
+_Scanned = tuple[str, str, tuple[str, ...], LineRange | None] | str
+
+
+def _scan_parse(raw: str, families: frozenset[str], cache: dict[str, _Scanned]) -> _Scanned:
+    """Parse a complete candidate written with real delimiters, and cache it."""
+    if len(cache) >= _CACHE_MAX:
+        cache.clear()
+    m = _GOOD_RE.fullmatch(raw)
+    if m is not None:
+        family, ids, first, last = m.groups()
+        if family in families:
+            if first is None:
+                scanned = cache[raw] = (raw, family, tuple(ids.split(_SEP)), None)
+                return scanned
+            start = int(first)
+            end = start if last is None else int(last)
+            if 0 < start <= end:
+                scanned = cache[raw] = (raw, family, tuple(ids.split(_SEP)), _line_range(start, end))
+                return scanned
+    parsed = _parse_body(raw[1:-1], families)
+    scanned = cache[raw] = parsed if isinstance(parsed, str) else (raw, *parsed)
+    return scanned
+
+
 def _scan_real(families: frozenset[str], problems: list[CitationProblem]) -> _Scan:
     """The scan loop behind `MarkerScanner` and `extract_markers`: send text pieces, get the markers they complete.
 
     A generator, so that state lives in fast locals and `MarkerScanner.feed` can be its C-level `send`:
-    P2 holds the scanner within 1.3x of collecting the deltas and parsing once, and extraction within 4x a
-    bare regex pass reading each match, so the work per delta and per marker is kept to a few C calls. The frozen `Marker`
-    is built by filling its instance dict (its `__init__` goes through `object.__setattr__` per field and
-    costs twice as much).
+    P2 holds the scanner within 1.3x of collecting the deltas and running `extract_markers` once (which is
+    this loop fed the whole text), and extraction as close as it gets to a bare regex pass, so the work per
+    delta and per marker is kept to a few C calls. Each distinct marker text is parsed once (usually by one
+    regex, `_GOOD_RE`) and its markers share that text; the frozen `Marker` is built by filling its instance
+    dict (its `__init__` goes through `object.__setattr__` per field and costs twice as much).
 
     Text is held only since the last piece containing `U+E201` (no marker completes without one), and
     from there only from an opener still open, so each character is looked at a bounded number of times.
     """
-    cache: dict[str, _Parsed] = {}
+    cache: dict[str, _Scanned] = {}
     chunks: list[str] = []
-    pos = 0
+    append = chunks.append
+    join = ''.join
+    new = _new
+    cls = Marker
+    opener, closer = _S, _E
+    pos = 0  # offset of `chunks[0]`
+    held = False  # `chunks[0]` starts with an opener still open
     result: list[Marker] = []
     while True:
         try:
             delta = yield result
         except _CloseScan:
             break
-        chunks.append(delta)
-        if _E not in delta:
+        append(delta)
+        if closer not in delta:
             result = []
             continue
-        s = ''.join(chunks)
-        find = s.find
+        s = join(chunks)
+        chunks.clear()
         result = []
-        i = find(_S)
-        if i < 0:
-            chunks.clear()
-            pos += len(s)
-            continue
-        j = find(_E, i + 1)
-        k = find(_S, i + 1)
-        while True:
-            if j < 0 or 0 <= k < j:
-                if k < 0:  # open at the end: keep it for the next piece
-                    chunks = [s[i:]]
-                    pos += i
-                    break
-                problems.append(_unterminated(s[i:k], pos + i, pos + k))
-            else:
+        i = 0 if held else s.find(opener)
+        held = False
+        while i >= 0:
+            j = s.find(closer, i + 1)
+            k = s.find(opener, i + 1)
+            if j >= 0 and (k < 0 or j < k):
                 raw = s[i : j + 1]
                 parsed = cache.get(raw)
                 if parsed is None:
-                    parsed = _parse_new(raw, families, False, cache)
-                if parsed.__class__ is tuple:
-                    marker = _new(Marker)
+                    parsed = _scan_parse(raw, families, cache)
+                if isinstance(parsed, str):
+                    problems.append(_malformed(parsed, raw, pos + i))
+                else:
+                    marker = new(cls)
                     d = marker.__dict__
-                    d['raw'] = raw
-                    d['family'] = parsed[0]
-                    d['source_ids'] = parsed[1]
-                    d['locator'] = parsed[2]
+                    d['raw'], d['family'], d['source_ids'], d['locator'] = parsed
                     d['start'] = pos + i
                     d['end'] = pos + j + 1
                     result.append(marker)
-                else:
-                    problems.append(_malformed(str(parsed), raw, pos + i))
-            if k < 0:
-                chunks.clear()
-                pos += len(s)
+            elif k >= 0:
+                problems.append(_unterminated(s[i:k], pos + i, pos + k))
+            else:  # open at the end: keep it for the next piece
+                append(s[i:])
+                pos += i
+                held = True
                 break
             i = k
-            j = find(_E, i + 1)
-            k = find(_S, i + 1)
+        else:
+            pos += len(s)
     # End of text: every piece holding a closer was scanned, so what is left holds none and each opener in
     # it starts an unterminated marker running to the next opener or the end.
-    s = ''.join(chunks)
-    i = s.find(_S)
+    s = join(chunks)
+    i = s.find(opener)
     while i >= 0:
-        k = s.find(_S, i + 1)
+        k = s.find(opener, i + 1)
         end = len(s) if k < 0 else k
         problems.append(_unterminated(s[i:end], pos + i, pos + end))
         i = k
