@@ -39,6 +39,7 @@ from pydantic_ai import (
     ContentCitationAnchor,
     MarkerCitationAnchor,
     ModelMessage,
+    ModelRequest,
     ModelResponse,
     TextPart,
 )
@@ -348,18 +349,23 @@ def fingerprint_response(response: ModelResponse) -> None:
 
     Stored under `metadata['pydantic_ai_citations']` as `{'fingerprints': {'<part index>': '<hash>'}, 'anchors':
     {'<part index>': [[<hash of anchored text>, <length>] | None, ...]}}`, plus `'out_of_range': {'<part index>':
-    [[<citation index>, <start>, <end>], ...]}` when an anchor does not fit its text: JSON-safe, kept by
-    `ModelMessagesTypeAdapter` round trips, and never sent to a model (`ModelResponse.metadata` is not). Parts
-    without citations are not fingerprinted. Mutates `response.metadata` in place when it is a dict, so a dict
-    shared with a `StreamedResponse` carries the fingerprint into `run_stream` history too.
+    [[<citation index>, <start>, <end>], ...]}` when an anchor does not fit its text, and `'markers': ['<part
+    index>', ...]`, the parts whose text may hold raw citation markers (so that a history checked later need not
+    look for markers in text its fingerprint vouches for): JSON-safe, kept by `ModelMessagesTypeAdapter` round
+    trips, and never sent to a model (`ModelResponse.metadata` is not). Parts without citations are not
+    fingerprinted. Mutates `response.metadata` in place when it is a dict, so a dict shared with a
+    `StreamedResponse` carries the fingerprint into `run_stream` history too.
     """
     prints: dict[str, str] = {}
     anchors: dict[str, list[list[str | int] | None]] = {}
     out_of_range: dict[str, list[list[int | None]]] = {}
+    markers: list[str] = []
     for index, part in enumerate(response.parts):
         if _is_cited(part):
             assert isinstance(part, TextPart)
             prints[str(index)] = _hash(part.content)
+            if _text_may_have_markers(part.content):
+                markers.append(str(index))
             anchors[str(index)] = _anchor_prints(part)
             bad = _anchor_findings(part.citations, len(part.content))
             if bad:
@@ -368,7 +374,7 @@ def fingerprint_response(response: ModelResponse) -> None:
         return
     if response.metadata is None:
         response.metadata = {}
-    ours: dict[str, object] = {'fingerprints': prints, 'anchors': anchors}
+    ours: dict[str, object] = {'fingerprints': prints, 'anchors': anchors, 'markers': markers}
     if out_of_range:
         ours['out_of_range'] = out_of_range
     response.metadata[METADATA_KEY] = ours
@@ -483,14 +489,21 @@ _MARKER_HINT = re.compile('\\[\\d{1,4}\\]')
 def _may_have_markers(content: str, citations: object) -> bool:
     # `isascii()` is O(1) on CPython's compact strings: the private-use and CJK-bracket markers are not ASCII.
     # A `[N]` only counts when a citation is marker-anchored on it, so the regex runs only on cited text.
-    if not content.isascii() and ('\ue200' in content or '【' in content):
-        return True
-    return ('<cite' in content or '</cite>' in content) or (
-        bool(citations) and '[' in content and _MARKER_HINT.search(content) is not None
+    # `'<' in` is a `memchr`, where `'<cite' in` is a substring search: the cheap tests come first.
+    return (
+        ('<' in content and ('<cite' in content or '</cite>' in content))
+        or (not content.isascii() and ('\ue200' in content or '【' in content))
+        or (bool(citations) and '[' in content and _MARKER_HINT.search(content) is not None)
     )
 
 
 """Anything `strip_citation_markers` might remove (a `[N]` only counts when a citation is anchored on it)."""
+
+
+def _text_may_have_markers(content: str) -> bool:
+    """`_may_have_markers` whatever the citations: true for any text `strip_citation_markers` might change."""
+    return _may_have_markers(content, True)
+
 
 _Survey = list[tuple[int, int, TextPart | None, tuple[_Finding, ...]]]
 _Marked = list[tuple[int, ModelResponse, int, TextPart]]
@@ -519,6 +532,33 @@ class _Snapshot:
     """Every text part, with its `content` and `citations`."""
     contents: list[object] = field(default_factory=list[object])
     citations: list[object] = field(default_factory=list[object])
+    prints: list[object] = field(default_factory=list[object])
+    """For each text part, its fingerprint, what was found (`None`: not checked, uncited) and whether it may hold
+    markers (`None`: not looked for): `_cache` entries to be, so that no part costs a cache entry (a weak reference
+    and a tuple, tracked by the garbage collector) unless a survey of another history may need it."""
+    findings: list[object] = field(default_factory=list[object])
+    hints: list[object] = field(default_factory=list[object])
+    cached: int = 0
+    """How many text parts are in `_cache` already."""
+
+    def to_cache(self) -> None:
+        """Put what this survey checked into `_cache`, for surveys of other histories holding the same parts."""
+        n = len(self.text_parts)
+        if self.cached < n:
+            data = _cache.data
+            ref = weakref.ref
+            for part, content, citations, value, findings, markers in itertools.islice(
+                zip(
+                    self.text_parts, self.contents, self.citations, self.prints, self.findings, self.hints, strict=True
+                ),
+                self.cached,
+                None,
+            ):
+                if findings is not None:
+                    data[id(part)] = (ref(part), content, citations, value, findings, markers)
+            self.cached = n
+            if len(data) > _cache.max_size:
+                _cache.trim()
 
     def valid(self) -> bool:
         try:
@@ -569,7 +609,9 @@ def _survey(messages: Sequence[ModelMessage], marked: _Marked | None = None) -> 
     possibly with more after them) is checked with C-level identity passes (`_Snapshot.valid`) and only its new
     messages are looked at. Otherwise each text part costs one cache lookup and a few identity checks when it was
     checked before (no hashing, no reading its citations: a long history is memory-bound), and one hash when it is
-    new. Values read from metadata are untyped JSON data (`Any`) here.
+    new. What a survey checks is kept in its snapshot, and goes into `_cache` (`_Snapshot.to_cache`) only when a
+    survey of another history may use it: a first pass makes no cache entries. Values read from metadata are
+    untyped JSON data (`Any`) here.
     """
     want_markers = marked is not None
     prior = _prior(messages, want_markers)
@@ -593,29 +635,42 @@ def _survey(messages: Sequence[ModelMessage], marked: _Marked | None = None) -> 
             list(prior.text_parts),
             list(prior.contents),
             list(prior.citations),
+            list(prior.prints),
+            list(prior.findings),
+            list(prior.hints),
+            prior.cached,
         )
     else:
         start = 0
         snap = _Snapshot(list(messages), want_markers, [], [])
+        # A history not surveyed before (or changed since): what earlier surveys checked may apply to its parts.
+        for other in list(_snapshots):
+            other.to_cache()
+    # Only the new messages are looked at: what other histories' surveys checked goes into `_cache` at the first miss.
+    absorb = prior is not None and len(_snapshots) > 1
     found = snap.found
     snap_marked = snap.marked
     t_responses, t_lists, t_counts = snap.responses.append, snap.part_lists.append, snap.part_counts.append
     t_metadata, t_all = snap.metadata.append, snap.all_parts.extend
     t_texts, t_contents, t_citations = snap.text_parts.append, snap.contents.append, snap.citations.append
+    t_prints, t_findings, t_markers = snap.prints.append, snap.findings.append, snap.hints.append
     cached = _cache.data.get
     put = _cache.data.__setitem__
-    ref = weakref.ref
-    hint = _may_have_markers
+    numbered = _MARKER_HINT.search
     key_name = METADATA_KEY
     keys = _KEYS
     sha256 = hashlib.sha256
     text_type = TextPart
     response_type = ModelResponse
+    request_type = ModelRequest
     message_index = start - 1
     response: Any  # the loop reads typed objects through `Any`: `cast()` is a call, and this loop is hot
     for response in itertools.islice(messages, start, None):
         message_index += 1
-        if response.__class__ is not response_type and not isinstance(response, ModelResponse):
+        message_type = response.__class__
+        if message_type is not response_type and (
+            message_type is request_type or not isinstance(response, ModelResponse)
+        ):
             continue
         metadata: Any = response.metadata
         response_parts: Any = response.parts
@@ -627,15 +682,20 @@ def _survey(messages: Sequence[ModelMessage], marked: _Marked | None = None) -> 
         t_all(response_parts)
         prints: Any = None
         out_of_range: Any = None
+        marker_keys: Any = None
         if metadata:
             try:
                 ours: Any = metadata[key_name]
                 prints = ours['fingerprints']
                 out_of_range = ours.get('out_of_range')
+                if want_markers:
+                    marker_keys = ours.get('markers')
             except (KeyError, TypeError, IndexError, AttributeError):
                 prints = None
             if prints.__class__ is not dict:
                 prints = None
+            if marker_keys.__class__ is not list:
+                marker_keys = None  # fingerprinted before `'markers'` was recorded, or not readable: look
         seen = 0
         part_index = -1
         text_part: Any
@@ -649,18 +709,36 @@ def _survey(messages: Sequence[ModelMessage], marked: _Marked | None = None) -> 
             t_contents(content)
             t_citations(citations)
             value: Any = None
+            name: Any = None
             if prints:
-                value = prints.get(keys[part_index] if part_index < 256 else str(part_index))
+                name = keys[part_index] if part_index < 256 else str(part_index)
+                value = prints.get(name)
                 if value is not None:
                     seen += 1
             if value is None and not citations:
                 # Uncited and never fingerprinted: nothing can be stale. Only a marker check (a few C-level `in`
                 # tests, no regex without citations) when wanted; not worth a cache entry.
-                if want_markers and content.__class__ is str and hint(content, citations):
+                if (
+                    want_markers
+                    and content.__class__ is str
+                    and (
+                        ('<' in content and ('<cite' in content or '</cite>' in content))
+                        or (not content.isascii() and ('\ue200' in content or '【' in content))
+                    )
+                ):
                     snap_marked.append((message_index, response, part_index, text_part))
+                t_prints(None)
+                t_findings(None)
+                t_markers(None)
                 continue
             key = id(text_part)
             hit = cached(key)
+            if hit is None and absorb:
+                absorb = False
+                for other in list(_snapshots):
+                    if other is not prior:
+                        other.to_cache()
+                hit = cached(key)
             if (
                 hit is not None
                 and hit[1] is content
@@ -671,9 +749,10 @@ def _survey(messages: Sequence[ModelMessage], marked: _Marked | None = None) -> 
                 findings: Any = hit[4]
                 markers: Any = hit[5]
                 if markers is None and want_markers:
-                    markers = content.__class__ is str and hint(content, citations)
+                    markers = content.__class__ is str and _may_have_markers(content, citations)
                     put(key, (hit[0], content, citations, value, findings, markers))
             else:
+                vouched = False
                 if value is not None:
                     if content.__class__ is not str:
                         findings = _STALE
@@ -682,19 +761,31 @@ def _survey(messages: Sequence[ModelMessage], marked: _Marked | None = None) -> 
                             digest = sha256(content.encode()).hexdigest()[:16]
                         except UnicodeEncodeError:
                             digest = _hash(content)
-                        findings = _STALE if value != digest else ()
-                    if not findings and out_of_range:
+                        vouched = value == digest
+                        findings = () if vouched else _STALE
+                    if vouched and out_of_range:
                         # The text is the one its citations were made for, and their anchors were checked when it
                         # was fingerprinted: the citations need not be read again.
-                        findings = _stored_findings(
-                            out_of_range, keys[part_index] if part_index < 256 else str(part_index)
-                        )
+                        findings = _stored_findings(out_of_range, name)
                 elif citations:
                     findings = _anchor_findings(citations, len(content)) if content.__class__ is str else ()
                 else:
                     findings = ()
-                markers = (content.__class__ is str and hint(content, citations)) if want_markers else None
-                put(key, (ref(text_part), content, citations, value, findings, markers))
+                if want_markers and vouched and marker_keys is not None and name not in marker_keys:
+                    # The text is the one fingerprinted, and `fingerprint_response` found nothing that
+                    # `strip_citation_markers` could remove in it, whatever its citations.
+                    markers = False
+                elif want_markers:  # `_may_have_markers`, inlined (a call costs more than its cheap tests)
+                    markers = content.__class__ is str and (
+                        ('<' in content and ('<cite' in content or '</cite>' in content))
+                        or (not content.isascii() and ('\ue200' in content or '【' in content))
+                        or (bool(citations) and '[' in content and numbered(content) is not None)
+                    )
+                else:
+                    markers = None
+            t_prints(value)
+            t_findings(findings)
+            t_markers(markers)
             if findings:
                 found.append((message_index, part_index, text_part, findings))
             if markers:
@@ -709,12 +800,12 @@ def _survey(messages: Sequence[ModelMessage], marked: _Marked | None = None) -> 
                     continue
                 if not (0 <= index < len(parts) and isinstance(parts[index], TextPart)):
                     found.append((message_index, index, None, _STALE))
-    if len(_cache.data) > _cache.max_size:
-        _cache.trim()
     if prior is not None:
         with contextlib.suppress(ValueError):
             _snapshots.remove(prior)
     _snapshots.insert(0, snap)
+    for old in _snapshots[_MAX_SNAPSHOTS:]:
+        old.to_cache()  # what it checked outlives it, as when every part had its cache entry at once
     del _snapshots[_MAX_SNAPSHOTS:]
     if marked is not None:
         marked.extend(snap_marked)
@@ -947,11 +1038,11 @@ def _strip_for(
     problems: list[CitationProblem] = []
     new_parts: dict[int, list[object]] = {}
     for message_index, message, part_index, part in _candidates(messages, marked):
+        if model.accepts_stateless_artifacts(message, part):
+            continue  # the same provider: sent exactly as Pydantic AI would send it
         found = _stripped(part)
         if found is None:
             continue
-        if model.accepts_stateless_artifacts(message, part):
-            continue  # the same provider: sent exactly as Pydantic AI would send it
         stripped, removed = found
         new_parts.setdefault(message_index, list(message.parts))[part_index] = stripped
         problems.append(
