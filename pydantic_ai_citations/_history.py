@@ -53,6 +53,7 @@ from pydantic_ai.tools import AgentDepsT, RunContext
 
 from ._ledger import entry, record_problems
 from ._problems import CitationProblem
+from ._wrappers import StreamWatch
 
 __all__ = (
     'METADATA_KEY',
@@ -1150,7 +1151,7 @@ class CleanStaleCitations(AbstractCapability[AgentDepsT]):
             clone = copy.copy(model)
             clone.models = [_CleanForProvider(m, self._state) for m in model.models]
             inner = clone
-        return _StreamMetadataSlot(inner, self._state)
+        return StreamWatch(inner, self._state.streams.append)
 
     async def after_model_request(
         self,
@@ -1194,37 +1195,6 @@ def _record(run_id: str, problems: list[CitationProblem], attempt: int, model: M
     with run.lock:
         log = cast(list[dict[str, object]], run.extras.setdefault(LEDGER_KEY, []))
         log.append({'attempt': attempt, 'model': model.model_name, 'system': model.system, 'stripped': len(problems)})
-
-
-class _StreamMetadataSlot(WrapperModel):
-    """Gives each streamed response a `metadata` dict before it is built, so fingerprints reach `run_stream` history.
-
-    `agent.run_stream()` records a response rebuilt from the stream (`StreamedResponse.get()`), not the one
-    `after_model_request` returns, so metadata set there on the response object is lost (checked on 2.68).
-    `get()` passes `StreamedResponse.metadata` by reference, so a dict put there before the hook runs and filled
-    in place by it is what the recorded response carries. Cost: a streamed response with nothing to fingerprint
-    may be recorded by `run_stream` with `metadata={}` instead of `None`.
-    """
-
-    def __init__(self, wrapped: Model, state: _RunState) -> None:
-        super().__init__(wrapped)
-        self._state = state
-
-    @asynccontextmanager
-    async def request_stream(
-        self,
-        messages: list[ModelMessage],
-        model_settings: ModelSettings | None,
-        model_request_parameters: ModelRequestParameters,
-        run_context: RunContext[Any] | None = None,
-    ) -> AsyncGenerator[StreamedResponse]:
-        async with self.wrapped.request_stream(
-            messages, model_settings, model_request_parameters, run_context
-        ) as stream:
-            if stream.metadata is None:
-                stream.metadata = {}
-            self._state.streams.append(stream)
-            yield stream
 
 
 class _CleanForProvider(WrapperModel):

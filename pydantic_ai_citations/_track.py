@@ -4,7 +4,7 @@ Hooks used, and why:
 
 - `prepare_model_request` runs once per *attempt*, with the model that will actually serve it (also under
   `FallbackModel` and retries), so that is where the serving model, output mode and citations setting are read.
-- `get_wrapper_model` wraps the serving model in a pass-through `WrapperModel` whose only job is to remember the
+- `get_wrapper_model` wraps the serving model in a pass-through `StreamWatch` (`_wrappers.py`) that remembers the
   provider's `StreamedResponse` when a request is streamed. When a citations delta passes through the event stream,
   the response's `finish_reason` tells whether the provider had already finished its response (citations flushed at
   `'response_end'`, as OpenAI Chat, OpenRouter, Google and xAI do) or was still inside the part (`'part_end'`, as
@@ -28,8 +28,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import warnings
-from collections.abc import AsyncGenerator, AsyncIterable, Callable, Mapping, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterable, Callable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -50,10 +49,8 @@ from pydantic_ai import (
 )
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.messages import AgentStreamEvent
-from pydantic_ai.models import Model, ModelRequestContext, ModelRequestParameters, StreamedResponse
-from pydantic_ai.models.wrapper import WrapperModel
+from pydantic_ai.models import Model, ModelRequestContext, StreamedResponse
 from pydantic_ai.run import AgentRunResult
-from pydantic_ai.settings import ModelSettings
 
 from . import _ledger
 from ._answer import CitedAnswer
@@ -61,6 +58,7 @@ from ._guard import check_output_mode
 from ._history import fingerprint_response
 from ._models import ApiLabel, ModelInfo, describe_model, describe_serving_model
 from ._problems import CitationProblem
+from ._wrappers import StreamWatch
 from .formats.openai_markers import MARKER_START, to_citations
 from .formats.perplexity import PerplexityTap, apply_sonar, apply_to_response
 from .formats.unmapped import recover
@@ -296,7 +294,13 @@ class TrackCitations(AbstractCapability[Any]):
     def get_wrapper_model(self, model: Model) -> Model | None:
         if self._run is None or not self.observe_stream_end:
             return None
-        return _StreamObserver(model, self._run)
+        run = self._run
+
+        def watch(stream: StreamedResponse) -> None:
+            if (request := _current(run)) is not None:
+                request.stream = stream
+
+        return StreamWatch(model, watch)
 
     async def wrap_run_event_stream(
         self, ctx: RunContext[Any], *, stream: AsyncIterable[AgentStreamEvent]
@@ -415,33 +419,6 @@ class TrackCitations(AbstractCapability[Any]):
             with entry.lock:
                 problems.extend(p for p in entry.problems if p not in problems)
         return CitedRun(run_id, answer, requests, problems)
-
-
-class _StreamObserver(WrapperModel):
-    """Pass-through wrapper that remembers the provider's `StreamedResponse` of a streamed request."""
-
-    def __init__(self, wrapped: Model, state: _RunState) -> None:
-        super().__init__(wrapped)
-        self._state = state
-
-    @asynccontextmanager
-    async def request_stream(
-        self,
-        messages: list[ModelMessage],
-        model_settings: ModelSettings | None,
-        model_request_parameters: ModelRequestParameters,
-        run_context: RunContext[Any] | None = None,
-    ) -> AsyncGenerator[StreamedResponse]:
-        async with self.wrapped.request_stream(
-            messages, model_settings, model_request_parameters, run_context
-        ) as response_stream:
-            if (request := _current(self._state)) is not None:
-                request.stream = response_stream
-            if response_stream.metadata is None:
-                # `run_stream` history is rebuilt from the stream: a dict shared with it carries the fingerprint
-                # `after_model_request` writes (in place) into that history.
-                response_stream.metadata = {}
-            yield response_stream
 
 
 def _output_mode(request_context: ModelRequestContext) -> str:

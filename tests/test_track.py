@@ -285,3 +285,23 @@ async def test_openai_private_use_markers_become_citations():
     assert isinstance(part, TextPart)
     assert part.id is None
     assert report.requests[0].parts[0].recovered == 1
+
+
+async def test_fingerprint_survives_run_stream_history():
+    from pydantic_ai import ModelResponse
+
+    from pydantic_ai_citations import find_stale
+    from pydantic_ai_citations._history import METADATA_KEY
+
+    agent = Agent(_model('anthropic'), capabilities=[TrackCitations()])
+    async with agent.run_stream('q') as stream:
+        await stream.get_output()
+    messages = stream.all_messages()
+    response = messages[-1]
+    assert isinstance(response, ModelResponse)
+    assert response.metadata is not None
+    assert METADATA_KEY in response.metadata
+    assert find_stale(messages) == []
+    part = response.parts[0]
+    part.content += ' (edited)'  # type: ignore[union-attr]
+    assert [p.code for p in find_stale(messages)] == ['stale_after_edit']
