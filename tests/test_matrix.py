@@ -420,3 +420,24 @@ def test_cli_render(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
     assert run(['render', str(bad)]) == 2
     assert 'is not a CitedAnswer' in capsys.readouterr().err
     assert run(['render', str(tmp_path / 'missing.json')]) == 2
+
+
+def test_missing_sdk_is_named_with_its_extra(monkeypatch: pytest.MonkeyPatch):
+    import builtins
+    import sys
+
+    real_import = builtins.__import__
+
+    def no_anthropic(name: str, *args: object, **kwargs: object) -> object:
+        if name == 'anthropic' or name.startswith('anthropic.'):
+            raise ModuleNotFoundError(f"No module named '{name}'", name=name)
+        return real_import(name, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(builtins, '__import__', no_anthropic)
+    for module in [m for m in list(sys.modules) if m == 'anthropic' or m.startswith('anthropic.')]:
+        monkeypatch.delitem(sys.modules, module)
+    for module in [m for m in list(sys.modules) if m.startswith('pydantic_ai.models.anthropic')]:
+        monkeypatch.delitem(sys.modules, module)
+    matrix = anyio.run(lambda: build_matrix(apis=['anthropic-messages']))
+    reasons = {f.reason for f in matrix.failures('anthropic-messages')}
+    assert reasons == {'needs the \'anthropic\' package: pip install "pydantic-ai-citations[anthropic]" (or [all])'}

@@ -271,7 +271,29 @@ def _add_produced(
             matrix.note(api, 'citations', 'Pydantic AI maps none of them; TrackCitations recovers them from raw data')
 
 
+_SDK_EXTRAS = {
+    'anthropic': 'anthropic',
+    'openai': 'openai',
+    'google': 'google',
+    'boto3': 'bedrock',
+    'botocore': 'bedrock',
+    'xai_sdk': 'xai',
+    'cohere': 'cohere',
+    'mistralai': 'mistral',
+    'groq': 'groq',
+    'yaml': 'testing',
+}
+
+
 def _describe(error: BaseException) -> str:
+    root = error
+    while not isinstance(root, ModuleNotFoundError) and root.__cause__ is not None:
+        root = root.__cause__
+    if isinstance(root, ModuleNotFoundError) and root.name:
+        top = root.name.split('.')[0]
+        extra = _SDK_EXTRAS.get(top)
+        if extra is not None:
+            return f'needs the {top!r} package: pip install "pydantic-ai-citations[{extra}]" (or [all])'
     text = f'{type(error).__name__}: {error}'
     return text if len(text) <= 300 else text[:299] + '…'
 
