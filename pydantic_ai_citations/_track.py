@@ -195,7 +195,6 @@ class _Request:
     citations_requested: bool
     attempt: int
     stream: StreamedResponse | None = None
-    started: dict[int, bool] = field(default_factory=dict[int, bool])
     ended: set[int] = field(default_factory=set[int])
     arrivals: dict[int, Arrival] = field(default_factory=dict[int, Arrival])
     closed_early: bool = False
@@ -325,10 +324,8 @@ class TrackCitations(AbstractCapability[Any]):
                             _record_citations_delta(request, event.index, bool(delta.content_delta))
                 elif isinstance(event, PartStartEvent):
                     request = request or _current(state)
-                    if request is not None:
-                        request.started[event.index] = True
-                        if isinstance(event.part, TextPart) and event.part.citations:
-                            request.arrivals[event.index] = 'with_text'
+                    if request is not None and isinstance(event.part, TextPart) and event.part.citations:
+                        request.arrivals[event.index] = 'with_text'
                 elif isinstance(event, PartEndEvent):
                     request = request or _current(state)
                     if request is not None:
