@@ -12,6 +12,7 @@ import pydantic_ai_citations.testing
 def test_root_all_is_pinned():
     assert sorted(pydantic_ai_citations.__all__) == snapshot(
         [
+            'AnswerVersions',
             'ApiLabel',
             'Arrival',
             'CapabilityMatrix',
@@ -27,6 +28,7 @@ def test_root_all_is_pinned():
             'ClaimVerification',
             'CleanStaleCitations',
             'Evidence',
+            'EvidenceFailure',
             'FinalAnswer',
             'ModelInfo',
             'PROBLEM_CODES',
@@ -36,6 +38,7 @@ def test_root_all_is_pinned():
             'RawCitation',
             'RemovedMarkup',
             'RequestObservation',
+            'RetrievedSource',
             'SQLiteConversationStore',
             'SourceRef',
             'StoreCorruptionError',
@@ -46,21 +49,27 @@ def test_root_all_is_pinned():
             'UnverifiedEvidenceError',
             'VerifyEvidence',
             'check_evidence',
+            'check_output_mode',
             'cited_answer_ta',
             'cited_run_ta',
             'describe_model',
             'edit_text',
             'edit_text_with_report',
             'find_stale',
+            'fingerprint_response',
             'redact',
             'removed_markup',
             'render_html',
             'render_markdown',
+            'retrieved_sources',
             'scan_citation_markup',
             'stream_cited',
+            'strip_citation_markup',
             'strip_json_markup',
+            'telemetry_attributes',
             'verify_claims',
             'verify_claims_sync',
+            'verify_evidence',
         ]
     )
 
