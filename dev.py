@@ -32,7 +32,10 @@ def _venv(latest: bool = False) -> Path:
     if not python.exists():
         print(f'creating {path.name} ...', flush=True)
         venv.EnvBuilder(with_pip=True, clear=True).create(path)
-    inputs = (ROOT / 'pyproject.toml').read_bytes() + (b'' if latest else (ROOT / 'constraints.txt').read_bytes())
+    # What the install depends on: the metadata, the pins, and the optional C scan loop that it compiles.
+    built = ('pyproject.toml', 'setup.py', 'pydantic_ai_citations/formats/_speedups.c')
+    inputs = b''.join((ROOT / name).read_bytes() for name in built)
+    inputs += b'' if latest else (ROOT / 'constraints.txt').read_bytes()
     stamp = path / '.installed'
     digest = hashlib.sha256(inputs).hexdigest()
     if not stamp.exists() or stamp.read_text() != digest:

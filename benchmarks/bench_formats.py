@@ -1,16 +1,20 @@
 """P2: OpenAI marker parsing cost, as ratios against baselines measured in the same run.
 
 (a) `MarkerScanner` over 20,000 deltas <= 1.3x collecting the deltas and running `extract_markers` once;
-(b) `extract_markers` <= 4x one `re.finditer` pass for `U+E200 [^U+E200 U+E201]* U+E201`. Asserted against a
-    pass that reads each match's text and offset (as any extractor must); against the bare
-    `list(re.finditer(...))` pass, which reads nothing, the ratio is printed but not asserted: it stays near 5x
-    (one `Marker` per match costs about as much as the whole bare pass, and parsing ~1,400 distinct markers
-    about as much again), and `extract_markers` is the scanner's loop fed once, so a faster separate batch
-    path would break (a);
+(b) `extract_markers` <= 4x one bare `re.finditer` pass (`list(re.finditer(...))`, reading nothing) for
+    `U+E200 [^U+E200 U+E201]* U+E201`;
 (c) twice the text costs <= 2.2x (linear), for `extract_markers` and for `MarkerScanner` (twice the deltas).
 
+The figures are asserted for the scan loop the package uses: the optional C loop (`formats/_speedups.c`) when it
+was built, as it is wherever a C compiler was present at install time. The pure-Python loop's figures are printed
+too, for the record: it cannot meet (a) and (b) together (its per-delta and per-marker bytecode costs more than
+30 % of a batch pass that meets (b); see the changelog), so they are asserted only on the C loop, and skipped with
+that reason where the C loop is not built.
+
 Times are CPU times of this process, best of several rounds, subject and baseline measured alternately, with
-the garbage collector off while timing (as `timeit` does).
+the garbage collector off while timing (as `timeit` does). Each ratio is measured twice, once as `timeit` does
+(nothing between rounds) and once with a full collection between rounds (every round starts from a cold heap), and
+the larger ratio counts: the allocation pattern of the subject must not decide the verdict.
 """
 
 from __future__ import annotations
@@ -23,6 +27,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
+from pydantic_ai_citations.formats import openai_markers
 from pydantic_ai_citations.formats.openai_markers import MarkerScanner, extract_markers
 
 S, E, SEP = '\ue200', '\ue201', '\ue202'
@@ -85,12 +92,9 @@ def split(text: str, n: int, seed: int = 1) -> list[str]:
     return [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)], strict=False)]
 
 
-def best_ratio(subject: Callable[[], object], baseline: Callable[[], object], rounds: int = 15) -> tuple[float, float]:
-    """Best-of-`rounds` CPU times of `subject` and `baseline`, measured alternately in this run.
-
-    CPU time of this process (`time.process_time`), not wall time: the ratio must not depend on what else
-    the machine is running. The garbage collector is off while timing, as in `timeit`.
-    """
+def _best(
+    subject: Callable[[], object], baseline: Callable[[], object], rounds: int, cold: bool
+) -> tuple[float, float]:
     best_subject = best_baseline = float('inf')
     gc.collect()
     gc.disable()  # as `timeit` does: a full collection landing in one run says nothing about the code
@@ -103,10 +107,23 @@ def best_ratio(subject: Callable[[], object], baseline: Callable[[], object], ro
             t2 = time.process_time()
             best_baseline = min(best_baseline, t1 - t0)
             best_subject = min(best_subject, t2 - t1)
-            gc.collect()  # between runs, so that each starts from the same heap
+            if cold:
+                gc.collect()
     finally:
         gc.enable()
     return best_subject, best_baseline
+
+
+def best_ratio(subject: Callable[[], object], baseline: Callable[[], object], rounds: int = 15) -> tuple[float, float]:
+    """Best-of-`rounds` CPU times of `subject` and `baseline`, measured alternately in this run.
+
+    CPU time of this process (`time.process_time`), not wall time: the ratio must not depend on what else
+    the machine is running. Measured warm (as `timeit`) and cold (a full collection between rounds); the pair
+    with the larger ratio is returned.
+    """
+    warm = _best(subject, baseline, rounds, cold=False)
+    cold = _best(subject, baseline, rounds, cold=True)
+    return max(warm, cold, key=lambda pair: pair[0] / pair[1])
 
 
 TEXT = make_answer(SIZE)
@@ -147,21 +164,42 @@ def report(name: str, subject: float, baseline: float) -> float:
     return ratio
 
 
+C_LOOP = openai_markers._CScanner  # pyright: ignore[reportPrivateUsage]
+
+
+def check(name: str, subject: float, baseline: float, target: float) -> None:
+    """Report a figure of the package's scan loop; assert it where that is the C loop."""
+    ratio = report(f'{name} [{"C" if C_LOOP else "pure-Python"} loop]', subject, baseline)
+    if C_LOOP is None:
+        pytest.skip(f'{name}: {ratio:.2f}x on the pure-Python loop; the target ({target}x) is asserted on the C loop')
+    assert ratio <= target
+
+
+def pure_python(measure: Callable[[], tuple[float, float]]) -> tuple[float, float]:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(openai_markers, '_CScanner', None)
+        return measure()
+
+
 def test_p2a_scanner_vs_collect_and_extract(benchmark: Any) -> None:
     assert scan() == collect_then_extract()
     benchmark.pedantic(scan, rounds=5, iterations=1, warmup_rounds=1)
-    subject, baseline = best_ratio(scan, collect_then_extract)
-    assert report('P2a MarkerScanner / (collect deltas + extract_markers)', subject, baseline) <= 1.3
+    if C_LOOP is not None:
+        report('P2a (info) pure-Python loop', *pure_python(lambda: best_ratio(scan, collect_then_extract)))
+    check('P2a MarkerScanner / (collect deltas + extract_markers)', *best_ratio(scan, collect_then_extract), 1.3)
 
 
 def test_p2b_extract_vs_regex_pass(benchmark: Any) -> None:
     assert [(m.raw, m.start) for m in extract_markers(TEXT)] == reading_pass()
     benchmark.pedantic(extract_markers, args=(TEXT,), rounds=5, iterations=1, warmup_rounds=1)
-    # For the record (not asserted, see the module docstring): against the bare pass, reading nothing.
-    subject, baseline = best_ratio(lambda: extract_markers(TEXT), bare_pass)
-    report('P2b (info, issue target 4x) extract_markers / bare list(re.finditer)', subject, baseline)
-    subject, baseline = best_ratio(lambda: extract_markers(TEXT), reading_pass)
-    assert report('P2b extract_markers / re.finditer pass reading each match', subject, baseline) <= 4.0
+    report('P2b (info) extract_markers / re.finditer pass reading each match', *best_ratio(extract, reading_pass))
+    if C_LOOP is not None:
+        report('P2b (info) pure-Python loop', *pure_python(lambda: best_ratio(extract, bare_pass)))
+    check('P2b extract_markers / bare list(re.finditer)', *best_ratio(extract, bare_pass), 4.0)
+
+
+def extract() -> object:
+    return extract_markers(TEXT)
 
 
 @functools.cache

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -7,6 +9,7 @@ from pydantic_ai import Citation, ContentCitationAnchor, DocumentCitationSource,
 from pydantic_ai.exceptions import UserError
 
 from pydantic_ai_citations._problems import CitationProblem
+from pydantic_ai_citations.formats import openai_markers
 from pydantic_ai_citations.formats.openai_markers import (
     CITATION_INSTRUCTIONS,
     LineRange,
@@ -22,6 +25,19 @@ from pydantic_ai_citations.formats.openai_markers import (
 )
 
 S, E, P = '\ue200', '\ue201', '\ue202'
+
+C_SCANNER = openai_markers._CScanner  # pyright: ignore[reportPrivateUsage]
+NO_C = 'the C scan loop is not built here (no C compiler at install time): only the pure-Python loop is tested'
+
+
+@pytest.fixture(autouse=True, scope='module', params=['c', 'python'])
+def implementation(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Every test in this module runs on the C scan loop and on the pure-Python one."""
+    if request.param == 'c' and C_SCANNER is None:
+        pytest.skip(NO_C)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(openai_markers, '_CScanner', C_SCANNER if request.param == 'c' else None)
+        yield request.param
 
 
 def mk(*parts: str) -> str:

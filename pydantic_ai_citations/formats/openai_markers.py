@@ -25,15 +25,34 @@ from __future__ import annotations
 import contextlib
 import datetime
 import html
+import os
 import re
 from bisect import bisect_left
 from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from pydantic_ai import Citation, ContentCitationAnchor, DocumentCitationSource, WebCitationSource
 from pydantic_ai.exceptions import UserError
 
 from .._problems import CitationProblem
+
+if TYPE_CHECKING:
+    from ._speedups import Scanner as _CScannerType
+
+
+def _load_speedups() -> type[_CScannerType] | None:
+    """The C scan loop, built at install time when a C compiler was there; `None` for the pure-Python loop."""
+    if os.environ.get('PYDANTIC_AI_CITATIONS_PURE_PYTHON'):
+        return None
+    try:
+        from ._speedups import Scanner
+    except ImportError:  # pragma: no cover  # depends on the install
+        return None
+    return Scanner
+
+
+_CScanner = _load_speedups()
 
 __all__ = (
     'MARKER_START',
@@ -268,6 +287,10 @@ def _scan_escaped(
     return n
 
 
+def _closed_error(delta: str) -> UserError:
+    return UserError(f'MarkerScanner.feed({delta!r}) called after close(): create a new scanner.')
+
+
 class _CloseScan(Exception):
     """Thrown into a scan generator to end the text."""
 
@@ -311,14 +334,14 @@ def _scan_parse(raw: str, families: frozenset[str], cache: dict[str, _Scanned]) 
 
 
 def _scan_real(families: frozenset[str], problems: list[CitationProblem]) -> _Scan:
-    """The scan loop behind `MarkerScanner` and `extract_markers`: send text pieces, get the markers they complete.
+    """The pure-Python scan loop behind `MarkerScanner` and `extract_markers`: send pieces, get the markers they complete.
 
-    A generator, so that state lives in fast locals and `MarkerScanner.feed` can be its C-level `send`:
-    P2 holds the scanner within 1.3x of collecting the deltas and running `extract_markers` once (which is
-    this loop fed the whole text), and extraction as close as it gets to a bare regex pass, so the work per
-    delta and per marker is kept to a few C calls. Each distinct marker text is parsed once (usually by one
-    regex, `_GOOD_RE`) and its markers share that text; the frozen `Marker` is built by filling its instance
-    dict (its `__init__` goes through `object.__setattr__` per field and costs twice as much).
+    Used where the C loop (`_speedups.c`, same results, compared by the tests) was not built. A generator, so
+    that state lives in fast locals and `MarkerScanner.feed` can be its C-level `send`; each distinct marker text
+    is parsed once (usually by one regex, `_GOOD_RE`) and its markers share that text; the frozen `Marker` is
+    built by filling its instance dict (its `__init__` goes through `object.__setattr__` per field and costs
+    twice as much). Even so it stays about 1.4x the batch pass and 5x a bare regex pass on P2's input, where the
+    C loop meets the targets (1.3x and 4x).
 
     Text is held only since the last piece containing `U+E201` (no marker completes without one), and
     from there only from an opener still open, so each character is looked at a bounded number of times.
@@ -415,8 +438,9 @@ class MarkerScanner:
     which is this scanner fed the whole text at once), including an `unterminated_marker` for a marker
     still open at the end. `problems` gives the problems found so far.
 
-    Text is held only since the last delta containing `U+E201` (no marker can complete before one arrives)
-    and then only from a marker still open, so the work per character is constant.
+    Text is held only from a marker still open, so the work per character is constant. The scan loop is in C
+    where the package was installed with a C compiler (an optional extension, `formats/_speedups.c`), in Python
+    otherwise, with the same results; set `PYDANTIC_AI_CITATIONS_PURE_PYTHON=1` to use the Python loop anyway.
     """
 
     def __init__(self, families: Sequence[str] = ('cite',), *, escaped: bool = False) -> None:
@@ -428,12 +452,21 @@ class MarkerScanner:
         """
         fams = _check_families(families)
         self._problems: list[CitationProblem] = []
-        self._scan = _scan_escaped_gen(fams, self._problems) if escaped else _scan_real(fams, self._problems)
-        self._scan.send(None)  # pyright: ignore[reportArgumentType]  # a generator starts with `None`
         self._closed = False
-        # `feed` is the generator's `send` itself: a C call per delta instead of a Python frame (see
-        # `_scan_real`). Set through `__dict__` because it shadows the documented method below.
-        self.__dict__['feed'] = self._scan.send
+        self._scan: _Scan | None = None
+        self._c_scan: _CScannerType | None = None
+        if not escaped and _CScanner is not None:
+            self._c_scan = _CScanner(
+                fams, {}, self._problems, _scan_parse, _unterminated, _malformed, _closed_error, Marker
+            )
+            feed = self._c_scan.feed
+        else:
+            self._scan = _scan_escaped_gen(fams, self._problems) if escaped else _scan_real(fams, self._problems)
+            self._scan.send(None)  # pyright: ignore[reportArgumentType]  # a generator starts with `None`
+            feed = self._scan.send
+        # `feed` is the C scanner's method or the generator's `send` itself: a C call per delta instead of a
+        # Python frame (see `_scan_real`). Set through `__dict__` because it shadows the documented method below.
+        self.__dict__['feed'] = feed
 
     @property
     def problems(self) -> list[CitationProblem]:
@@ -442,17 +475,18 @@ class MarkerScanner:
 
     def feed(self, delta: str) -> list[Marker]:
         """Add the next piece of text; return the markers it completed."""
-        if self._closed:
-            raise UserError(f'MarkerScanner.feed({delta!r}) called after close(): create a new scanner.')
-        return self._scan.send(delta)  # pragma: no cover  # shadowed by the instance's `feed`
+        raise _closed_error(delta)  # the instance's `feed` shadows this method until `close`
 
     def close(self) -> list[CitationProblem]:
         """End the text; return all problems found, in text order."""
         if not self._closed:
             self._closed = True
             del self.__dict__['feed']  # back to the method, which now raises
-            with contextlib.suppress(StopIteration):
-                self._scan.throw(_CloseScan())
+            if self._c_scan is not None:
+                self._c_scan.close()
+            elif self._scan is not None:  # pragma: no branch
+                with contextlib.suppress(StopIteration):
+                    self._scan.throw(_CloseScan())
         return list(self._problems)
 
 

@@ -1,0 +1,17 @@
+"""Build script for the one part `pyproject.toml` cannot declare: the optional C scan loop for citation markers.
+
+`optional=True`: without a C compiler the build goes on and the package uses its pure-Python loop (same results,
+slower; see `pydantic_ai_citations/formats/_speedups.c`).
+"""
+
+from setuptools import Extension, setup
+
+setup(
+    ext_modules=[
+        Extension(
+            'pydantic_ai_citations.formats._speedups',
+            ['pydantic_ai_citations/formats/_speedups.c'],
+            optional=True,
+        )
+    ]
+)
