@@ -148,6 +148,10 @@ def scan() -> list[Any]:
     return out
 
 
+def extract() -> list[Any]:
+    return extract_markers(TEXT)
+
+
 def bare_pass() -> list[re.Match[str]]:
     """One bare `re.finditer` pass, reading nothing."""
     return list(BARE.finditer(TEXT))
@@ -196,10 +200,6 @@ def test_p2b_extract_vs_regex_pass(benchmark: Any) -> None:
     if C_LOOP is not None:
         report('P2b (info) pure-Python loop', *pure_python(lambda: best_ratio(extract, bare_pass)))
     check('P2b extract_markers / bare list(re.finditer)', *best_ratio(extract, bare_pass), 4.0)
-
-
-def extract() -> object:
-    return extract_markers(TEXT)
 
 
 @functools.cache

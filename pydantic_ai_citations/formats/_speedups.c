@@ -287,7 +287,8 @@ Scanner_feed(Scanner *self, PyObject *delta)
         return NULL;
     }
     /* A 1-byte string holds no U+E200 or U+E201: nothing opens or closes. */
-    Py_ssize_t c = PyUnicode_KIND(delta) == PyUnicode_1BYTE_KIND ? -1 : PyUnicode_FindChar(delta, CLOSER, 0, n, 1);
+    int wide = PyUnicode_KIND(delta) != PyUnicode_1BYTE_KIND;
+    Py_ssize_t c = wide ? PyUnicode_FindChar(delta, CLOSER, 0, n, 1) : -1;
     if (c == -2) {
         goto error;
     }
@@ -297,7 +298,7 @@ Scanner_feed(Scanner *self, PyObject *delta)
                 goto error;
             }
         }
-        else if (PyUnicode_KIND(delta) != PyUnicode_1BYTE_KIND) {
+        else if (wide) {
             Py_ssize_t i = PyUnicode_FindChar(delta, OPENER, 0, n, 1);
             if (i == -2) {
                 goto error;

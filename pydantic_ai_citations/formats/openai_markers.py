@@ -24,18 +24,19 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import functools
 import html
 import os
 import re
 from bisect import bisect_left
-from collections.abc import Generator, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from pydantic_ai import Citation, ContentCitationAnchor, DocumentCitationSource, WebCitationSource
 from pydantic_ai.exceptions import UserError
 
-from .._problems import CitationProblem
+from .._problems import CitationProblem, shorten
 
 if TYPE_CHECKING:
     from ._speedups import Scanner as _CScannerType
@@ -221,7 +222,7 @@ def _parse_escaped(raw: str, families: frozenset[str]) -> _Parsed:
 
 
 def _detail(raw: str) -> str:
-    return raw if len(raw) <= _DETAIL_MAX else raw[: _DETAIL_MAX - 1] + '…'
+    return shorten(raw, _DETAIL_MAX)
 
 
 def _unterminated(raw: str, start: int, end: int) -> CitationProblem:
@@ -293,6 +294,11 @@ def _closed_error(delta: str) -> UserError:
 
 class _CloseScan(Exception):
     """Thrown into a scan generator to end the text."""
+
+
+def _end_scan(scan: _Scan) -> None:
+    with contextlib.suppress(StopIteration):
+        scan.throw(_CloseScan())
 
 
 _new = object.__new__
@@ -453,17 +459,14 @@ class MarkerScanner:
         fams = _check_families(families)
         self._problems: list[CitationProblem] = []
         self._closed = False
-        self._scan: _Scan | None = None
-        self._c_scan: _CScannerType | None = None
+        self._end: Callable[[], object]  # ends the scan loop's text
         if not escaped and _CScanner is not None:
-            self._c_scan = _CScanner(
-                fams, {}, self._problems, _scan_parse, _unterminated, _malformed, _closed_error, Marker
-            )
-            feed = self._c_scan.feed
+            c_scan = _CScanner(fams, {}, self._problems, _scan_parse, _unterminated, _malformed, _closed_error, Marker)
+            feed, self._end = c_scan.feed, c_scan.close
         else:
-            self._scan = _scan_escaped_gen(fams, self._problems) if escaped else _scan_real(fams, self._problems)
-            self._scan.send(None)  # pyright: ignore[reportArgumentType]  # a generator starts with `None`
-            feed = self._scan.send
+            scan = _scan_escaped_gen(fams, self._problems) if escaped else _scan_real(fams, self._problems)
+            scan.send(None)  # pyright: ignore[reportArgumentType]  # a generator starts with `None`
+            feed, self._end = scan.send, functools.partial(_end_scan, scan)
         # `feed` is the C scanner's method or the generator's `send` itself: a C call per delta instead of a
         # Python frame (see `_scan_real`). Set through `__dict__` because it shadows the documented method below.
         self.__dict__['feed'] = feed
@@ -482,11 +485,7 @@ class MarkerScanner:
         if not self._closed:
             self._closed = True
             del self.__dict__['feed']  # back to the method, which now raises
-            if self._c_scan is not None:
-                self._c_scan.close()
-            elif self._scan is not None:  # pragma: no branch
-                with contextlib.suppress(StopIteration):
-                    self._scan.throw(_CloseScan())
+            self._end()
         return list(self._problems)
 
 
