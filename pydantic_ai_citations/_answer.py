@@ -32,7 +32,7 @@ from pydantic_ai import (
     WebCitationSource,
 )
 
-from ._problems import CitationProblem
+from ._problems import CitationProblem, shorten
 
 __all__ = (
     'CitedAnswer',
@@ -256,7 +256,7 @@ class _Builder:
                 CitationProblem(
                     'source_without_content',
                     'A cited source has no URL, document id, title or excerpt to show; it is left out of `sources`.',
-                    detail=_short(repr(source)),
+                    detail=shorten(repr(source)),
                     **where,
                 )
             )
@@ -372,7 +372,7 @@ def _add_part(b: _Builder, part: TextPart, message_index: int, part_index: int, 
                 '`TextPart.citations` is not a list; it was not read.',
                 message_index=message_index,
                 part_index=part_index,
-                detail=_short(repr(citations)),
+                detail=shorten(repr(citations)),
             )
         )
         citations = None
@@ -383,7 +383,7 @@ def _add_part(b: _Builder, part: TextPart, message_index: int, part_index: int, 
                 CitationProblem(
                     'unreadable_raw_data',
                     'An entry of `TextPart.citations` is not a `Citation`; it was not read.',
-                    detail=_short(repr(citation)),
+                    detail=shorten(repr(citation)),
                     **where,
                 )
             )
@@ -442,7 +442,7 @@ def _add_part(b: _Builder, part: TextPart, message_index: int, part_index: int, 
                 "`provider_details['citations']` is not a list; it was not read.",
                 message_index=message_index,
                 part_index=part_index,
-                detail=_short(repr(raw)),
+                detail=shorten(repr(raw)),
             )
         )
         return
@@ -462,7 +462,7 @@ def _add_response_raw(b: _Builder, response: ModelResponse, message_index: int) 
                 'unreadable_raw_data',
                 "`ModelResponse.provider_details['annotations']` is not a list; it was not read.",
                 message_index=message_index,
-                detail=_short(repr(raw)),
+                detail=shorten(repr(raw)),
             )
         )
         return
@@ -516,7 +516,7 @@ def _check_raw_entry(
                 message_index=message_index,
                 part_index=part_index,
                 citation_index=raw_index,
-                detail=_short(repr(entry)),
+                detail=shorten(repr(entry)),
             )
         )
         return
@@ -657,7 +657,3 @@ def _strings(value: JsonValue) -> Iterator[str]:
     elif isinstance(value, list):
         for v in value:
             yield from _strings(v)
-
-
-def _short(text: str, limit: int = 200) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + '…'

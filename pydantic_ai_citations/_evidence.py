@@ -54,7 +54,7 @@ from pydantic_ai.tools import RunContext
 from ._answer import CitedAnswer
 from ._guard import FieldPath, format_path
 from ._ledger import record_problems
-from ._problems import CitationProblem
+from ._problems import CitationProblem, shorten
 
 if TYPE_CHECKING:
     from pydantic_ai.output import OutputContext
@@ -339,7 +339,7 @@ def _check(
                     'unknown_source_id',
                     (*path, 'source_ids'),
                     '',
-                    f'{format_path((*path, "source_ids"))}: the claim {_shorten(value.text)!r} names no source.',
+                    f'{format_path((*path, "source_ids"))}: the claim {shorten(value.text, 120)!r} names no source.',
                 )
             )
         known = _check_ids([(i, (*path, 'source_ids', n)) for n, i in enumerate(value.source_ids)], sources, failures)
@@ -416,13 +416,9 @@ def _check_quote(
             'quote_not_found',
             where,
             quote,
-            f'{format_path(where)}: the quote {_shorten(quote)!r} does not appear word for word in {named}.',
+            f'{format_path(where)}: the quote {shorten(quote, 120)!r} does not appear word for word in {named}.',
         )
     )
-
-
-def _shorten(text: str, limit: int = 120) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + '…'
 
 
 def _retry_message(failures: Sequence[EvidenceFailure], sources: Mapping[str, RetrievedSource], max_ids: int) -> str:
@@ -629,7 +625,7 @@ def _cited_documents(
                     'unmapped_provider_citation',
                     f'source {source.number} could not be tied to exactly one document '
                     f'({"several match" if matches else "no document matches"} its excerpts); not counted as evidence',
-                    detail=_shorten(source.title or source.url or (source.excerpts[0] if source.excerpts else ''), 200),
+                    detail=shorten(source.title or source.url or (source.excerpts[0] if source.excerpts else ''), 200),
                 )
             )
     return list(cited), problems

@@ -38,7 +38,7 @@ from pydantic_ai.messages import ToolCallPart
 from pydantic_ai.tools import RunContext, ToolDefinition
 
 from ._ledger import entry, lookup, record_problems
-from ._problems import CitationProblem
+from ._problems import CitationProblem, shorten
 
 if TYPE_CHECKING:
     from pydantic_ai.capabilities.abstract import RawOutput, RawToolArgs
@@ -468,7 +468,7 @@ def _strip_value(value: object, path: FieldPath, acc: _Acc) -> object:
             if isinstance(key, str) and scan_citation_markup(key).found:
                 message = f'citation markup in the object key {key!r} at {format_path(path)}: keys are never rewritten'
                 acc.found.append(
-                    (key_path, CitationProblem('malformed_marker', message, detail=_short(format_path(key_path))))
+                    (key_path, CitationProblem('malformed_marker', message, detail=shorten(format_path(key_path))))
                 )
                 acc.order.setdefault(key_path, None)
             child = _strip_value(item, key_path, acc)
@@ -501,7 +501,7 @@ def _strip_string(text: str, path: FieldPath, acc: _Acc) -> str:
             f'{issue.reason} in {where}; left as it is',
             start=issue.start,
             end=issue.end,
-            detail=_short(f'{where}: {text[issue.start : issue.end]}'),
+            detail=shorten(f'{where}: {text[issue.start : issue.end]}'),
         )
         acc.found.append((path, problem))
     return stripped.text if stripped.scan.matches else text
@@ -517,10 +517,6 @@ def _link_split_markup(found: _Found) -> None:
         if other is not None:
             message = f'{p.message} (markup split across fields {format_path(other)} and {format_path(path)}?)'
             found[index] = (path, replace(p, message=message))
-
-
-def _short(text: str, limit: int = 200) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + '…'
 
 
 # --- raw tool arguments and structured output -----------------------------------------------------------------------
@@ -765,7 +761,7 @@ def _field_problems(removed: list[RemovedMarkup], where: str, policy: str) -> li
                 'markup_in_output',
                 f'{len(items)} citation markup item(s) in {where}, field {format_path(path)} ({action}); '
                 f'source ids named: {", ".join(ids) or "none"}',
-                detail=_short(format_path(path)),
+                detail=shorten(format_path(path)),
             )
         )
     return out

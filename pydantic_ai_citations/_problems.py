@@ -78,3 +78,8 @@ class CitationProblem:
 
 problems_ta: TypeAdapter[list[CitationProblem]] = TypeAdapter(list[CitationProblem])
 """JSON round trip for lists of problems."""
+
+
+def shorten(text: str, limit: int = 200) -> str:
+    """`text` cut to at most `limit` characters, ending with `…` when cut (for problem details and labels)."""
+    return text if len(text) <= limit else text[: limit - 1] + '…'

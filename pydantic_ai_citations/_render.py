@@ -31,8 +31,9 @@ from urllib.parse import urlsplit
 from pydantic_ai.exceptions import UserError
 
 from ._answer import CitedAnswer, SourceRef
-from ._problems import CitationProblem
+from ._problems import CitationProblem, shorten
 from ._redact import redact as _redact
+from ._urls import url_host
 
 __all__ = ('DEFAULT_ALLOWED_SCHEMES', 'render_html', 'render_markdown', 'safe_url', 'url_problems')
 
@@ -121,20 +122,10 @@ def url_problems(
                     'disallowed_url_scheme',
                     f'Source {source.number} has a URL that is not an allowed link '
                     f'(schemes {", ".join(sorted(set(allowed_schemes)))}); it is shown as text.',
-                    detail=_short(repr(source.url)),
+                    detail=shorten(repr(source.url)),
                 )
             )
     return problems
-
-
-def _host(url: str) -> str | None:
-    try:
-        host = urlsplit(url).hostname
-    except ValueError:
-        return None
-    if not host:
-        return None
-    return host[4:] if host.startswith('www.') else host
 
 
 def _is_grounding_redirect(url: str) -> bool:
@@ -162,7 +153,7 @@ class _Label:
 
 def _clean_line(text: str, limit: int = _MAX_LABEL) -> str:
     text = _WS_RE.sub(' ', _BAD_CHARS_RE.sub('\ufffd', text)).strip()
-    return text if len(text) <= limit else text[: limit - 1] + '…'
+    return shorten(text, limit)
 
 
 def _label(source: SourceRef, schemes: frozenset[str]) -> _Label:
@@ -183,7 +174,7 @@ def _label(source: SourceRef, schemes: frozenset[str]) -> _Label:
     if _is_grounding_redirect(href):
         # Google grounding redirects are opaque: show the title (Google gives the site's domain there).
         return _Label(title or 'Google Search result', href, None, excerpt)
-    host = _host(href)
+    host = url_host(href)
     if title is None:
         return _Label(host or _clean_line(href), href, None, excerpt)
     return _Label(title, href, host if host and host != title else None, excerpt)
@@ -486,7 +477,3 @@ def render_html(
         '<meta name="referrer" content="no-referrer"><title>Answer</title></head>\n'
         f'<body style="margin:1.5em">\n{fragment}</body></html>\n'
     )
-
-
-def _short(text: str, limit: int = 200) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + '…'

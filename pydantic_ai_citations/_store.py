@@ -27,7 +27,6 @@ from dataclasses import KW_ONLY, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TypeVar, cast
-from urllib.parse import urlsplit
 
 import anyio.to_thread
 import pydantic
@@ -45,6 +44,7 @@ from pydantic_ai.exceptions import UserError
 from ._answer import CitedAnswer, answer_parts
 from ._history import METADATA_KEY, edit_text_with_report, fingerprint_response
 from ._problems import PROBLEM_CODES, CitationProblem, ProblemCode
+from ._urls import bare_host, url_host
 
 __all__ = (
     'MIGRATIONS',
@@ -249,17 +249,6 @@ def _pydantic_ai_version() -> str:
     return pydantic_ai.__version__
 
 
-def _domain(url: str) -> str | None:
-    try:
-        host = urlsplit(url).hostname
-    except ValueError:
-        return None
-    if not host:
-        return None
-    host = host.lower().rstrip('.')
-    return host[4:] if host.startswith('www.') else host
-
-
 @dataclass(frozen=True)
 class _AnswerRow:
     entry_id: str
@@ -334,7 +323,7 @@ def _insert_answer(conn: sqlite3.Connection, row: _AnswerRow | None) -> None:
     conn.execute('DELETE FROM answer_problems WHERE entry_id = ?', (row.entry_id,))
     conn.executemany(
         'INSERT INTO answer_sources (entry_id, url, domain) VALUES (?, ?, ?)',
-        [(row.entry_id, url, _domain(url)) for url in row.urls],
+        [(row.entry_id, url, url_host(url)) for url in row.urls],
     )
     conn.executemany(
         'INSERT INTO answer_sources (entry_id, document_id) VALUES (?, ?)',
@@ -542,8 +531,7 @@ class SQLiteConversationStore(ConversationStore):
                 'WHERE a.entry_id IN (SELECT entry_id FROM answer_sources WHERE url = ?)', (url,)
             )
         assert domain is not None
-        host = domain.lower().strip().rstrip('.')
-        host = host[4:] if host.startswith('www.') else host
+        host = bare_host(domain)
         return await self._answers(
             "WHERE a.entry_id IN (SELECT entry_id FROM answer_sources WHERE domain = ? OR domain LIKE '%.' || ?)",
             (host, host),

@@ -30,7 +30,7 @@ from pydantic_ai import (
     WebCitationSource,
 )
 
-from .._problems import CitationProblem, ProblemCode
+from .._problems import CitationProblem, ProblemCode, shorten
 
 __all__ = (
     'Messages',
@@ -98,8 +98,7 @@ class ResolvedSearchResult:
 
 
 def _detail(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= _DETAIL_MAX else text[: _DETAIL_MAX - 1] + '…'
+    return shorten(repr(value), _DETAIL_MAX)
 
 
 def _content_list(content: JsonValue) -> list[JsonValue]:

@@ -53,7 +53,7 @@ from pydantic import JsonValue
 from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import Citation, MarkerCitationAnchor, ModelResponse, TextPart, WebCitationSource
 
-from .._problems import CitationProblem
+from .._problems import CitationProblem, shorten
 
 __all__ = (
     'AgentStreamCollector',
@@ -179,8 +179,7 @@ def _opt_str(value: object) -> str | None:
 
 
 def _short(value: object, limit: int = 120) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + '...'
+    return shorten(repr(value), limit)
 
 
 def _result_id(value: object) -> int | None:

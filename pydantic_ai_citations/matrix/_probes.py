@@ -47,6 +47,7 @@ from pydantic_ai.models import Model
 from .._answer import CitedAnswer
 from .._guard import scan_citation_markup
 from .._models import ApiLabel
+from .._problems import shorten
 from .._track import CitedRun, TrackCitations
 from ..formats.unmapped import anthropic_search_result_locations_from_body, cohere_citations_from_body
 from ..formats.wire import WIRE_APIS, WireCitation, count_wire_citations
@@ -294,8 +295,7 @@ def _describe(error: BaseException) -> str:
         extra = _SDK_EXTRAS.get(top)
         if extra is not None:
             return f'needs the {top!r} package: pip install "pydantic-ai-citations[{extra}]" (or [all])'
-    text = f'{type(error).__name__}: {error}'
-    return text if len(text) <= 300 else text[:299] + '…'
+    return shorten(f'{type(error).__name__}: {error}', 300)
 
 
 # --- the scenarios ------------------------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pydantic import TypeAdapter
 
 from .._answer import CitedAnswer
+from .._problems import shorten
 from ._report import VERDICTS, CitationCheck, Pages, SupportReport, SupportSummary, check_support, summarize
 
 __all__ = ('AuditReport', 'audit', 'audit_report_ta', 'audit_to_html', 'audit_to_markdown')
@@ -70,8 +71,7 @@ def audit(
 
 
 def _short(text: str, limit: int = 160) -> str:
-    text = ' '.join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + '…'
+    return shorten(' '.join(text.split()), limit)
 
 
 def _md(text: str, limit: int = 160) -> str:

@@ -81,7 +81,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from .._answer import CitedAnswer
 from .._guard import CitationsDisabledWarning, StripCitationMarkup, removed_markup, scan_citation_markup
 from .._history import CleanStaleCitations, find_stale
-from .._problems import CitationProblem
+from .._problems import CitationProblem, shorten
 from .._render import render_html, render_markdown
 from .._track import CitedRun, TrackCitations
 from ._citing_model import CITING_STYLES, CitingModel, CitingStyle, ScriptedCitation, ScriptedStreamError
@@ -234,8 +234,7 @@ def _markup_for(style: CitingStyle) -> tuple[str, str]:
 
 
 def _short(value: object, limit: int = 300) -> str:
-    text = value if isinstance(value, str) else repr(value)
-    return text if len(text) <= limit else text[: limit - 1] + '…'
+    return shorten(value if isinstance(value, str) else repr(value), limit)
 
 
 def _codes(problems: Iterable[CitationProblem]) -> list[str]:
