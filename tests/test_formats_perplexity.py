@@ -17,6 +17,7 @@ from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import (
     Citation,
     MarkerCitationAnchor,
+    ModelMessage,
     ModelResponse,
     TextPart,
     WebCitationSource,
@@ -521,16 +522,20 @@ def sonar_agent(json_body: bytes, sse_body: bytes) -> Agent[None, str]:
     )
 
 
+async def last_message(agent: Agent[None, str], stream: bool) -> ModelMessage:
+    """Run `agent` on 'q', streamed or not; return the last message of the run."""
+    if stream:
+        async with agent.run_stream('q') as result:
+            await result.get_output()
+        return result.all_messages()[-1]
+    return (await agent.run('q')).response
+
+
 @pytest.mark.anyio
 @pytest.mark.parametrize('stream', [False, True])
 async def test_sonar_fixture(stream: bool):
     agent = sonar_agent(fixture_bytes('sonar-chat.json'), fixture_bytes('sonar-chat-stream.sse'))
-    if stream:
-        async with agent.run_stream('q') as result:
-            await result.get_output()
-        response = result.all_messages()[-1]
-    else:
-        response = (await agent.run('q')).response
+    response = await last_message(agent, stream)
     assert isinstance(response, ModelResponse)
     problems = apply_sonar(response)
     assert [(p.code, p.detail) for p in problems] == [('unresolved_marker', '[4]')]
@@ -576,12 +581,7 @@ async def test_sonar_real_recording(stream: bool):
     chunks = found[0].with_name('perplexity-citations.chunks.txt').read_text()
     sse = ''.join(f'data: {line}\n\n' for line in chunks.splitlines() if line.strip()) + 'data: [DONE]\n\n'
     agent = sonar_agent(body, sse.encode())
-    if stream:
-        async with agent.run_stream('q') as result:
-            await result.get_output()
-        response = result.all_messages()[-1]
-    else:
-        response = (await agent.run('q')).response
+    response = await last_message(agent, stream)
     assert isinstance(response, ModelResponse)
     part = response.parts[0]
     assert isinstance(part, TextPart)

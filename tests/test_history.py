@@ -72,59 +72,50 @@ def anchored(part: TextPart) -> dict[str, str]:
 
 # --- edit_text -------------------------------------------------------------------------------------------------------
 
+ALL_THREE = {
+    'https://a.example/1': 'Pydantic validates data',
+    'https://b.example/2': 'It is fast',
+    'https://c.example/3': 'Logfire',
+}
+WITHOUT_B = {'https://a.example/1': 'Pydantic validates data', 'https://c.example/3': 'Logfire'}
+
 
 @pytest.mark.parametrize(
     ('new_text', 'expected', 'dropped'),
     [
         pytest.param(
             'Really, ' + TEXT,
-            {
-                'https://a.example/1': 'Pydantic validates data',
-                'https://b.example/2': 'It is fast',
-                'https://c.example/3': 'Logfire',
-            },
+            ALL_THREE,
             [],
             id='before-all-spans',
         ),
         pytest.param(
             TEXT + ' Really.',
-            {
-                'https://a.example/1': 'Pydantic validates data',
-                'https://b.example/2': 'It is fast',
-                'https://c.example/3': 'Logfire',
-            },
+            ALL_THREE,
             [],
             id='after-all-spans',
         ),
         pytest.param(
             TEXT.replace('It is fast', 'It is very fast'),
-            {'https://a.example/1': 'Pydantic validates data', 'https://c.example/3': 'Logfire'},
+            WITHOUT_B,
             [1],
             id='middle-of-a-span',
         ),
         pytest.param(
             TEXT.replace('data. It', 'data.  It'),
-            {
-                'https://a.example/1': 'Pydantic validates data',
-                'https://b.example/2': 'It is fast',
-                'https://c.example/3': 'Logfire',
-            },
+            ALL_THREE,
             [],
             id='between-spans',
         ),
         pytest.param(
             TEXT.replace('fast', 'slow'),
-            {'https://a.example/1': 'Pydantic validates data', 'https://c.example/3': 'Logfire'},
+            WITHOUT_B,
             [1],
             id='same-length-inside-span',
         ),
         pytest.param(
             TEXT.replace('observes', 'watchers'),
-            {
-                'https://a.example/1': 'Pydantic validates data',
-                'https://b.example/2': 'It is fast',
-                'https://c.example/3': 'Logfire',
-            },
+            ALL_THREE,
             [],
             id='same-length-outside-span',
         ),

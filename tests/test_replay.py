@@ -1221,6 +1221,18 @@ def _cassette(uri: str, request: dict[str, Any], response: dict[str, Any]) -> st
     )
 
 
+def _raw_body_cassette(
+    uri: str, request: dict[str, Any], headers: dict[str, list[str]], body: str | bytes
+) -> dict[str, Any]:
+    """A one-interaction cassette whose response is `body` as recorded (no `parsed_body`)."""
+    cassette = json.loads(_cassette(uri, request, {}))
+    response = cassette['interactions'][0]['response']
+    del response['parsed_body']
+    response['headers'] = headers
+    response['body'] = {'string': body}
+    return cassette
+
+
 def test_missing_file(tmp_path: Path) -> None:
     with pytest.raises(RecordingError, match='file not found') as exc_info:
         load_recording(tmp_path / 'nope.yaml')
@@ -1239,11 +1251,12 @@ def test_truncated_yaml(corpus: Path, tmp_path: Path) -> None:
 
 def test_truncated_sse_event(tmp_path: Path) -> None:
     path = tmp_path / 'sse.yaml'
-    cassette = json.loads(_cassette('https://api.anthropic.com/v1/messages', {'model': 'claude'}, {}))
-    response = cassette['interactions'][0]['response']
-    del response['parsed_body']
-    response['headers'] = {'content-type': ['text/event-stream']}
-    response['body'] = {'string': 'event: message_start\ndata: {"type": "message_start", "mess'}
+    cassette = _raw_body_cassette(
+        'https://api.anthropic.com/v1/messages',
+        {'model': 'claude'},
+        {'content-type': ['text/event-stream']},
+        'event: message_start\ndata: {"type": "message_start", "mess',
+    )
     path.write_text(json.dumps(cassette))
     with pytest.raises(RecordingError, match='SSE event is not valid JSON'):
         load_recording(path)
@@ -1265,11 +1278,12 @@ def test_truncated_bedrock_stream(corpus: Path, tmp_path: Path) -> None:
 def test_gzip_body(tmp_path: Path) -> None:
     import yaml
 
-    cassette = json.loads(_cassette('https://api.openai.com/v1/responses', {'model': 'gpt-4o'}, {}))
-    response = cassette['interactions'][0]['response']
-    del response['parsed_body']
-    response['headers']['content-encoding'] = ['gzip']
-    response['body'] = {'string': gzip.compress(b'{"id": "resp_1"}')}
+    cassette = _raw_body_cassette(
+        'https://api.openai.com/v1/responses',
+        {'model': 'gpt-4o'},
+        {'content-type': ['application/json'], 'content-encoding': ['gzip']},
+        gzip.compress(b'{"id": "resp_1"}'),
+    )
     path = tmp_path / 'gz.yaml'
     path.write_text(yaml.safe_dump(cassette))
     [decoded] = load_recording(path).responses
@@ -1278,25 +1292,51 @@ def test_gzip_body(tmp_path: Path) -> None:
     assert all(name not in ('content-encoding', 'content-length') for name, _ in decoded.headers)
 
 
-def test_unknown_host(tmp_path: Path) -> None:
-    path = tmp_path / 'unknown.yaml'
-    path.write_text(_cassette('https://llm.example.com/v1/generate', {'model': 'x'}, {'text': 'hi'}))
-    with pytest.raises(RecordingError, match=r'unknown provider.*llm\.example\.com'):
+BAD_FILES = [
+    pytest.param(
+        'unknown.yaml',
+        _cassette('https://llm.example.com/v1/generate', {'model': 'x'}, {'text': 'hi'}),
+        r'unknown provider.*llm\.example\.com',
+        id='unknown-host',
+    ),
+    pytest.param('notes.txt', 'hello', 'unknown recording layout', id='unknown-layout'),
+    pytest.param(
+        'anthropic-x.chunks.txt',
+        '{"type": "message_start"}\n{"type": "content_bl',
+        'line 2 is not a JSON object',
+        id='vercel-bad-line',
+    ),
+    pytest.param('mystery.json', '{"answer": 42}', 'unknown provider', id='vercel-unknown-provider'),
+    pytest.param('openai-empty.chunks.txt', '\n', 'the stream is empty', id='vercel-empty-stream'),
+    pytest.param(
+        'x.xai.yaml',
+        'interactions:\n- request_sample: {json: {model: grok}}\n',
+        'no response_sample or response_stream',
+        id='xai-no-response',
+    ),
+]
+
+
+@pytest.mark.parametrize(('name', 'text', 'match'), BAD_FILES)
+def test_bad_file_is_recording_error(tmp_path: Path, name: str, text: str, match: str) -> None:
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(RecordingError, match=match):
         load_recording(path)
 
 
-def test_unknown_api_value(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ('api', 'error', 'match'),
+    [
+        pytest.param('mistral', UserError, "Unknown recording api 'mistral'", id='unknown-api'),
+        pytest.param('cohere', RecordingError, 'no interaction goes to a cohere model endpoint', id='no-endpoint'),
+    ],
+)
+def test_bad_api_override(tmp_path: Path, api: str, error: type[Exception], match: str) -> None:
     path = tmp_path / 'x.yaml'
     path.write_text(_cassette('https://api.openai.com/v1/responses', {}, {}))
-    with pytest.raises(UserError, match="Unknown recording api 'mistral'"):
-        load_recording(path, api='mistral')  # type: ignore[arg-type]
-
-
-def test_override_without_matching_endpoint(tmp_path: Path) -> None:
-    path = tmp_path / 'x.yaml'
-    path.write_text(_cassette('https://api.openai.com/v1/responses', {}, {}))
-    with pytest.raises(RecordingError, match='no interaction goes to a cohere model endpoint'):
-        load_recording(path, api='cohere')
+    with pytest.raises(error, match=match):
+        load_recording(path, api=api)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize('text', ['interactions: []\nversion: 1\n', 'version: 1\n', '- 1\n- 2\n', ''])
@@ -1304,35 +1344,6 @@ def test_empty_interactions(tmp_path: Path, text: str) -> None:
     path = tmp_path / 'empty.yaml'
     path.write_text(text)
     with pytest.raises(RecordingError, match='empty.yaml'):
-        load_recording(path)
-
-
-def test_unknown_layout(tmp_path: Path) -> None:
-    path = tmp_path / 'notes.txt'
-    path.write_text('hello')
-    with pytest.raises(RecordingError, match='unknown recording layout'):
-        load_recording(path)
-
-
-def test_vercel_bad_input(tmp_path: Path) -> None:
-    bad_line = tmp_path / 'anthropic-x.chunks.txt'
-    bad_line.write_text('{"type": "message_start"}\n{"type": "content_bl')
-    with pytest.raises(RecordingError, match='line 2 is not a JSON object'):
-        load_recording(bad_line)
-    unknown = tmp_path / 'mystery.json'
-    unknown.write_text('{"answer": 42}')
-    with pytest.raises(RecordingError, match='unknown provider'):
-        load_recording(unknown)
-    empty = tmp_path / 'openai-empty.chunks.txt'
-    empty.write_text('\n')
-    with pytest.raises(RecordingError, match='the stream is empty'):
-        load_recording(empty)
-
-
-def test_xai_bad_input(tmp_path: Path) -> None:
-    path = tmp_path / 'x.xai.yaml'
-    path.write_text('interactions:\n- request_sample: {json: {model: grok}}\n')
-    with pytest.raises(RecordingError, match='no response_sample or response_stream'):
         load_recording(path)
 
 
@@ -1376,11 +1387,9 @@ def test_load_recording_only_raises_recording_error(tmp_path: Path, text: str, n
     content_type=st.sampled_from(['text/event-stream', 'application/json', 'application/vnd.amazon.eventstream']),
 )
 def test_vcr_bodies_only_raise_recording_error(tmp_path: Path, body: str, content_type: str) -> None:
-    cassette = json.loads(_cassette('https://api.anthropic.com/v1/messages', {'model': 'claude'}, {}))
-    response = cassette['interactions'][0]['response']
-    del response['parsed_body']
-    response['headers'] = {'content-type': [content_type]}
-    response['body'] = {'string': body}
+    cassette = _raw_body_cassette(
+        'https://api.anthropic.com/v1/messages', {'model': 'claude'}, {'content-type': [content_type]}, body
+    )
     path = tmp_path / 'c.yaml'
     path.write_text(json.dumps(cassette))
     try:
