@@ -26,6 +26,7 @@ from pydantic_ai.models.openai import OpenAIResponsesModel
 from pydantic_ai.providers.anthropic import AnthropicProvider
 from pydantic_ai.providers.openai import OpenAIProvider
 
+from pydantic_ai_citations.formats.anthropic_search_results import to_citation
 from pydantic_ai_citations.formats.unmapped import (
     RawOnlyCitation,
     Recovery,
@@ -294,6 +295,44 @@ async def test_anthropic_search_result_location_survival():
     assert from_body.citations[1][0].sources == [
         DocumentCitationSource(document_id='kb-7', title='Tides KB', excerpts=['Tides follow the Moon.'])
     ]
+
+
+@pytest.mark.parametrize(
+    ('source', 'kind'),
+    [
+        ('https://kb.example/tides', 'web'),
+        ('HTTPS://kb.example/tides', 'web'),
+        ('http://', 'document'),
+        ('https:///no-host', 'document'),
+        ('kb-7', 'document'),
+    ],
+)
+def test_anthropic_search_source_kind_same_on_both_paths(source: str, kind: str):
+    """Recovered search_result_location citations and `to_citation` make the same kind of source."""
+    body = {
+        **ANTHROPIC_BODY,
+        'content': [{'type': 'text', 'text': 'T.', 'citations': [{**SEARCH_LOCATION, 'source': source}]}],
+    }
+    [[citation]] = anthropic_search_result_locations_from_body(body).citations.values()
+    [recovered] = citation.sources
+    messages = [
+        {
+            'role': 'user',
+            'content': [
+                {'type': 'search_result', 'source': 'x', 'title': 'other', 'content': [{'type': 'text', 'text': 'x'}]},
+                {
+                    'type': 'search_result',
+                    'source': source,
+                    'title': 'Tides KB',
+                    'content': [{'type': 'text', 'text': 'Tides follow the Moon.'}],
+                },
+            ],
+        }
+    ]
+    resolved = to_citation(SEARCH_LOCATION | {'source': source}, messages)
+    assert isinstance(resolved, Citation)
+    assert resolved.sources == [recovered]
+    assert isinstance(recovered, WebCitationSource if kind == 'web' else DocumentCitationSource)
 
 
 def test_anthropic_bad_data():

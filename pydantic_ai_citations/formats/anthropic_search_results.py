@@ -42,6 +42,7 @@ __all__ = (
     'reindex_after_trim',
     'check_request',
     'is_web_source',
+    'search_result_source',
 )
 
 Messages = Sequence[Mapping[str, JsonValue]]
@@ -246,6 +247,22 @@ def is_web_source(source: str) -> bool:
     return parts.scheme.lower() in ('http', 'https') and bool(parts.netloc)
 
 
+def search_result_source(
+    source: str | None, title: str | None, cited_text: str | None
+) -> WebCitationSource | DocumentCitationSource | None:
+    """The Pydantic AI source for a cited `search_result`, or `None` when it has nothing to cite.
+
+    A web page when `source` is an `http(s)` URL with a host (`is_web_source`), else a document named by `source`;
+    the cited text is the one excerpt. `to_citation` and the unmapped-data recovery both cite through this.
+    """
+    excerpts = [cited_text] if cited_text else []
+    if source and is_web_source(source):
+        return WebCitationSource(source, title=title, excerpts=excerpts)
+    if source or title or excerpts:
+        return DocumentCitationSource(document_id=source or None, title=title, excerpts=excerpts)
+    return None
+
+
 def to_citation(
     citation: Mapping[str, JsonValue],
     messages: Messages,
@@ -269,13 +286,8 @@ def to_citation(
     resolved = resolve(citation, messages, citation_index=citation_index)
     if isinstance(resolved, CitationProblem):
         return resolved
-    excerpts = [resolved.cited_text] if resolved.cited_text else []
-    source: WebCitationSource | DocumentCitationSource
-    if is_web_source(resolved.source):
-        source = WebCitationSource(resolved.source, title=resolved.title, excerpts=excerpts)
-    elif resolved.source or resolved.title or excerpts:
-        source = DocumentCitationSource(document_id=resolved.source or None, title=resolved.title, excerpts=excerpts)
-    else:
+    source = search_result_source(resolved.source, resolved.title, resolved.cited_text)
+    if source is None:
         return CitationProblem(
             'source_without_content',
             f'search result {resolved.block.index} has no source, title or text to cite',

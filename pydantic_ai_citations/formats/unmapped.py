@@ -43,6 +43,7 @@ from pydantic_ai.messages import (
 )
 
 from .._problems import CitationProblem
+from .anthropic_search_results import search_result_source
 
 __all__ = (
     'RawOnlyCitation',
@@ -292,13 +293,7 @@ def cohere_citations_from_body(body: Mapping[str, JsonValue]) -> tuple[str, Reco
 
 
 def _anthropic_search_source(raw: Mapping[str, object]) -> DocumentCitationSource | WebCitationSource | None:
-    source, title, cited = _str(raw.get('source')), _str(raw.get('title')), _str(raw.get('cited_text'))
-    excerpts = [cited] if cited else []
-    if source is not None and source.startswith(('http://', 'https://')):
-        return WebCitationSource(source, title=title, excerpts=excerpts)
-    if source is None and title is None and not excerpts:
-        return None
-    return DocumentCitationSource(document_id=source, title=title, excerpts=excerpts)
+    return search_result_source(_str(raw.get('source')), _str(raw.get('title')), _str(raw.get('cited_text')))
 
 
 def _anthropic_block(

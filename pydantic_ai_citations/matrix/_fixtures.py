@@ -47,12 +47,12 @@ from ..testing._replay import (
     _xai_chunks_from_json,  # pyright: ignore[reportPrivateUsage]  # the replay module's protobuf-JSON helpers
     _xai_response_from_json,  # pyright: ignore[reportPrivateUsage]
 )
+from ..testing._replay_models import ReplayTransport, copy_settings, httpx2_client, mock_transport
 
 if TYPE_CHECKING:
     from pydantic_ai.models import Model
 
     from ..formats.perplexity import PerplexityTap
-    from ..testing._replay_models import ReplayTransport
 
 __all__ = (
     'FIXTURE_APIS',
@@ -138,8 +138,6 @@ class FixtureRecording(Recording):
         """
         if self.fixture_api not in ('perplexity-agent', 'mistral', 'groq'):
             return super().model(sent=sent)
-        from ..testing._replay_models import ReplayTransport
-
         transport = ReplayTransport(self, sent)
         if self.fixture_api == 'perplexity-agent':
             return _perplexity_agent(self, transport)
@@ -358,20 +356,6 @@ def _string_header(name: str, value: str) -> bytes:
 # --- Model classes `Recording` does not build ----------------------------------------------------------------------
 
 
-def _httpx2_client(transport: ReplayTransport) -> Any:
-    import httpx2
-
-    def handler(request: httpx2.Request) -> httpx2.Response:
-        status, headers, body = transport.answer(request.method, str(request.url), request.read())
-        return httpx2.Response(status, headers=headers, content=body)
-
-    return httpx2.AsyncClient(transport=httpx2.MockTransport(handler))
-
-
-def _model_settings(recording: Recording) -> ModelSettings:
-    return cast(ModelSettings, dict(recording.model_settings))
-
-
 def _perplexity_agent(recording: FixtureRecording, transport: ReplayTransport) -> Model:
     import httpx2
     from openai import AsyncOpenAI
@@ -380,16 +364,12 @@ def _perplexity_agent(recording: FixtureRecording, transport: ReplayTransport) -
 
     from ..formats.perplexity import PerplexityTap, perplexity_http_client
 
-    def handler(request: httpx2.Request) -> httpx2.Response:
-        status, headers, body = transport.answer(request.method, str(request.url), request.read())
-        return httpx2.Response(status, headers=headers, content=body)
-
     # Served through the package's own route to Perplexity's events, as an application would set it up.
     tap = PerplexityTap()
-    http_client = perplexity_http_client(tap, transport=httpx2.MockTransport(handler))
+    http_client = perplexity_http_client(tap, transport=mock_transport(transport, httpx2))
     client = AsyncOpenAI(api_key=_DUMMY_KEY, base_url=_PERPLEXITY_BASE_URL, http_client=http_client, max_retries=0)
     provider = OpenAIProvider(openai_client=client)
-    model = OpenAIResponsesModel(recording.model_name, provider=provider, settings=_model_settings(recording))
+    model = OpenAIResponsesModel(recording.model_name, provider=provider, settings=copy_settings(recording))
     _TAPS[id(model)] = (weakref.ref(model), tap)
     return model
 
@@ -410,9 +390,9 @@ def _mistral(recording: FixtureRecording, transport: ReplayTransport) -> Model:
     from pydantic_ai.providers.mistral import MistralProvider
 
     provider = MistralProvider(
-        api_key=_DUMMY_KEY, base_url='https://api.mistral.ai', http_client=_httpx2_client(transport)
+        api_key=_DUMMY_KEY, base_url='https://api.mistral.ai', http_client=httpx2_client(transport)
     )
-    return MistralModel(recording.model_name, provider=provider, settings=_model_settings(recording))
+    return MistralModel(recording.model_name, provider=provider, settings=copy_settings(recording))
 
 
 def _groq(recording: FixtureRecording, transport: ReplayTransport) -> Model:
@@ -421,16 +401,12 @@ def _groq(recording: FixtureRecording, transport: ReplayTransport) -> Model:
     from pydantic_ai.providers.groq import GroqProvider
 
     # The Groq SDK still uses `httpx`; it ships no `httpx2` client option.
-    def handler(request: httpx.Request) -> httpx.Response:
-        status, headers, body = transport.answer(request.method, str(request.url), request.read())
-        return httpx.Response(status, headers=headers, content=body)
-
     groq: Any = importlib.import_module('groq')
     client = groq.AsyncGroq(
         api_key=_DUMMY_KEY,
         base_url='https://api.groq.com',
-        http_client=httpx.AsyncClient(transport=httpx.MockTransport(handler)),
+        http_client=httpx.AsyncClient(transport=mock_transport(transport, httpx)),
         max_retries=0,
     )
     provider = GroqProvider(groq_client=client)
-    return GroqModel(recording.model_name, provider=provider, settings=_model_settings(recording))
+    return GroqModel(recording.model_name, provider=provider, settings=copy_settings(recording))

@@ -97,8 +97,8 @@ def _error_answer(message: str) -> _Answer:
     return 500, headers, json.dumps(body).encode('utf-8')
 
 
-def _settings(recording: Recording) -> ModelSettings:
-    # A copy: the model must not share (and could not change) the frozen recording's dict.
+def copy_settings(recording: Recording) -> ModelSettings:
+    """The recording's model settings, as a copy: a model must not share (and could not change) the frozen dict."""
     return cast(ModelSettings, dict(recording.model_settings))
 
 
@@ -119,14 +119,21 @@ def build_model(recording: Recording, sent: list[dict[str, JsonValue]] | None) -
     return _xai(recording, transport)
 
 
-def _httpx2_client(transport: ReplayTransport, *, timeout: float | None = None) -> Any:
+def mock_transport(transport: ReplayTransport, http: Any) -> Any:
+    """An `http.MockTransport` answered by `transport`; `http` is the `httpx2` module, or `httpx` for SDKs on it."""
+
+    def handler(request: Any) -> Any:
+        status, headers, body = transport.answer(request.method, str(request.url), request.read())
+        return http.Response(status, headers=headers, content=body)
+
+    return http.MockTransport(handler)
+
+
+def httpx2_client(transport: ReplayTransport, *, timeout: float | None = None) -> Any:
+    """An `httpx2.AsyncClient` answered by `transport`."""
     import httpx2
 
-    def handler(request: httpx2.Request) -> httpx2.Response:
-        status, headers, body = transport.answer(request.method, str(request.url), request.read())
-        return httpx2.Response(status, headers=headers, content=body)
-
-    mock = httpx2.MockTransport(handler)
+    mock = mock_transport(transport, httpx2)
     if timeout is None:
         # No explicit timeout: the Anthropic SDK streams non-streamed requests when the client timeout isn't its default.
         return httpx2.AsyncClient(transport=mock)
@@ -141,11 +148,11 @@ def _anthropic(recording: Recording, transport: ReplayTransport) -> Model:
     client = AsyncAnthropic(
         api_key=_DUMMY_KEY,
         base_url='https://api.anthropic.com',
-        http_client=_httpx2_client(transport),
+        http_client=httpx2_client(transport),
         max_retries=0,
     )
     provider = AnthropicProvider(anthropic_client=client)
-    return AnthropicModel(recording.model_name, provider=provider, settings=_settings(recording))
+    return AnthropicModel(recording.model_name, provider=provider, settings=copy_settings(recording))
 
 
 _OPENAI_BASE_URLS = {
@@ -164,7 +171,7 @@ def _openai(recording: Recording, transport: ReplayTransport) -> Model:
     client = AsyncOpenAI(
         api_key=_DUMMY_KEY,
         base_url=_OPENAI_BASE_URLS[recording.api],
-        http_client=_httpx2_client(transport),
+        http_client=httpx2_client(transport),
         max_retries=0,
     )
     if recording.api == 'openrouter':
@@ -172,12 +179,12 @@ def _openai(recording: Recording, transport: ReplayTransport) -> Model:
         from pydantic_ai.providers.openrouter import OpenRouterProvider
 
         return OpenRouterModel(
-            recording.model_name, provider=OpenRouterProvider(openai_client=client), settings=_settings(recording)
+            recording.model_name, provider=OpenRouterProvider(openai_client=client), settings=copy_settings(recording)
         )
     provider = OpenAIProvider(openai_client=client)
     if recording.api == 'openai-responses':
-        return OpenAIResponsesModel(recording.model_name, provider=provider, settings=_settings(recording))
-    return OpenAIChatModel(recording.model_name, provider=provider, settings=_settings(recording))
+        return OpenAIResponsesModel(recording.model_name, provider=provider, settings=copy_settings(recording))
+    return OpenAIChatModel(recording.model_name, provider=provider, settings=copy_settings(recording))
 
 
 def _google(recording: Recording, transport: ReplayTransport) -> Model:
@@ -186,13 +193,13 @@ def _google(recording: Recording, transport: ReplayTransport) -> Model:
     from pydantic_ai.providers.google_cloud import GoogleCloudProvider
 
     # An explicit timeout: google-genai warns about httpx's short default otherwise.
-    http_client = _httpx2_client(transport, timeout=600)
+    http_client = httpx2_client(transport, timeout=600)
     if recording.api == 'google-vertex':
         # Vertex AI express mode (API key): no project, location or Application Default Credentials lookup.
         provider = GoogleCloudProvider(api_key=_DUMMY_KEY, http_client=http_client)
-        return GoogleModel(recording.model_name, provider=provider, settings=_settings(recording))
+        return GoogleModel(recording.model_name, provider=provider, settings=copy_settings(recording))
     gemini = GoogleProvider(api_key=_DUMMY_KEY, http_client=http_client)
-    return GoogleModel(recording.model_name, provider=gemini, settings=_settings(recording))
+    return GoogleModel(recording.model_name, provider=gemini, settings=copy_settings(recording))
 
 
 def _cohere(recording: Recording, transport: ReplayTransport) -> Model:
@@ -201,17 +208,13 @@ def _cohere(recording: Recording, transport: ReplayTransport) -> Model:
     from pydantic_ai.models.cohere import CohereModel
     from pydantic_ai.providers.cohere import CohereProvider
 
-    def handler(request: httpx.Request) -> httpx.Response:
-        status, headers, body = transport.answer(request.method, str(request.url), request.read())
-        return httpx.Response(status, headers=headers, content=body)
-
     client = AsyncClientV2(
         api_key=_DUMMY_KEY,
         base_url='https://api.cohere.com',
-        httpx_client=httpx.AsyncClient(transport=httpx.MockTransport(handler)),
+        httpx_client=httpx.AsyncClient(transport=mock_transport(transport, httpx)),
     )
     provider = CohereProvider(cohere_client=client)
-    return CohereModel(recording.model_name, provider=provider, settings=_settings(recording))
+    return CohereModel(recording.model_name, provider=provider, settings=copy_settings(recording))
 
 
 class _BotoRawBody:
@@ -257,7 +260,7 @@ def _bedrock(recording: Recording, transport: ReplayTransport) -> Model:
     # Answering in `before-send` means botocore never opens a connection.
     client.meta.events.register('before-send.bedrock-runtime', before_send)
     provider = BedrockProvider(bedrock_client=client)
-    return BedrockConverseModel(recording.model_name, provider=provider, settings=_settings(recording))
+    return BedrockConverseModel(recording.model_name, provider=provider, settings=copy_settings(recording))
 
 
 class _FakeGrpcChannel:
@@ -373,4 +376,4 @@ def _xai(recording: Recording, transport: ReplayTransport) -> Model:
     chat_client: Any = importlib.import_module('xai_sdk.aio.chat').Client
     chat: object = chat_client(_FakeGrpcChannel(recording, transport))
     provider = XaiProvider(xai_client=cast(Any, _FakeXaiClient(chat)))
-    return XaiModel(recording.model_name, provider=provider, settings=_settings(recording))
+    return XaiModel(recording.model_name, provider=provider, settings=copy_settings(recording))
