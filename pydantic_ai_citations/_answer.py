@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import KW_ONLY, dataclass, field
+from dataclasses import KW_ONLY, dataclass, field, replace
 from typing import Literal, Protocol, TypedDict, cast
 
 from pydantic import JsonValue, TypeAdapter
@@ -301,11 +301,26 @@ class _Builder:
         return number
 
 
+def shift_citation(citation: Citation, offset: int) -> Citation:
+    """`citation` with its anchor moved `offset` characters on (for a part's text joined after others)."""
+    anchor = citation.anchor
+    if anchor is None or not offset:
+        return citation
+    return replace(citation, anchor=replace(anchor, start=anchor.start + offset, end=anchor.end + offset))
+
+
+def last_response(messages: Sequence[ModelMessage]) -> tuple[int, ModelResponse] | None:
+    """The last `ModelResponse` of `messages` and its index, or `None` when there is none."""
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if isinstance(message, ModelResponse):
+            return index, message
+    return None
+
+
 def _build(messages: Sequence[ModelMessage], *, complete: bool) -> CitedAnswer:
-    message_index = next(
-        (i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], ModelResponse)),
-        None,
-    )
+    found = last_response(messages)
+    message_index = found[0] if found is not None else None
     b = _Builder()
     if not complete:
         b.problems.append(
@@ -315,10 +330,9 @@ def _build(messages: Sequence[ModelMessage], *, complete: bool) -> CitedAnswer:
                 message_index=message_index,
             )
         )
-    if message_index is None:
+    if found is None:
         return CitedAnswer('', problems=b.problems, complete=complete)
-    response = messages[message_index]
-    assert isinstance(response, ModelResponse)
+    message_index, response = found
 
     text_pieces: list[str] = []
     segments: list[PartSegment] = []

@@ -51,7 +51,7 @@ from pydantic_ai.models import Model
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.tools import RunContext
 
-from ._answer import CitedAnswer
+from ._answer import CitedAnswer, last_response
 from ._guard import FieldPath, format_path
 from ._ledger import record_problems
 from ._problems import CitationProblem, shorten
@@ -592,10 +592,10 @@ def _cited_documents(
 ) -> tuple[list[str], list[CitationProblem]]:
     cited: dict[str, None] = {}
     problems: list[CitationProblem] = []
-    response = next((m for m in reversed(messages) if isinstance(m, ModelResponse)), None)
+    last = last_response(messages)
     by_index = False
-    if response is not None:
-        for part in response.parts:
+    if last is not None:
+        for part in last[1].parts:
             raw = (part.provider_details or {}).get('citations') if isinstance(part, TextPart) else None
             for item in cast(list[object], raw) if isinstance(raw, list) else []:
                 index = cast(dict[str, object], item).get('document_index') if isinstance(item, dict) else None

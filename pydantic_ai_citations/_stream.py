@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
-from dataclasses import KW_ONLY, dataclass, field, replace
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, Literal, cast
 
 from pydantic import JsonValue, TypeAdapter
@@ -44,7 +44,7 @@ from pydantic_ai.ui.vercel_ai import VercelAIAdapter, VercelAIEventStream
 from pydantic_ai.ui.vercel_ai.request_types import RequestData
 from pydantic_ai.ui.vercel_ai.response_types import BaseChunk, DataChunk, SourceUrlChunk
 
-from ._answer import CitedAnswer, cited_answer_ta
+from ._answer import CitedAnswer, cited_answer_ta, last_response, shift_citation
 from ._redact import redact as _redact
 
 __all__ = (
@@ -184,9 +184,9 @@ def _incomplete(response: ModelResponse | None) -> CitedAnswer:
 
 
 def _completed(messages: Sequence[ModelMessage]) -> CitedAnswer:
-    last = next((m for m in reversed(messages) if isinstance(m, ModelResponse)), None)
+    last = last_response(messages)
     # A provider that hit EOF without its terminal event leaves the response `'incomplete'`: not a finished answer.
-    return CitedAnswer.from_messages(messages, complete=last is not None and last.state == 'complete')
+    return CitedAnswer.from_messages(messages, complete=last is not None and last[1].state == 'complete')
 
 
 async def _from_events(events: AsyncIterator[object], acc: _Accumulator) -> AsyncGenerator[StreamItem]:
@@ -444,13 +444,7 @@ def _merged_citations(parts: Sequence[TextPart]) -> list[Citation]:
     out: list[Citation] = []
     offset = 0
     for part in parts:
-        for citation in part.citations or []:
-            anchor = citation.anchor
-            if anchor is not None and offset:
-                citation = replace(
-                    citation, anchor=replace(anchor, start=anchor.start + offset, end=anchor.end + offset)
-                )
-            out.append(citation)
+        out.extend(shift_citation(citation, offset) for citation in part.citations or [])
         offset += len(part.content)
     return out
 

@@ -31,6 +31,7 @@ from pydantic_ai import (
 )
 
 from .._problems import CitationProblem, ProblemCode, shorten
+from ._raw import as_int
 
 __all__ = (
     'Messages',
@@ -156,11 +157,6 @@ def search_result_blocks(messages: Messages) -> list[SearchResultBlock]:
     return found
 
 
-def _int_field(citation: Mapping[str, JsonValue], name: str) -> int | None:
-    value = citation.get(name)
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
 def _same_text(a: str, b: str) -> bool:
     return a == b or a.split() == b.split()
 
@@ -189,9 +185,9 @@ def resolve(
 
     if citation.get('type') != 'search_result_location':
         return problem('unreadable_raw_data', 'not a search_result_location citation', citation.get('type'))
-    index = _int_field(citation, 'search_result_index')
-    start = _int_field(citation, 'start_block_index')
-    end = _int_field(citation, 'end_block_index')
+    index = as_int(citation.get('search_result_index'))
+    start = as_int(citation.get('start_block_index'))
+    end = as_int(citation.get('end_block_index'))
     if index is None or start is None or end is None:
         return problem(
             'unreadable_raw_data',

@@ -43,6 +43,7 @@ from pydantic_ai.messages import (
 )
 
 from .._problems import CitationProblem
+from ._raw import as_int, as_map, as_maps, as_str
 from .anthropic_search_results import search_result_source
 
 __all__ = (
@@ -96,23 +97,6 @@ class Recovery:
         return Recovery(citations, [*self.raw_only, *other.raw_only], [*self.problems, *other.problems])
 
 
-def _map(value: object) -> Mapping[str, object] | None:
-    return cast(Mapping[str, object], value) if isinstance(value, Mapping) else None
-
-
-def _maps(value: object) -> list[Mapping[str, object]]:
-    items = cast(list[object], value) if isinstance(value, list | tuple) else []
-    return [m for item in items if (m := _map(item)) is not None]
-
-
-def _str(value: object) -> str | None:
-    return value if isinstance(value, str) and value else None
-
-
-def _int(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
 def _json(value: object) -> JsonValue:
     return cast(JsonValue, value)
 
@@ -150,11 +134,11 @@ def container_file_citations(response: ModelResponse) -> Recovery:
                 )
             )
             continue
-        for ann in _maps(cast(object, raw_annotations)):
+        for ann in as_maps(cast(object, raw_annotations)):
             if ann.get('type') != 'container_file_citation':
                 continue
-            start, end = _int(ann.get('start_index')), _int(ann.get('end_index'))
-            file_id, filename = _str(ann.get('file_id')), _str(ann.get('filename'))
+            start, end = as_int(ann.get('start_index')), as_int(ann.get('end_index'))
+            file_id, filename = as_str(ann.get('file_id')), as_str(ann.get('filename'))
             if file_id is None and filename is None:
                 raw_only.append(
                     RawOnlyCitation(
@@ -195,7 +179,7 @@ def xai_tool_output_citations(response: ModelResponse) -> Recovery:
     for part_index, part in enumerate(response.parts):
         if not isinstance(part, NativeToolReturnPart):
             continue
-        content = _map(cast(object, part.content))
+        content = as_map(cast(object, part.content))
         if content is None or 'citations' not in content:
             continue
         entries = content.get('citations')
@@ -226,13 +210,13 @@ def xai_tool_output_citations(response: ModelResponse) -> Recovery:
 def _entry_url(entry: object) -> str | None:
     if isinstance(entry, str):
         return entry or None
-    entry_map = _map(entry)
+    entry_map = as_map(entry)
     if entry_map is None:
         return None
-    if (url := _str(entry_map.get('url'))) is not None:
+    if (url := as_str(entry_map.get('url'))) is not None:
         return url
     for kind in ('x_citation', 'web_citation'):
-        if (inner := _map(entry_map.get(kind))) is not None and (url := _str(inner.get('url'))) is not None:
+        if (inner := as_map(entry_map.get(kind))) is not None and (url := as_str(inner.get('url'))) is not None:
             return url
     return None
 
@@ -241,15 +225,15 @@ def _entry_url(entry: object) -> str | None:
 
 
 def _cohere_source(source: Mapping[str, object]) -> DocumentCitationSource | WebCitationSource | None:
-    document = _map(source.get('document')) or {}
-    tool_output = _map(source.get('tool_output')) or {}
-    url = _str(document.get('url'))
-    excerpt = _str(document.get('text')) or _str(document.get('snippet')) or _str(tool_output.get('content'))
+    document = as_map(source.get('document')) or {}
+    tool_output = as_map(source.get('tool_output')) or {}
+    url = as_str(document.get('url'))
+    excerpt = as_str(document.get('text')) or as_str(document.get('snippet')) or as_str(tool_output.get('content'))
     excerpts = [excerpt] if excerpt else []
-    title = _str(document.get('title'))
+    title = as_str(document.get('title'))
     if url is not None:
         return WebCitationSource(url, title=title, excerpts=excerpts)
-    doc_id = _str(source.get('id')) or _str(document.get('id'))
+    doc_id = as_str(source.get('id')) or as_str(document.get('id'))
     if doc_id is None and title is None and not excerpts:
         return None
     return DocumentCitationSource(document_id=doc_id, title=title, excerpts=excerpts)
@@ -263,14 +247,16 @@ def cohere_citations_from_body(body: Mapping[str, JsonValue]) -> tuple[str, Reco
         0 (the single text part `CohereModel` makes). A citation is anchored with `ContentCitationAnchor` only when
         `text[start:end]` equals its own `text`; otherwise it is raw-only.
     """
-    message = _map(body.get('message')) or {}
-    text = ''.join(_str(c.get('text')) or '' for c in _maps(message.get('content')) if c.get('type', 'text') == 'text')
+    message = as_map(body.get('message')) or {}
+    text = ''.join(
+        as_str(c.get('text')) or '' for c in as_maps(message.get('content')) if c.get('type', 'text') == 'text'
+    )
     citations: list[Citation] = []
     raw_only: list[RawOnlyCitation] = []
-    for raw in _maps(message.get('citations')):
-        kind = (_str(raw.get('type')) or 'citation').lower()
-        sources = [s for s in (_cohere_source(src) for src in _maps(raw.get('sources'))) if s is not None]
-        start, end, cited = _int(raw.get('start')), _int(raw.get('end')), _str(raw.get('text'))
+    for raw in as_maps(message.get('citations')):
+        kind = (as_str(raw.get('type')) or 'citation').lower()
+        sources = [s for s in (_cohere_source(src) for src in as_maps(raw.get('sources'))) if s is not None]
+        start, end, cited = as_int(raw.get('start')), as_int(raw.get('end')), as_str(raw.get('text'))
         if not sources:
             raw_only.append(RawOnlyCitation('cohere', kind, 'no usable source', _json(dict(raw)), part_index=0))
             continue
@@ -293,7 +279,7 @@ def cohere_citations_from_body(body: Mapping[str, JsonValue]) -> tuple[str, Reco
 
 
 def _anthropic_search_source(raw: Mapping[str, object]) -> DocumentCitationSource | WebCitationSource | None:
-    return search_result_source(_str(raw.get('source')), _str(raw.get('title')), _str(raw.get('cited_text')))
+    return search_result_source(as_str(raw.get('source')), as_str(raw.get('title')), as_str(raw.get('cited_text')))
 
 
 def _anthropic_block(
@@ -338,7 +324,7 @@ def anthropic_search_result_locations(response: ModelResponse) -> Recovery:
                 )
             )
             continue
-        found, raw_part = _anthropic_block(_maps(cast(object, raw)), part.content, part_index)
+        found, raw_part = _anthropic_block(as_maps(cast(object, raw)), part.content, part_index)
         if found:
             citations[part_index] = found
         raw_only.extend(raw_part)
@@ -353,10 +339,10 @@ def anthropic_search_result_locations_from_body(body: Mapping[str, JsonValue]) -
     """
     citations: dict[int, list[Citation]] = {}
     raw_only: list[RawOnlyCitation] = []
-    for index, block in enumerate(_maps(body.get('content'))):
+    for index, block in enumerate(as_maps(body.get('content'))):
         if block.get('type') != 'text':
             continue
-        found, raw_block = _anthropic_block(_maps(block.get('citations')), _str(block.get('text')) or '', index)
+        found, raw_block = _anthropic_block(as_maps(block.get('citations')), as_str(block.get('text')) or '', index)
         if found:
             citations[index] = found
         raw_only.extend(raw_block)

@@ -11,13 +11,14 @@ stream event, a `*.done` snapshot and the final body is counted once.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Literal, cast, get_args
 
 from pydantic import JsonValue, TypeAdapter
 from pydantic_ai.exceptions import UserError
 
+from ._raw import as_int, as_list, as_map, as_maps, as_str
 from .perplexity import AgentStreamCollector, find_numbered_markers
 
 __all__ = ('WIRE_APIS', 'WireApi', 'WireCitation', 'count_wire_citations', 'parse_sse', 'wire_citations_ta')
@@ -119,34 +120,12 @@ def count_wire_citations(api: WireApi, payload: JsonValue) -> list[WireCitation]
 def _objects(payload: object) -> list[Mapping[str, object]]:
     if isinstance(payload, Mapping):
         return [cast(Mapping[str, object], payload)]
-    return [m for item in _lst(payload) if (m := _map(item)) is not None]
-
-
-def _map(value: object) -> Mapping[str, object] | None:
-    return cast(Mapping[str, object], value) if isinstance(value, Mapping) else None
-
-
-def _lst(value: object) -> Sequence[object]:
-    return cast(list[object], value) if isinstance(value, list | tuple) else ()
-
-
-def _maps(value: object) -> Iterator[Mapping[str, object]]:
-    for item in _lst(value):
-        if (m := _map(item)) is not None:
-            yield m
-
-
-def _str(value: object) -> str | None:
-    return value if isinstance(value, str) and value else None
-
-
-def _int(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    return [m for item in as_list(payload) if (m := as_map(item)) is not None]
 
 
 def _dig(value: object, *path: str) -> object:
     for name in path:
-        m = _map(value)
+        m = as_map(value)
         if m is None:
             return None
         value = m.get(name)
@@ -164,24 +143,24 @@ _Handler = Callable[[WireApi, list[Mapping[str, object]]], Iterable[WireCitation
 
 
 def _anthropic_one(api: WireApi, block_index: object, citation: Mapping[str, object]) -> WireCitation:
-    kind = _str(citation.get('type')) or 'unknown'
-    start = _int(citation.get('start_char_index'))
-    end = _int(citation.get('end_char_index'))
+    kind = as_str(citation.get('type')) or 'unknown'
+    start = as_int(citation.get('start_char_index'))
+    end = as_int(citation.get('end_char_index'))
     if kind == 'page_location':
-        start, end = _int(citation.get('start_page_number')), _int(citation.get('end_page_number'))
+        start, end = as_int(citation.get('start_page_number')), as_int(citation.get('end_page_number'))
     elif kind in ('content_block_location', 'search_result_location'):
-        start, end = _int(citation.get('start_block_index')), _int(citation.get('end_block_index'))
-    doc = _str(citation.get('file_id')) or _str(citation.get('source'))
+        start, end = as_int(citation.get('start_block_index')), as_int(citation.get('end_block_index'))
+    doc = as_str(citation.get('file_id')) or as_str(citation.get('source'))
     for index_field in ('document_index', 'search_result_index'):
-        if doc is None and (index := _int(citation.get(index_field))) is not None:
+        if doc is None and (index := as_int(citation.get(index_field))) is not None:
             doc = f'{index_field}:{index}'
     return WireCitation(
         api,
         kind,
         _key('anthropic', block_index, dict(citation)),
-        url=_str(citation.get('url')),
+        url=as_str(citation.get('url')),
         document_id=doc,
-        title=_str(citation.get('title')) or _str(citation.get('document_title')),
+        title=as_str(citation.get('title')) or as_str(citation.get('document_title')),
         source_start=start,
         source_end=end,
     )
@@ -191,18 +170,18 @@ def _anthropic(api: WireApi, objs: list[Mapping[str, object]]) -> Iterator[WireC
     for obj in objs:
         kind = obj.get('type')
         if kind == 'content_block_delta':
-            delta = _map(obj.get('delta'))
-            if delta is not None and delta.get('type') == 'citations_delta' and (c := _map(delta.get('citation'))):
+            delta = as_map(obj.get('delta'))
+            if delta is not None and delta.get('type') == 'citations_delta' and (c := as_map(delta.get('citation'))):
                 yield _anthropic_one(api, obj.get('index'), c)
         elif kind == 'content_block_start':
-            block = _map(obj.get('content_block'))
-            for c in _maps(block.get('citations') if block else None):
+            block = as_map(obj.get('content_block'))
+            for c in as_maps(block.get('citations') if block else None):
                 yield _anthropic_one(api, obj.get('index'), c)
         else:
             # a message body, or a `message_start` event carrying one
-            message = _map(obj.get('message')) if kind == 'message_start' else obj
-            for index, block in enumerate(_maps(message.get('content') if message else None)):
-                for c in _maps(block.get('citations')):
+            message = as_map(obj.get('message')) if kind == 'message_start' else obj
+            for index, block in enumerate(as_maps(message.get('content') if message else None)):
+                for c in as_maps(block.get('citations')):
                     yield _anthropic_one(api, index, c)
 
 
@@ -210,31 +189,31 @@ def _anthropic(api: WireApi, objs: list[Mapping[str, object]]) -> Iterator[WireC
 
 
 def _bedrock_one(api: WireApi, block_index: object, citation: Mapping[str, object]) -> WireCitation:
-    location = _map(citation.get('location')) or _EMPTY
+    location = as_map(citation.get('location')) or _EMPTY
     kind = next(iter(location), 'unknown')
-    loc = _map(location.get(kind)) or _EMPTY
-    doc_index = _int(loc.get('documentIndex'))
+    loc = as_map(location.get(kind)) or _EMPTY
+    doc_index = as_int(loc.get('documentIndex'))
     return WireCitation(
         api,
         kind,
         _key('bedrock', block_index, dict(citation)),
-        url=_str(loc.get('url')),
+        url=as_str(loc.get('url')),
         document_id=f'documentIndex:{doc_index}' if doc_index is not None else None,
-        title=_str(citation.get('title')) or _str(loc.get('domain')),
-        source_start=_int(loc.get('start')),
-        source_end=_int(loc.get('end')),
+        title=as_str(citation.get('title')) or as_str(loc.get('domain')),
+        source_start=as_int(loc.get('start')),
+        source_end=as_int(loc.get('end')),
     )
 
 
 def _bedrock(api: WireApi, objs: list[Mapping[str, object]]) -> Iterator[WireCitation]:
     for obj in objs:
-        event = _map(obj.get('contentBlockDelta')) or obj
-        if (c := _map(_dig(event, 'delta', 'citation'))) is not None:
+        event = as_map(obj.get('contentBlockDelta')) or obj
+        if (c := as_map(_dig(event, 'delta', 'citation'))) is not None:
             yield _bedrock_one(api, event.get('contentBlockIndex'), c)
             continue
         content = _dig(obj, 'output', 'message', 'content')
-        for index, block in enumerate(_maps(content)):
-            for c in _maps(_dig(block, 'citationsContent', 'citations')):
+        for index, block in enumerate(as_maps(content)):
+            for c in as_maps(_dig(block, 'citationsContent', 'citations')):
                 yield _bedrock_one(api, index, c)
 
 
@@ -242,16 +221,16 @@ def _bedrock(api: WireApi, objs: list[Mapping[str, object]]) -> Iterator[WireCit
 
 
 def _responses_one(api: WireApi, item_id: object, content_index: object, ann: Mapping[str, object]) -> WireCitation:
-    start, end = _int(ann.get('start_index')), _int(ann.get('end_index'))
-    if start is None and (index := _int(ann.get('index'))) is not None:
+    start, end = as_int(ann.get('start_index')), as_int(ann.get('end_index'))
+    if start is None and (index := as_int(ann.get('index'))) is not None:
         start = index  # file_citation: a single position, not a range
     return WireCitation(
         api,
-        _str(ann.get('type')) or 'unknown',
+        as_str(ann.get('type')) or 'unknown',
         _key('responses', item_id, content_index, dict(ann)),
-        url=_str(ann.get('url')),
-        document_id=_str(ann.get('file_id')),
-        title=_str(ann.get('title')) or _str(ann.get('filename')),
+        url=as_str(ann.get('url')),
+        document_id=as_str(ann.get('file_id')),
+        title=as_str(ann.get('title')) or as_str(ann.get('filename')),
         start=start,
         end=end,
         offset_unit='char' if start is not None else None,
@@ -259,24 +238,24 @@ def _responses_one(api: WireApi, item_id: object, content_index: object, ann: Ma
 
 
 def _responses_item(api: WireApi, item: Mapping[str, object]) -> Iterator[WireCitation]:
-    for content_index, content in enumerate(_maps(item.get('content'))):
-        for ann in _maps(content.get('annotations')):
+    for content_index, content in enumerate(as_maps(item.get('content'))):
+        for ann in as_maps(content.get('annotations')):
             yield _responses_one(api, item.get('id'), content_index, ann)
 
 
 def _openai_responses(api: WireApi, objs: list[Mapping[str, object]]) -> Iterator[WireCitation]:
     for obj in objs:
         kind = obj.get('type')
-        if kind == 'response.output_text.annotation.added' and (ann := _map(obj.get('annotation'))):
+        if kind == 'response.output_text.annotation.added' and (ann := as_map(obj.get('annotation'))):
             yield _responses_one(api, obj.get('item_id'), obj.get('content_index'), ann)
-        elif kind == 'response.content_part.done' and (part := _map(obj.get('part'))):
-            for ann in _maps(part.get('annotations')):
+        elif kind == 'response.content_part.done' and (part := as_map(obj.get('part'))):
+            for ann in as_maps(part.get('annotations')):
                 yield _responses_one(api, obj.get('item_id'), obj.get('content_index'), ann)
-        elif kind in ('response.output_item.done', 'response.output_item.added') and (item := _map(obj.get('item'))):
+        elif kind in ('response.output_item.done', 'response.output_item.added') and (item := as_map(obj.get('item'))):
             yield from _responses_item(api, item)
         else:
-            body = _map(obj.get('response')) if isinstance(kind, str) and kind.startswith('response.') else obj
-            for item in _maps(body.get('output') if body else None):
+            body = as_map(obj.get('response')) if isinstance(kind, str) and kind.startswith('response.') else obj
+            for item in as_maps(body.get('output') if body else None):
                 yield from _responses_item(api, item)
 
 
@@ -285,18 +264,18 @@ def _openai_responses(api: WireApi, objs: list[Mapping[str, object]]) -> Iterato
 
 def _chat(api: WireApi, objs: list[Mapping[str, object]]) -> Iterator[WireCitation]:
     for obj in objs:
-        for choice in _maps(obj.get('choices')):
-            message = _map(choice.get('message')) or _map(choice.get('delta')) or _EMPTY
-            for ann in _maps(message.get('annotations')):
-                inner = _map(ann.get(_str(ann.get('type')) or '')) or ann
-                start, end = _int(inner.get('start_index')), _int(inner.get('end_index'))
+        for choice in as_maps(obj.get('choices')):
+            message = as_map(choice.get('message')) or as_map(choice.get('delta')) or _EMPTY
+            for ann in as_maps(message.get('annotations')):
+                inner = as_map(ann.get(as_str(ann.get('type')) or '')) or ann
+                start, end = as_int(inner.get('start_index')), as_int(inner.get('end_index'))
                 yield WireCitation(
                     api,
-                    _str(ann.get('type')) or 'unknown',
+                    as_str(ann.get('type')) or 'unknown',
                     _key('chat', choice.get('index'), dict(ann)),
-                    url=_str(inner.get('url')),
-                    document_id=_str(inner.get('file_id')),
-                    title=_str(inner.get('title')) or _str(inner.get('filename')),
+                    url=as_str(inner.get('url')),
+                    document_id=as_str(inner.get('file_id')),
+                    title=as_str(inner.get('title')) or as_str(inner.get('filename')),
                     start=start,
                     end=end,
                     offset_unit='char' if start is not None else None,
@@ -308,12 +287,12 @@ def _chat(api: WireApi, objs: list[Mapping[str, object]]) -> Iterator[WireCitati
 
 def _google(api: WireApi, objs: list[Mapping[str, object]]) -> Iterator[WireCitation]:
     for obj in objs:
-        for candidate in _maps(obj.get('candidates')):
+        for candidate in as_maps(obj.get('candidates')):
             cand_index = candidate.get('index', 0)
-            meta = _map(candidate.get('groundingMetadata')) or _EMPTY
-            for support in _maps(meta.get('groundingSupports')):
-                segment = _map(support.get('segment')) or _EMPTY
-                start, end = _int(segment.get('startIndex')) or 0, _int(segment.get('endIndex'))
+            meta = as_map(candidate.get('groundingMetadata')) or _EMPTY
+            for support in as_maps(meta.get('groundingSupports')):
+                segment = as_map(support.get('segment')) or _EMPTY
+                start, end = as_int(segment.get('startIndex')) or 0, as_int(segment.get('endIndex'))
                 yield WireCitation(
                     api,
                     'grounding_support',
@@ -323,18 +302,18 @@ def _google(api: WireApi, objs: list[Mapping[str, object]]) -> Iterator[WireCita
                     offset_unit='utf8_byte',
                 )
             # Supports point at chunks by index, so two equal chunks at two indexes are two objects.
-            for chunk_index, chunk in enumerate(_maps(meta.get('groundingChunks'))):
+            for chunk_index, chunk in enumerate(as_maps(meta.get('groundingChunks'))):
                 kind = next(iter(chunk), 'unknown')
-                inner = _map(chunk.get(kind)) or _EMPTY
-                url = _str(inner.get('uri')) or _str(inner.get('sourceUri'))
-                doc = _str(inner.get('documentName')) or _str(inner.get('fileSearchStore'))
+                inner = as_map(chunk.get(kind)) or _EMPTY
+                url = as_str(inner.get('uri')) or as_str(inner.get('sourceUri'))
+                doc = as_str(inner.get('documentName')) or as_str(inner.get('fileSearchStore'))
                 yield WireCitation(
                     api,
                     f'grounding_chunk.{kind}',
                     _key('google-chunk', cand_index, chunk_index, dict(chunk)),
                     url=url,
                     document_id=doc,
-                    title=_str(inner.get('title')),
+                    title=as_str(inner.get('title')),
                 )
 
 
@@ -345,18 +324,18 @@ _XAI_KINDS = ('web_citation', 'x_citation', 'collections_citation')
 
 def _xai(api: WireApi, objs: list[Mapping[str, object]]) -> Iterator[WireCitation]:
     for obj in objs:
-        outputs = list(_maps(obj.get('outputs')))
-        for citation_url in _lst(obj.get('citations')):
-            if (url := _str(citation_url)) is not None:
+        outputs = list(as_maps(obj.get('outputs')))
+        for citation_url in as_list(obj.get('citations')):
+            if (url := as_str(citation_url)) is not None:
                 yield WireCitation(api, 'search_result_url', _key('xai-url', url), url=url)
         for output in outputs:
-            message = _map(output.get('message')) or _map(output.get('delta')) or _EMPTY
+            message = as_map(output.get('message')) or as_map(output.get('delta')) or _EMPTY
             role = message.get('role')
-            for c in _maps(message.get('citations')):
+            for c in as_maps(message.get('citations')):
                 kind = next((k for k in _XAI_KINDS if k in c), 'unknown')
-                inner = _map(c.get(kind)) or _EMPTY
-                url = _str(inner.get('url'))
-                start, end = _int(c.get('start_index')), _int(c.get('end_index'))
+                inner = as_map(c.get(kind)) or _EMPTY
+                url = as_str(inner.get('url'))
+                start, end = as_int(c.get('start_index')), as_int(c.get('end_index'))
                 if role == 'ROLE_TOOL' or (start is None and end is None and url is not None):
                     # tool-output lists carry the same URLs as the top-level `citations` strings
                     yield WireCitation(api, 'search_result_url', _key('xai-url', url), url=url)
@@ -366,7 +345,7 @@ def _xai(api: WireApi, objs: list[Mapping[str, object]]) -> Iterator[WireCitatio
                     kind,
                     _key('xai-inline', c.get('id'), start, end, dict(c)),
                     url=url,
-                    document_id=_str(inner.get('file_id')),
+                    document_id=as_str(inner.get('file_id')),
                     start=start,
                     end=end,
                     offset_unit='char' if start is not None else None,
@@ -377,17 +356,17 @@ def _xai(api: WireApi, objs: list[Mapping[str, object]]) -> Iterator[WireCitatio
 
 
 def _cohere_one(api: WireApi, c: Mapping[str, object]) -> WireCitation:
-    sources = list(_maps(c.get('sources')))
+    sources = list(as_maps(c.get('sources')))
     first = sources[0] if sources else _EMPTY
-    doc = _map(first.get('document')) or _EMPTY
-    start, end = _int(c.get('start')), _int(c.get('end'))
+    doc = as_map(first.get('document')) or _EMPTY
+    start, end = as_int(c.get('start')), as_int(c.get('end'))
     return WireCitation(
         api,
-        (_str(c.get('type')) or 'citation').lower(),
+        (as_str(c.get('type')) or 'citation').lower(),
         _key('cohere', start, end, c.get('text'), [s.get('id') for s in sources]),
-        url=_str(doc.get('url')),
-        document_id=_str(first.get('id')),
-        title=_str(doc.get('title')),
+        url=as_str(doc.get('url')),
+        document_id=as_str(first.get('id')),
+        title=as_str(doc.get('title')),
         start=start,
         end=end,
         offset_unit='char' if start is not None else None,
@@ -396,13 +375,13 @@ def _cohere_one(api: WireApi, c: Mapping[str, object]) -> WireCitation:
 
 def _cohere(api: WireApi, objs: list[Mapping[str, object]]) -> Iterator[WireCitation]:
     for obj in objs:
-        for c in _maps(_dig(obj, 'message', 'citations')):
+        for c in as_maps(_dig(obj, 'message', 'citations')):
             yield _cohere_one(api, c)
         if obj.get('type') == 'citation-start':
             citations = _dig(obj, 'delta', 'message', 'citations')
-            if (single := _map(citations)) is not None:
+            if (single := as_map(citations)) is not None:
                 yield _cohere_one(api, single)
-            for c in _maps(citations):
+            for c in as_maps(citations):
                 yield _cohere_one(api, c)
 
 
@@ -443,18 +422,18 @@ def _perplexity_agent(api: WireApi, objs: list[Mapping[str, object]]) -> Iterato
 def _perplexity_sonar(api: WireApi, objs: list[Mapping[str, object]]) -> Iterator[WireCitation]:
     text = ''
     for obj in objs:
-        urls = [_str(u) for u in _lst(obj.get('citations'))]
-        results = list(_maps(obj.get('search_results')))
+        urls = [as_str(u) for u in as_list(obj.get('citations'))]
+        results = list(as_maps(obj.get('search_results')))
         for i in range(max(len(urls), len(results))):
-            url = (urls[i] if i < len(urls) else None) or (_str(results[i].get('url')) if i < len(results) else None)
-            title = _str(results[i].get('title')) if i < len(results) else None
+            url = (urls[i] if i < len(urls) else None) or (as_str(results[i].get('url')) if i < len(results) else None)
+            title = as_str(results[i].get('title')) if i < len(results) else None
             yield WireCitation(
                 api, 'search_result', _key('sonar-result', i + 1, url), url=url, title=title, document_id=str(i + 1)
             )
-        for choice in _maps(obj.get('choices')):
-            if (content := _str(_dig(choice, 'message', 'content'))) is not None:
+        for choice in as_maps(obj.get('choices')):
+            if (content := as_str(_dig(choice, 'message', 'content'))) is not None:
                 text = content
-            elif (piece := _str(_dig(choice, 'delta', 'content'))) is not None:
+            elif (piece := as_str(_dig(choice, 'delta', 'content'))) is not None:
                 text += piece
     for m in find_numbered_markers(text):
         yield WireCitation(
@@ -473,11 +452,11 @@ def _perplexity_sonar(api: WireApi, objs: list[Mapping[str, object]]) -> Iterato
 
 def _mistral(api: WireApi, objs: list[Mapping[str, object]]) -> Iterator[WireCitation]:
     for obj in objs:
-        for choice in _maps(obj.get('choices')):
-            message = _map(choice.get('message')) or _map(choice.get('delta')) or _EMPTY
-            for chunk in _maps(message.get('content')):
+        for choice in as_maps(obj.get('choices')):
+            message = as_map(choice.get('message')) or as_map(choice.get('delta')) or _EMPTY
+            for chunk in as_maps(message.get('content')):
                 if chunk.get('type') == 'reference':
-                    for ref in _lst(chunk.get('reference_ids')):
+                    for ref in as_list(chunk.get('reference_ids')):
                         yield WireCitation(
                             api, 'reference', _key('mistral-ref', choice.get('index'), ref), document_id=str(ref)
                         )
@@ -485,17 +464,17 @@ def _mistral(api: WireApi, objs: list[Mapping[str, object]]) -> Iterator[WireCit
 
 def _groq(api: WireApi, objs: list[Mapping[str, object]]) -> Iterator[WireCitation]:
     for obj in objs:
-        for choice in _maps(obj.get('choices')):
-            message = _map(choice.get('message')) or _map(choice.get('delta')) or _EMPTY
-            for tool in _maps(message.get('executed_tools')):
-                for result in _maps(_dig(tool, 'search_results', 'results')):
-                    url = _str(result.get('url'))
+        for choice in as_maps(obj.get('choices')):
+            message = as_map(choice.get('message')) or as_map(choice.get('delta')) or _EMPTY
+            for tool in as_maps(message.get('executed_tools')):
+                for result in as_maps(_dig(tool, 'search_results', 'results')):
+                    url = as_str(result.get('url'))
                     yield WireCitation(
                         api,
                         'search_result',
                         _key('groq-result', url, result.get('title')),
                         url=url,
-                        title=_str(result.get('title')),
+                        title=as_str(result.get('title')),
                     )
 
 

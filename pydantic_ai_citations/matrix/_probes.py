@@ -44,7 +44,7 @@ from pydantic_ai import (
 from pydantic_ai.capabilities import Citations
 from pydantic_ai.models import Model
 
-from .._answer import CitedAnswer
+from .._answer import CitedAnswer, last_response
 from .._guard import scan_citation_markup
 from .._models import ApiLabel
 from .._problems import shorten
@@ -326,10 +326,10 @@ async def _run(
 
 
 def _last_response(messages: Sequence[ModelMessage]) -> ModelResponse:
-    for message in reversed(messages):
-        if isinstance(message, ModelResponse):
-            return message
-    raise RecordingError('<run>', 'the run produced no model response')
+    found = last_response(messages)
+    if found is None:
+        raise RecordingError('<run>', 'the run produced no model response')
+    return found[1]
 
 
 async def _probe_answer(

@@ -37,6 +37,7 @@ from pydantic_ai.models import Model, ModelRequestParameters, StreamedResponse
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.usage import RequestUsage
 
+from .._answer import shift_citation
 from .._models import ApiLabel
 
 __all__ = ('CITING_STYLES', 'CitingModel', 'CitingStyle', 'ScriptedCitation', 'ScriptedStreamError')
@@ -435,11 +436,7 @@ def _merge(segments: Sequence[_Segment]) -> _Segment:
     raw: list[dict[str, JsonValue]] = []
     shift = 0
     for segment in segments:
-        for citation in segment.citations or []:
-            anchor = citation.anchor
-            if anchor is not None:
-                anchor = type(anchor)(start=anchor.start + shift, end=anchor.end + shift)
-            citations.append(Citation(list(citation.sources), anchor=anchor))
+        citations.extend(shift_citation(citation, shift) for citation in segment.citations or [])
         raw.extend(_shift_raw(segment.raw or [], shift))
         shift += len(segment.text)
     return _Segment(''.join(s.text for s in segments), citations or None, raw or None)

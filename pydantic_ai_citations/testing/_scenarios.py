@@ -78,7 +78,7 @@ from pydantic_ai.models import Model
 from pydantic_ai.models.fallback import FallbackModel
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from .._answer import CitedAnswer
+from .._answer import CitedAnswer, last_response
 from .._guard import CitationsDisabledWarning, StripCitationMarkup, removed_markup, scan_citation_markup
 from .._history import CleanStaleCitations, find_stale
 from .._problems import CitationProblem, shorten
@@ -374,14 +374,6 @@ class _Recorder:
     """What a `FunctionModel` was sent, to check like `CitingModel.requests`."""
 
     requests: list[list[ModelMessage]] = field(default_factory=list[list[ModelMessage]])
-
-
-def _final_response(messages: Sequence[ModelMessage]) -> tuple[int, ModelResponse] | None:
-    for index in range(len(messages) - 1, -1, -1):
-        message = messages[index]
-        if isinstance(message, ModelResponse):
-            return index, message
-    return None
 
 
 def _anchored_texts(response: ModelResponse) -> list[str]:
@@ -851,7 +843,7 @@ class _HistoryToAnotherProvider(Scenario):
             'the first answer, as stored, holds the provider markup',
             'no markup in the stored answer',
         )
-        found = _final_response(history)
+        found = last_response(history)
         assert found is not None
         original = set(_anchored_texts(found[1]))
 
@@ -923,7 +915,7 @@ class _EditedAndResent(Scenario):
         runner.used(model)
         runner.tracked(track.report(result))
         history = list(result.all_messages())
-        found = _final_response(history)
+        found = last_response(history)
         assert found is not None
         index, response = found
         original = set(_anchored_texts(response))
