@@ -10,6 +10,7 @@ from pydantic_ai_citations.formats.numbered import (
     NumberedMarker,
     NumberedScanner,
     extract_numbered,
+    resolve_markers,
     resolve_numbered,
 )
 
@@ -139,6 +140,36 @@ def test_resolve_mapping_by_id() -> None:
     ]
 
 
+def test_resolve_markers_found_once() -> None:
+    text = 'A [1]. B [2, 9][3]. C `[1]` [4].'
+    markers = extract_numbered(text)
+    assert [m.raw for m in markers] == ['[1]', '[2, 9]', '[3]', '[4]']
+    by_list = resolve_markers(markers, SOURCES)
+    assert by_list == resolve_numbered(text, SOURCES)
+    assert [c.sources for c in by_list.citations] == [[SOURCES[0]], [SOURCES[1]], [SOURCES[2]]]
+    assert [m.raw for m in by_list.markers] == ['[1]', '[2, 9]', '[3]']
+    assert [(p.code, p.detail, p.start, p.end) for p in by_list.problems] == [
+        ('unresolved_marker', '[2, 9]', 9, 15),
+        ('unresolved_marker', '[4]', 28, 31),
+    ]
+    by_id = {2: SOURCES[1], 4: SOURCES[0], 9: SOURCES[2]}
+    by_map = resolve_markers(markers, by_id)
+    assert by_map == resolve_numbered(text, by_id)
+    assert by_map.citations == [
+        Citation(sources=[SOURCES[1], SOURCES[2]], anchor=MarkerCitationAnchor(start=9, end=15)),
+        Citation(sources=[SOURCES[0]], anchor=MarkerCitationAnchor(start=28, end=31)),
+    ]
+    assert [(p.detail, p.message) for p in by_map.problems] == [
+        ('[1]', 'marker cites [1] but no source has this id'),
+        ('[3]', 'marker cites [3] but no source has this id'),
+    ]
+    # the markers are only read: resolving them again gives the same result
+    assert resolve_markers(markers, by_id) == by_map
+    assert (
+        resolve_markers(iter(markers), SOURCES, base=0).citations == resolve_numbered(text, SOURCES, base=0).citations
+    )
+
+
 def test_resolve_misuse() -> None:
     with pytest.raises(UserError, match="'abc'"):
         resolve_numbered('x', 'abc')  # type: ignore[arg-type]
@@ -146,6 +177,10 @@ def test_resolve_misuse() -> None:
         resolve_numbered('x', {1: SOURCES[0]}, base=0)
     with pytest.raises(UserError, match='-1'):
         resolve_numbered('x', SOURCES, base=-1)
+    with pytest.raises(UserError, match="'abc'"):
+        resolve_markers([], 'abc')  # type: ignore[arg-type]
+    with pytest.raises(UserError, match='base=2'):
+        resolve_markers(extract_numbered('[1]'), {1: SOURCES[0]}, base=2)
 
 
 def test_duplicate_numbers_cite_once() -> None:

@@ -25,16 +25,15 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.openai import OpenAIChatModel, OpenAIResponsesModel
 from pydantic_ai.providers.openai import OpenAIProvider
 
+from pydantic_ai_citations.formats.numbered import NumberedMarker, extract_numbered
 from pydantic_ai_citations.formats.perplexity import (
     AgentStreamCollector,
     ConflictingSourceIdError,
-    NumberedMarker,
     PerplexityTap,
     apply_sonar,
     apply_to_response,
     citations_from_sonar_unmapped,
     collect_response,
-    find_numbered_markers,
     perplexity_http_client,
 )
 
@@ -73,11 +72,12 @@ COMPLETED: dict[str, Any] = {'type': 'response.completed', 'response': {'id': 'r
 # -- markers ---------------------------------------------------------------------------------------------------
 
 
-def test_find_numbered_markers():
-    assert find_numbered_markers('a [1] b[23][4] [x] [] [1234567] [٣]') == [
-        NumberedMarker(1, 2, 5),
-        NumberedMarker(23, 7, 11),
-        NumberedMarker(4, 11, 14),
+def test_numbered_markers_in_perplexity_text():
+    # Perplexity answers are read with the package's numbered rules (`formats.numbered`).
+    assert extract_numbered('a [1] b[23][4] [x] [] [1234567] [٣]') == [
+        NumberedMarker('[1]', (1,), 2, 5),
+        NumberedMarker('[23]', (23,), 7, 11),
+        NumberedMarker('[4]', (4,), 11, 14),
     ]
 
 
@@ -106,13 +106,114 @@ def test_marker_split_across_deltas_and_unresolved_kept():
     for piece in ['See [', '7', ']. Also [1', '2]', '.']:
         c.feed_event(delta(piece))
     assert c.text == 'See [7]. Also [12].'
-    assert c.markers == [NumberedMarker(7, 4, 7), NumberedMarker(12, 14, 18)]
+    assert c.markers == [NumberedMarker('[7]', (7,), 4, 7), NumberedMarker('[12]', (12,), 14, 18)]
     assert c.links == {7: 'https://seven'}
     assert c.unresolved == [12]
     assert [p.code for p in c.problems] == ['unresolved_marker']
     assert (c.problems[0].start, c.problems[0].end) == (14, 18)
     # the unresolved marker is never re-pointed, even when a result with another id exists
     assert len(c.citations()) == 1
+
+
+@pytest.mark.parametrize(
+    'pieces',
+    [
+        pytest.param(['Use `a[3]` here [1].'], id='code-span'),
+        pytest.param(['Use `a[', '3]` here [1].'], id='code-span-split'),
+        pytest.param(['Example:\n```python\nx = a[3]\n```\nSee [1].'], id='fence'),
+        pytest.param(['Example:\n``', '`\nx = a[3', ']\n``', '`\nSee [1].'], id='fence-split'),
+    ],
+)
+def test_markers_in_code_are_not_citations(pieces: list[str]):
+    c = AgentStreamCollector()
+    c.feed_event(search(result(1, 'https://a')))
+    for piece in pieces:
+        c.feed_event(delta(piece))
+    c.feed_event(COMPLETED)
+    text = ''.join(pieces)
+    start = text.index('[1]')
+    assert c.markers == [NumberedMarker('[1]', (1,), start, start + 3)]
+    assert c.unresolved == []
+    assert c.problems == []
+    assert c.links == {1: 'https://a'}
+    assert c.citations() == [
+        Citation(
+            [WebCitationSource('https://a', title='t', excerpts=['s'])],
+            anchor=MarkerCitationAnchor(start=start, end=start + 3),
+        )
+    ]
+
+
+@pytest.mark.parametrize('end', ['completed', 'close'])
+def test_marker_at_end_of_last_delta_found_at_the_end(end: str):
+    c = AgentStreamCollector()
+    c.feed_event(search(result(1, 'https://a')))
+    c.feed_event(delta('Tides [1]. Also [2]'))
+    # `[2]` ends the text so far: `[2](` would be a link, so it is not decided yet
+    assert c.markers == [NumberedMarker('[1]', (1,), 6, 9)]
+    assert c.unresolved == []
+    if end == 'completed':
+        c.feed_event(COMPLETED)
+    else:
+        c.close()
+    assert c.markers == [NumberedMarker('[1]', (1,), 6, 9), NumberedMarker('[2]', (2,), 16, 19)]
+    assert c.unresolved == [2]
+    expected = ['unresolved_marker'] if end == 'completed' else ['unresolved_marker', 'stream_incomplete']
+    assert [p.code for p in c.problems] == expected
+    assert (c.problems[0].start, c.problems[0].end, c.problems[0].detail) == (16, 19, '[2]')
+    [segment] = c.segments()
+    assert segment.markers == c.markers
+    assert [(cit.anchor.start, cit.anchor.end) for cit in segment.citations if cit.anchor] == [(6, 9)]
+
+
+def test_final_body_text_taken_whole_ends_with_marker():
+    c = collect_response(
+        {
+            'id': 'r',
+            'status': 'completed',
+            'output': [
+                {'type': 'search_results', 'results': [result(4, 'https://d')]},
+                {'type': 'message', 'id': 'msg_1', 'content': [{'type': 'output_text', 'text': 'Done [4]'}]},
+            ],
+        }
+    )
+    assert c.markers == [NumberedMarker('[4]', (4,), 5, 8)]
+    assert c.links == {4: 'https://d'}
+
+
+def test_delta_after_the_end_is_scanned_with_the_text():
+    c = AgentStreamCollector()
+    c.feed_event(search(result(1, 'https://a')))
+    c.feed_event(delta('See [1]'))
+    c.feed_event(COMPLETED)
+    assert c.markers == [NumberedMarker('[1]', (1,), 4, 7)]
+    # a protocol slip: text after the end; `[1](` turns the marker into a link
+    c.feed_event(delta('(https://a) and [1]'))
+    assert c.text == 'See [1](https://a) and [1]'
+    assert c.markers == extract_numbered(c.text) == [NumberedMarker('[1]', (1,), 23, 26)]
+
+
+def test_comma_list_marker_resolves_each_id():
+    c = AgentStreamCollector()
+    c.feed_event(search(result(1, 'https://a'), result(2, 'https://b')))
+    c.feed_event(delta('Both [1, 2, 7, 1].', item_id='msg_a'))
+    c.feed_event(COMPLETED)
+    assert c.links == {1: 'https://a', 2: 'https://b'}
+    assert c.unresolved == [7]
+    [citation] = c.citations()
+    assert [s.url for s in citation.sources if isinstance(s, WebCitationSource)] == ['https://a', 'https://b']
+    response = ModelResponse(parts=[TextPart('Both [1, 2, 7, 1].', id='msg_a')])
+    problems = apply_to_response(response, c)
+    assert [(p.code, p.part_index, p.start, p.end, p.detail) for p in problems] == [
+        ('unresolved_marker', 0, 5, 17, '[1, 2, 7, 1]')
+    ]
+    part = response.parts[0]
+    assert isinstance(part, TextPart)
+    assert part.provider_details is not None
+    assert part.provider_details['citations'] == [
+        {'type': 'perplexity_search_result', 'id': 1, 'url': 'https://a', 'start': 5, 'end': 17},
+        {'type': 'perplexity_search_result', 'id': 2, 'url': 'https://b', 'start': 5, 'end': 17},
+    ]
 
 
 def test_completed_only_after_response_completed():
@@ -263,7 +364,7 @@ def test_arbitrary_event_sequences_never_crash(seq: list[dict[str, Any]]):
     text = c.text
     for m in c.markers:
         assert 0 <= m.start < m.end <= len(text)
-        assert text[m.start : m.end] == f'[{m.number}]'
+        assert text[m.start : m.end] == m.raw
     for cit in c.citations():
         assert cit.anchor is not None
         assert 0 <= cit.anchor.start < cit.anchor.end <= len(text)
@@ -287,7 +388,12 @@ def test_any_split_gives_same_markers(text: str, data: st.DataObject):
     for piece in pieces:
         c.feed_event(delta(piece))
     assert c.text == text
-    assert c.markers == find_numbered_markers(text)
+    expected = extract_numbered(text)
+    # before the end, only decided markers: all but possibly the one at the very end of the text
+    assert c.markers == expected[: len(c.markers)]
+    assert len(c.markers) >= len(expected) - 1
+    c.close()
+    assert c.markers == expected
     for m in c.markers:
         assert 0 <= m.start < m.end <= len(text)
 
@@ -316,6 +422,7 @@ def test_resorted_results_keep_ids(order_a: list[int], order_b: list[int]):
     c.feed_event(search(*[result(i, f'https://r{i}') for i in order_a]))
     c.feed_event(search(*[result(i, f'https://r{i}') for i in order_b]))
     c.feed_event(delta(''.join(f'[{i}]' for i in range(1, 7))))
+    c.feed_event(COMPLETED)  # `[6]` ends the text: the end of the response decides it
     assert c.links == {i: f'https://r{i}' for i in range(1, 7)}
     assert c.problems == []
 

@@ -18,14 +18,16 @@ What counts as a marker (decided here, so every caller reads answers the same wa
 `NumberedScanner` finds exactly what `extract_numbered` finds on the joined text, whatever the split, in
 one pass. Because `[1]` followed by `(` is a link, a marker at the very end of a delta is returned once the
 next delta (or `close()`) shows the character after it.
+
+`resolve_numbered` turns a text's markers into citations against a list or an id map of sources;
+`resolve_markers` does the same for markers already found (a scan kept while a text streams in).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import cast
 
 from pydantic_ai import Citation, DocumentCitationSource, MarkerCitationAnchor, WebCitationSource
 from pydantic_ai.exceptions import UserError
@@ -37,6 +39,7 @@ __all__ = (
     'NumberedResolution',
     'NumberedScanner',
     'extract_numbered',
+    'resolve_markers',
     'resolve_numbered',
 )
 
@@ -69,7 +72,7 @@ class NumberedMarker:
 
 @dataclass(frozen=True)
 class NumberedResolution:
-    """What `resolve_numbered` made of a text."""
+    """What `resolve_numbered` / `resolve_markers` made of a text's markers."""
 
     citations: list[Citation]
     """One citation per marker with at least one resolvable number, anchored on the marker."""
@@ -276,7 +279,9 @@ def extract_numbered(text: str) -> list[NumberedMarker]:
 def resolve_numbered(
     text: str, sources: Sequence[Source] | Mapping[int, Source], *, base: int = 1
 ) -> NumberedResolution:
-    """Turn numbered markers into citations anchored on the markers.
+    """Find the numbered markers in `text` and turn them into citations anchored on the markers.
+
+    The same as `resolve_markers(extract_numbered(text), sources, base=base)`.
 
     Args:
         text: The model's text.
@@ -293,22 +298,44 @@ def resolve_numbered(
     Raises:
         UserError: If `sources` is a string, or `base` is given with a mapping or is negative.
     """
-    if isinstance(cast(object, sources), str | bytes):
-        raise UserError(f'`sources` must be a list or a mapping of citation sources, got {sources!r}.')
-    if base < 0:
-        raise UserError(f'`base` must be 0 or more, got {base!r}.')
+    _check_sources(sources, base)
+    return resolve_markers(extract_numbered(text), sources, base=base)
+
+
+def resolve_markers(
+    markers: Iterable[NumberedMarker], sources: Sequence[Source] | Mapping[int, Source], *, base: int = 1
+) -> NumberedResolution:
+    """Turn markers already found (by `extract_numbered` or a `NumberedScanner`) into citations.
+
+    For a caller that scans a text once (for example incrementally, while it streams) and resolves its markers
+    later, possibly more than once as sources arrive. Offsets are the markers' own, so the citations are anchored
+    on whatever text the markers were found in.
+
+    Args:
+        markers: The markers, in text order.
+        sources: A list (`[N]` is the item at position `N - base`) or a mapping from number to source (`N` is an
+            id); see `resolve_numbered`. A number with no source is reported as `unresolved_marker`.
+        base: The number of the first item of a list (1 by default). Only for lists.
+
+    Returns:
+        One `Citation` per marker with at least one resolvable number, anchored on the marker, with copies of the
+        sources (a number repeated inside one marker is cited once), plus one `unresolved_marker` problem per
+        number with no source (offsets of its marker, `detail` the marker as written).
+
+    Raises:
+        UserError: If `sources` is a string, or `base` is given with a mapping or is negative.
+    """
+    _check_sources(sources, base)
     by_id: Mapping[int, Source] | None = None
     listed: Sequence[Source] = ()
     if isinstance(sources, Mapping):
-        if base != 1:
-            raise UserError(f'`base={base!r}` applies to a list of sources; with a mapping, N is the key.')
         by_id = sources
     else:
         listed = sources
     citations: list[Citation] = []
     problems: list[CitationProblem] = []
     cited_markers: list[NumberedMarker] = []
-    for marker in extract_numbered(text):
+    for marker in markers:
         cited: list[Source] = []
         seen: set[int] = set()
         for number in marker.numbers:
@@ -337,3 +364,12 @@ def resolve_numbered(
             citations.append(Citation(sources=cited, anchor=MarkerCitationAnchor(start=marker.start, end=marker.end)))
             cited_markers.append(marker)
     return NumberedResolution(citations, problems, cited_markers)
+
+
+def _check_sources(sources: object, base: int) -> None:
+    if isinstance(sources, str | bytes):
+        raise UserError(f'`sources` must be a list or a mapping of citation sources, got {sources!r}.')
+    if base < 0:
+        raise UserError(f'`base` must be 0 or more, got {base!r}.')
+    if isinstance(sources, Mapping) and base != 1:
+        raise UserError(f'`base={base!r}` applies to a list of sources; with a mapping, N is the key.')

@@ -14,6 +14,9 @@ Two wire formats carry them:
   `provider_details['unmapped']['chunks'][i]['response']` (streamed): `citations_from_sonar_unmapped` /
   `apply_sonar`.
 
+Markers are read by `numbered` (`NumberedScanner`, `extract_numbered`, `resolve_markers`), the package's one set of
+rules for numbered markers, so a Perplexity answer is read like any other.
+
 ## Why an HTTP transport tap for the Agent API through Pydantic AI
 
 Pydantic AI 2.68's `OpenAIResponsesModel` never sees the Perplexity-only data: the openai SDK builds an event
@@ -41,24 +44,31 @@ collector keeps them. `apply_to_response` then fills `TextPart.citations` in pla
 from __future__ import annotations
 
 import json
-import re
 import zlib
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import cast
 
 import httpx2
 from pydantic import JsonValue
 from pydantic_ai.exceptions import UserError
-from pydantic_ai.messages import Citation, MarkerCitationAnchor, ModelResponse, TextPart, WebCitationSource
+from pydantic_ai.messages import Citation, ModelResponse, TextPart, WebCitationSource
 
 from .._problems import CitationProblem, shorten
+from ._raw import as_list, as_map, as_str
+from .numbered import (
+    NumberedMarker,
+    NumberedResolution,
+    NumberedScanner,
+    extract_numbered,
+    resolve_markers,
+    resolve_numbered,
+)
 
 __all__ = (
     'AgentStreamCollector',
     'ConflictingSourceIdError',
-    'NumberedMarker',
     'PerplexityTap',
     'SearchResult',
     'TextSegment',
@@ -66,12 +76,9 @@ __all__ = (
     'apply_to_response',
     'citations_from_sonar_unmapped',
     'collect_response',
-    'find_numbered_markers',
     'perplexity_http_client',
 )
 
-_MARKER_RE = re.compile(r'\[([0-9]{1,6})\]')
-_PARTIAL_MARKER_RE = re.compile(r'\[[0-9]{0,6}\Z')
 _PERPLEXITY_ONLY_ITEMS = frozenset({'search_results', 'fetch_url_results'})
 
 
@@ -106,18 +113,6 @@ class SearchResult:
 
 
 @dataclass(frozen=True)
-class NumberedMarker:
-    """A `[N]` marker found in text: `text[start:end] == f'[{number}]'`."""
-
-    number: int
-    """The cited number `N`."""
-    start: int
-    """Offset of `[`."""
-    end: int
-    """Offset just past `]`."""
-
-
-@dataclass(frozen=True)
 class TextSegment:
     """The text of one output text content (`item_id`, `content_index`), with its resolved citations."""
 
@@ -128,54 +123,39 @@ class TextSegment:
     text: str
     """The accumulated text."""
     citations: list[Citation]
-    """Citations for resolved markers, anchored on `text`."""
+    """Citations for resolved markers, anchored on `text` (one per marker with a search result)."""
     markers: list[NumberedMarker]
-    """All complete markers in `text`, resolved or not."""
+    """The markers decided in `text` so far, resolved or not (see `numbered` for what counts as a marker).
 
-
-def find_numbered_markers(text: str) -> list[NumberedMarker]:
-    """Find every complete `[N]` marker (1 to 6 digits) in `text`."""
-    return [NumberedMarker(int(m.group(1)), m.start(), m.end()) for m in _MARKER_RE.finditer(text)]
-
-
-class _MarkerScanner:
-    """Incremental `[N]` scanner: any split of the text into pieces finds the same markers as one scan."""
-
-    def __init__(self) -> None:
-        self.text = ''
-        self.markers: list[NumberedMarker] = []
-        self._pos = 0
-
-    def feed(self, piece: str) -> None:
-        self.text += piece
-        tail = self.text[self._pos :]
-        last_end = 0
-        for m in _MARKER_RE.finditer(tail):
-            self.markers.append(NumberedMarker(int(m.group(1)), self._pos + m.start(), self._pos + m.end()))
-            last_end = m.end()
-        # Keep a possibly unfinished marker at the end for the next piece; anything before it is settled.
-        partial = _PARTIAL_MARKER_RE.search(tail, last_end)
-        self._pos += partial.start() if partial else len(tail)
+    Until the response is final (or the collector closed), a marker at the very end of `text` is not listed yet:
+    the next character decides whether it is a marker or a link (`[1](...)`).
+    """
 
 
 @dataclass
 class _Segment:
+    """One output text content: its text so far and the markers its scanner has decided."""
+
     item_id: str | None
     content_index: int
-    scanner: _MarkerScanner = field(default_factory=_MarkerScanner)
+    text: str = ''
+    scanner: NumberedScanner = field(default_factory=NumberedScanner)
+    markers: list[NumberedMarker] = field(default_factory=list[NumberedMarker])
     streamed: bool = False
+    closed: bool = False
 
+    def feed(self, piece: str) -> None:
+        self.text += piece
+        if self.closed:
+            # Text after the end (a protocol slip): read the whole text again, as `extract_numbered` does.
+            self.markers = extract_numbered(self.text)
+        else:
+            self.markers.extend(self.scanner.feed(piece))
 
-def _as_map(value: object) -> Mapping[str, object] | None:
-    return cast(Mapping[str, object], value) if isinstance(value, Mapping) else None
-
-
-def _as_list(value: object) -> Sequence[object]:
-    return cast(list[object], value) if isinstance(value, list | tuple) else ()
-
-
-def _opt_str(value: object) -> str | None:
-    return value if isinstance(value, str) and value else None
+    def close(self) -> None:
+        if not self.closed:
+            self.markers.extend(self.scanner.close())
+            self.closed = True
 
 
 def _short(value: object, limit: int = 120) -> str:
@@ -196,10 +176,17 @@ class AgentStreamCollector:
     """Collects one Perplexity Agent API response (streamed events or a JSON body) into citations.
 
     Use one collector per response: never share it between requests or users. Feed events in order with
-    `feed_event`; read `citations()`, `links`, `unresolved` and `problems` at any time (they reflect what has
-    arrived so far). Search results are kept by their `id`: a later search event adds to them, re-sorted results
-    keep their ids, and an id arriving again with a *different* URL is a `conflicting_source_id` problem (the
-    first URL is kept; `strict=True` raises `ConflictingSourceIdError` instead).
+    `feed_event`; read `citations()`, `markers`, `links`, `unresolved`, `problems` and `segments()` at any time
+    (they reflect what has arrived so far). Search results are kept by their `id`: a later search event adds to
+    them, re-sorted results keep their ids, and an id arriving again with a *different* URL is a
+    `conflicting_source_id` problem (the first URL is kept; `strict=True` raises `ConflictingSourceIdError`
+    instead).
+
+    Markers are found by `numbered.NumberedScanner`, with the package's one set of rules (no markers in code or in
+    Markdown links). A marker at the very end of the text so far is held back until the next character decides it
+    (`[1](` is a link), so a read before the response is final may lack the last marker. `response.completed` (or
+    any final response: a non-streamed body, a failed response) and `close()` end every text and add those
+    pending markers.
     """
 
     def __init__(self, *, strict: bool = False) -> None:
@@ -219,12 +206,13 @@ class AgentStreamCollector:
         """True once `close()` was called: no more input will come."""
         self._segments: dict[tuple[str | None, int], _Segment] = {}
         self._problems: list[CitationProblem] = []
+        self._ended = False  # a final response arrived or close() was called: texts are complete
 
     # -- input -----------------------------------------------------------------------------------------------
 
     def feed_event(self, event: Mapping[str, JsonValue]) -> None:
         """Feed one decoded stream event (the SSE `data` object). Unknown event types are ignored."""
-        ev = _as_map(event)
+        ev = as_map(event)
         if ev is None:
             self._problems.append(CitationProblem('unreadable_raw_data', 'A stream event is not a JSON object.'))
             return
@@ -234,11 +222,13 @@ class AgentStreamCollector:
             if isinstance(delta, str):
                 seg = self._segment(ev.get('item_id'), ev.get('content_index'))
                 seg.streamed = True
-                seg.scanner.feed(delta)
+                seg.feed(delta)
+                if self._ended:
+                    seg.close()  # text after the end: nothing more will decide a trailing marker
         elif kind == 'response.reasoning.search_results':
             self._add_results(ev.get('results'))
         elif kind in ('response.output_item.added', 'response.output_item.done'):
-            item = _as_map(ev.get('item'))
+            item = as_map(ev.get('item'))
             if item is not None and item.get('type') == 'search_results':
                 self._add_results(item.get('results'))
         elif kind in ('response.created', 'response.in_progress'):
@@ -247,10 +237,10 @@ class AgentStreamCollector:
             self._take_response(ev.get('response'), final=True)
             self.completed = True
         elif kind in ('response.failed', 'response.incomplete', 'error'):
-            response = _as_map(ev.get('response'))
+            response = as_map(ev.get('response'))
             if response is not None:
                 self._take_response(response, final=True)
-            error = _as_map(ev.get('error')) or (_as_map(response.get('error')) if response else None)
+            error = as_map(ev.get('error')) or (as_map(response.get('error')) if response else None)
             message = error.get('message') if error else ev.get('message')
             self._problems.append(
                 CitationProblem(
@@ -262,12 +252,12 @@ class AgentStreamCollector:
 
     def feed_response(self, body: Mapping[str, JsonValue]) -> None:
         """Feed a complete non-streamed response body (`{'id', 'status', 'output': [...]}`)."""
-        body_map = _as_map(body)
+        body_map = as_map(body)
         if body_map is None:
             self._problems.append(CitationProblem('unreadable_raw_data', 'The response body is not a JSON object.'))
             return
         self._take_response(body_map, final=True)
-        error = _as_map(body_map.get('error'))
+        error = as_map(body_map.get('error'))
         if error is not None:
             message = error.get('message')
             self._problems.append(
@@ -281,8 +271,12 @@ class AgentStreamCollector:
             self.completed = True
 
     def close(self) -> None:
-        """Mark the end of input. A stream closed before `response.completed` is reported as incomplete."""
+        """Mark the end of input. A stream closed before `response.completed` is reported as incomplete.
+
+        Ends every text, so a marker at the very end of the last delta is added to `markers` (and resolved).
+        """
         self.closed = True
+        self._end_texts()
 
     def report(self, problem: CitationProblem) -> None:
         """Record a problem found outside the events (for example by the transport tap)."""
@@ -295,31 +289,36 @@ class AgentStreamCollector:
             seg = self._segments[key] = _Segment(key[0], key[1])
         return seg
 
+    def _end_texts(self) -> None:
+        self._ended = True
+        for seg in self._segments.values():
+            seg.close()
+
     def _take_response(self, response: object, *, final: bool) -> None:
-        resp = _as_map(response)
-        if resp is None:
-            return
-        if self.response_id is None and isinstance(rid := resp.get('id'), str) and rid:
+        """Take a response object; a final one (completed, failed, a whole body) also ends every text."""
+        resp = as_map(response)
+        if resp is not None and self.response_id is None and isinstance(rid := resp.get('id'), str) and rid:
             self.response_id = rid
         if not final:
             return
-        for item_obj in _as_list(resp.get('output')):
-            item = _as_map(item_obj)
+        for item_obj in as_list(resp.get('output') if resp is not None else None):
+            item = as_map(item_obj)
             if item is None:
                 continue
             if item.get('type') == 'search_results':
                 self._add_results(item.get('results'))
             elif item.get('type') == 'message':
-                for index, content_obj in enumerate(_as_list(item.get('content'))):
-                    content = _as_map(content_obj)
+                for index, content_obj in enumerate(as_list(item.get('content'))):
+                    content = as_map(content_obj)
                     text = content.get('text') if content else None
                     if not isinstance(text, str) or not content or content.get('type', 'output_text') != 'output_text':
                         continue
                     seg = self._segment(item.get('id'), index)
-                    if not seg.streamed and not seg.scanner.text:
+                    if not seg.streamed and not seg.text:
                         # Text that was not streamed (a non-streamed body, or a final snapshot) is taken whole.
-                        seg.scanner.feed(text)
-                    elif seg.scanner.text != text:
+                        seg.feed(text)
+                        seg.close()
+                    elif seg.text != text:
                         self._problems.append(
                             CitationProblem(
                                 'unmapped_provider_citation',
@@ -327,6 +326,8 @@ class AgentStreamCollector:
                                 detail=_short(item.get('id')),
                             )
                         )
+        # The response is final: no delta will follow, so markers pending at the end of a text are decided now.
+        self._end_texts()
 
     def _add_results(self, results: object) -> None:
         if not isinstance(results, list | tuple):
@@ -335,9 +336,9 @@ class AgentStreamCollector:
             )
             return
         for index, raw_obj in enumerate(cast(Sequence[object], results)):
-            raw = _as_map(raw_obj)
+            raw = as_map(raw_obj)
             rid = _result_id(raw.get('id')) if raw else None
-            url = _opt_str(raw.get('url')) if raw else None
+            url = as_str(raw.get('url')) if raw else None
             if raw is None or rid is None or url is None:
                 self._problems.append(
                     CitationProblem(
@@ -351,10 +352,10 @@ class AgentStreamCollector:
             result = SearchResult(
                 id=rid,
                 url=url,
-                title=_opt_str(raw.get('title')),
-                snippet=_opt_str(raw.get('snippet')),
-                date=_opt_str(raw.get('date')),
-                last_updated=_opt_str(raw.get('last_updated')),
+                title=as_str(raw.get('title')),
+                snippet=as_str(raw.get('snippet')),
+                date=as_str(raw.get('date')),
+                last_updated=as_str(raw.get('last_updated')),
             )
             self._merge_result(result)
 
@@ -378,26 +379,31 @@ class AgentStreamCollector:
     @property
     def text(self) -> str:
         """All output text so far, the segments joined in order of arrival."""
-        return ''.join(seg.scanner.text for seg in self._segments.values())
+        return ''.join(seg.text for seg in self._segments.values())
 
     @property
     def markers(self) -> list[NumberedMarker]:
-        """All complete `[N]` markers, with offsets into `text`."""
+        """The markers decided so far, with offsets into `text`.
+
+        A marker at the very end of the text is listed once the next character, the final response or `close()`
+        has decided it.
+        """
         out: list[NumberedMarker] = []
         offset = 0
         for seg in self._segments.values():
-            out.extend(NumberedMarker(m.number, m.start + offset, m.end + offset) for m in seg.scanner.markers)
-            offset += len(seg.scanner.text)
+            out.extend(NumberedMarker(m.raw, m.numbers, m.start + offset, m.end + offset) for m in seg.markers)
+            offset += len(seg.text)
         return out
 
     @property
     def links(self) -> dict[int, str]:
-        """Cited id → URL, for every cited id that resolved to a search result."""
+        """Cited id → URL, for every number of every decided marker that resolved to a search result."""
         return {
-            m.number: self.results[m.number].url
+            number: self.results[number].url
             for seg in self._segments.values()
-            for m in seg.scanner.markers
-            if m.number in self.results
+            for m in seg.markers
+            for number in m.numbers
+            if number in self.results
         }
 
     @property
@@ -405,54 +411,50 @@ class AgentStreamCollector:
         """Cited ids with no search result (in order of first citation). They are kept, never re-pointed."""
         seen: dict[int, None] = {}
         for seg in self._segments.values():
-            for m in seg.scanner.markers:
-                if m.number not in self.results:
-                    seen.setdefault(m.number, None)
+            for m in seg.markers:
+                for number in m.numbers:
+                    if number not in self.results:
+                        seen.setdefault(number, None)
         return list(seen)
 
     @property
     def problems(self) -> list[CitationProblem]:
-        """Problems so far: bad results, conflicts, provider errors, unresolved markers, an incomplete stream."""
+        """Problems so far: bad results, conflicts, provider errors, unresolved markers, an incomplete stream.
+
+        `unresolved_marker` problems are for the decided markers (see `markers`), with offsets into `text`.
+        """
         out = list(self._problems)
-        for m in self.markers:
-            if m.number not in self.results:
-                out.append(
-                    CitationProblem(
-                        'unresolved_marker',
-                        f'Marker [{m.number}] cites no search result with id {m.number}.',
-                        start=m.start,
-                        end=m.end,
-                        detail=f'[{m.number}]',
-                    )
-                )
+        out.extend(self._resolve(self.markers).problems)
         if self.closed and not self.completed:
             out.append(CitationProblem('stream_incomplete', 'The response ended before `response.completed`.'))
         return out
 
     def segments(self) -> list[TextSegment]:
-        """The output text per message content, each with citations anchored on its own text."""
+        """The output text per message content, each with the citations of its decided markers.
+
+        Anchors are offsets into the segment's own text (not into `text`).
+        """
         return [
             TextSegment(
                 seg.item_id,
                 seg.content_index,
-                seg.scanner.text,
-                self._citations_for(seg.scanner.markers),
-                list(seg.scanner.markers),
+                seg.text,
+                self._resolve(seg.markers).citations,
+                list(seg.markers),
             )
             for seg in self._segments.values()
         ]
 
     def citations(self) -> list[Citation]:
-        """One `Citation` per resolved `[N]` marker, `MarkerCitationAnchor` over the marker in `text`."""
-        return self._citations_for(self.markers)
+        """One `Citation` per decided marker with a search result, `MarkerCitationAnchor` over the marker in `text`.
 
-    def _citations_for(self, markers: Iterable[NumberedMarker]) -> list[Citation]:
-        out: list[Citation] = []
-        for m in markers:
-            result = self.results.get(m.number)
-            if result is not None:
-                out.append(Citation([_web_source(result)], anchor=MarkerCitationAnchor(start=m.start, end=m.end)))
-        return out
+        A marker citing several ids (`[1, 2]`) gives one citation with a source per resolved id.
+        """
+        return self._resolve(self.markers).citations
+
+    def _resolve(self, markers: Sequence[NumberedMarker]) -> NumberedResolution:
+        """Resolve markers by search-result id (never by position)."""
+        return resolve_markers(markers, {rid: _web_source(r) for rid, r in self.results.items()})
 
 
 def _web_source(result: SearchResult) -> WebCitationSource:
@@ -483,6 +485,7 @@ def apply_to_response(response: ModelResponse, collector: AgentStreamCollector) 
     """
     segments = [seg for seg in collector.segments() if seg.text]
     problems: list[CitationProblem] = [p for p in collector.problems if p.code != 'unresolved_marker']
+    by_id = {rid: _web_source(r) for rid, r in collector.results.items()}
     used: set[int] = set()
     for part_index, part in enumerate(response.parts):
         if not isinstance(part, TextPart):
@@ -500,34 +503,25 @@ def apply_to_response(response: ModelResponse, collector: AgentStreamCollector) 
             continue
         used.add(match)
         seg = segments[match]
-        for m in seg.markers:
-            if m.number not in collector.results:
-                problems.append(
-                    CitationProblem(
-                        'unresolved_marker',
-                        f'Marker [{m.number}] cites no search result with id {m.number}.',
-                        part_index=part_index,
-                        start=m.start,
-                        end=m.end,
-                        detail=f'[{m.number}]',
-                    )
-                )
-        if part.citations or not seg.citations:
+        resolution = resolve_markers(seg.markers, by_id)
+        problems.extend(replace(p, part_index=part_index) for p in resolution.problems)
+        if part.citations or not resolution.citations:
             continue
-        part.citations = seg.citations
+        part.citations = resolution.citations
         details = dict(part.provider_details or {})
         details.setdefault(
             'citations',
             [
                 {
                     'type': 'perplexity_search_result',
-                    'id': m.number,
-                    'url': collector.results[m.number].url,
+                    'id': number,
+                    'url': collector.results[number].url,
                     'start': m.start,
                     'end': m.end,
                 }
-                for m in seg.markers
-                if m.number in collector.results
+                for m in resolution.markers
+                for number in dict.fromkeys(m.numbers)
+                if number in collector.results
             ],
         )
         part.provider_details = details
@@ -823,13 +817,13 @@ class _TapStream(httpx2.AsyncByteStream):
 def _sonar_results(data: Mapping[str, object]) -> tuple[dict[int, SearchResult], list[CitationProblem]]:
     """Sonar `citations` / `search_results` → results keyed by 1-based position."""
     problems: list[CitationProblem] = []
-    urls = [u if isinstance(u, str) else None for u in _as_list(data.get('citations'))]
-    search = [_as_map(r) for r in _as_list(data.get('search_results'))]
+    urls = [u if isinstance(u, str) else None for u in as_list(data.get('citations'))]
+    search = [as_map(r) for r in as_list(data.get('search_results'))]
     results: dict[int, SearchResult] = {}
     for i in range(max(len(urls), len(search))):
         info = search[i] if i < len(search) else None
         url = urls[i] if i < len(urls) else None
-        info_url = _opt_str(info.get('url')) if info else None
+        info_url = as_str(info.get('url')) if info else None
         url = url or info_url
         if not url:
             problems.append(
@@ -852,25 +846,25 @@ def _sonar_results(data: Mapping[str, object]) -> tuple[dict[int, SearchResult],
         results[i + 1] = SearchResult(
             id=i + 1,
             url=url,
-            title=_opt_str(info.get('title')) if info else None,
-            snippet=_opt_str(info.get('snippet')) if info else None,
-            date=_opt_str(info.get('date')) if info else None,
-            last_updated=_opt_str(info.get('last_updated')) if info else None,
+            title=as_str(info.get('title')) if info else None,
+            snippet=as_str(info.get('snippet')) if info else None,
+            date=as_str(info.get('date')) if info else None,
+            last_updated=as_str(info.get('last_updated')) if info else None,
         )
     return results, problems
 
 
 def _sonar_source_data(response: ModelResponse) -> Mapping[str, object] | None:
-    unmapped = _as_map((response.provider_details or {}).get('unmapped'))
+    unmapped = as_map((response.provider_details or {}).get('unmapped'))
     if unmapped is None:
         return None
-    whole = _as_map(unmapped.get('response'))
+    whole = as_map(unmapped.get('response'))
     if whole is not None and ('citations' in whole or 'search_results' in whole):
         return whole
     # Streamed: every chunk repeats the (growing) lists; the last chunk that has them is the final state.
-    for chunk in reversed(_as_list(unmapped.get('chunks'))):
-        chunk_map = _as_map(chunk)
-        data = _as_map(chunk_map.get('response')) if chunk_map is not None else None
+    for chunk in reversed(as_list(unmapped.get('chunks'))):
+        chunk_map = as_map(chunk)
+        data = as_map(chunk_map.get('response')) if chunk_map is not None else None
         if data is not None and ('citations' in data or 'search_results' in data):
             return data
     return None
@@ -881,6 +875,9 @@ def citations_from_sonar_unmapped(
 ) -> tuple[dict[int, list[Citation]], list[CitationProblem]]:
     """Resolve Sonar `[N]` markers using the data `openai_include_unmapped_response_data=True` kept.
 
+    Markers are those `numbered.extract_numbered` finds in each text part (so `[1, 2]` is one marker, and
+    nothing in code or Markdown links counts); `N` is the 1-based position in Sonar's `citations` list.
+
     Returns:
         Citations by part index (only text parts with resolved markers), and the problems found (unresolved
         markers, sources without URLs). Empty when the response carries no Sonar data.
@@ -889,28 +886,16 @@ def citations_from_sonar_unmapped(
     if data is None:
         return {}, []
     results, problems = _sonar_results(data)
+    # Keyed by 1-based position, not a list: a source without URL is dropped but keeps its number.
+    by_position = {n: _web_source(r) for n, r in results.items()}
     by_part: dict[int, list[Citation]] = {}
     for part_index, part in enumerate(response.parts):
         if not isinstance(part, TextPart):
             continue
-        cites: list[Citation] = []
-        for m in find_numbered_markers(part.content):
-            result = results.get(m.number)
-            if result is None:
-                problems.append(
-                    CitationProblem(
-                        'unresolved_marker',
-                        f'Marker [{m.number}] has no entry {m.number} in the Sonar citations list.',
-                        part_index=part_index,
-                        start=m.start,
-                        end=m.end,
-                        detail=f'[{m.number}]',
-                    )
-                )
-                continue
-            cites.append(Citation([_web_source(result)], anchor=MarkerCitationAnchor(start=m.start, end=m.end)))
-        if cites:
-            by_part[part_index] = cites
+        resolution = resolve_numbered(part.content, by_position)
+        problems.extend(replace(p, part_index=part_index) for p in resolution.problems)
+        if resolution.citations:
+            by_part[part_index] = resolution.citations
     return by_part, problems
 
 

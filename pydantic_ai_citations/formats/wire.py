@@ -19,7 +19,8 @@ from pydantic import JsonValue, TypeAdapter
 from pydantic_ai.exceptions import UserError
 
 from ._raw import as_int, as_list, as_map, as_maps, as_str
-from .perplexity import AgentStreamCollector, find_numbered_markers
+from .numbered import extract_numbered
+from .perplexity import AgentStreamCollector
 
 __all__ = ('WIRE_APIS', 'WireApi', 'WireCitation', 'count_wire_citations', 'parse_sse', 'wire_citations_ta')
 
@@ -405,18 +406,20 @@ def _perplexity_agent(api: WireApi, objs: list[Mapping[str, object]]) -> Iterato
             title=result.title,
             document_id=str(result.id),
         )
+    collector.close()  # the body or stream is all there is: decide a marker at the very end of the text
     for m in collector.markers:
-        result = collector.results.get(m.number)
-        yield WireCitation(
-            api,
-            'numbered_marker',
-            _key('pplx-marker', m.start, m.number),
-            url=result.url if result else None,
-            document_id=str(m.number),
-            start=m.start,
-            end=m.end,
-            offset_unit='char',
-        )
+        for number in dict.fromkeys(m.numbers):
+            result = collector.results.get(number)
+            yield WireCitation(
+                api,
+                'numbered_marker',
+                _key('pplx-marker', m.start, number),
+                url=result.url if result else None,
+                document_id=str(number),
+                start=m.start,
+                end=m.end,
+                offset_unit='char',
+            )
 
 
 def _perplexity_sonar(api: WireApi, objs: list[Mapping[str, object]]) -> Iterator[WireCitation]:
@@ -435,16 +438,17 @@ def _perplexity_sonar(api: WireApi, objs: list[Mapping[str, object]]) -> Iterato
                 text = content
             elif (piece := as_str(_dig(choice, 'delta', 'content'))) is not None:
                 text += piece
-    for m in find_numbered_markers(text):
-        yield WireCitation(
-            api,
-            'numbered_marker',
-            _key('sonar-marker', m.start, m.number),
-            document_id=str(m.number),
-            start=m.start,
-            end=m.end,
-            offset_unit='char',
-        )
+    for m in extract_numbered(text):
+        for number in dict.fromkeys(m.numbers):
+            yield WireCitation(
+                api,
+                'numbered_marker',
+                _key('sonar-marker', m.start, number),
+                document_id=str(number),
+                start=m.start,
+                end=m.end,
+                offset_unit='char',
+            )
 
 
 # -- Mistral / Groq --------------------------------------------------------------------------------------------
