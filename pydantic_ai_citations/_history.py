@@ -29,7 +29,7 @@ import itertools
 import operator
 import re
 import weakref
-from collections.abc import AsyncGenerator, Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import KW_ONLY, dataclass, field, replace
 from typing import Any, Literal, cast
@@ -54,6 +54,7 @@ from pydantic_ai.tools import AgentDepsT, RunContext
 from ._ledger import entry, record_problems
 from ._problems import CitationProblem
 from ._wrappers import StreamWatch
+from .formats.numbered import is_numbered_marker
 
 __all__ = (
     'METADATA_KEY',
@@ -484,7 +485,8 @@ def _stored_findings(out_of_range: object, key: str) -> tuple[_Finding, ...]:
 
 
 _KEYS = tuple(str(i) for i in range(256))
-_MARKER_HINT = re.compile('\\[\\d{1,4}\\]')
+# A superset of numbered markers (`[1]`, `[ 1, 2]`): only a hint that one may be there.
+_MARKER_HINT = re.compile('\\[ {0,2}[0-9]')
 
 
 def _may_have_markers(content: str, citations: object) -> bool:
@@ -952,7 +954,6 @@ def _clean_history(
 
 _RAW_MARKERS = re.compile('\ue200[^\ue201]{0,500}\ue201|【[^】†]{0,200}†[^】]{0,200}】|<cite\\b[^>]{0,500}>|</cite>')
 _QUICK = re.compile('\ue200|【|<cite|</cite>')
-_NUMBERED = re.compile(r'\[\d{1,4}\]')
 
 
 def strip_citation_markers(part: TextPart) -> tuple[TextPart, list[tuple[int, int]]]:
@@ -963,13 +964,8 @@ def strip_citation_markers(part: TextPart) -> tuple[TextPart, list[tuple[int, in
     (Perplexity style). Citations are realigned with `edit_text`. Returns `part` itself when nothing was found.
     """
     text = part.content
-    ranges: list[tuple[int, int]] = [(m.start(), m.end()) for m in _RAW_MARKERS.finditer(text)]
-    for citation in _citations(part):
-        anchor = citation.anchor
-        if isinstance(anchor, MarkerCitationAnchor):
-            start, end = _anchor_range(anchor)
-            if start is not None and end is not None and _NUMBERED.fullmatch(text, start, end):
-                ranges.append((start, end))
+    ranges = [(m.start(), m.end()) for m in _RAW_MARKERS.finditer(text)]
+    ranges.extend(_numbered_markers(part))
     if not ranges:
         return part, []
     ranges.sort()
@@ -991,16 +987,19 @@ def strip_citation_markers(part: TextPart) -> tuple[TextPart, list[tuple[int, in
 _marker_cache = _IdentityCache()
 
 
-def _numbered(part: TextPart) -> bool:
-    """Whether a citation of `part` is marker-anchored on a `[N]` marker."""
-    text = part.content
+def _numbered_markers(part: TextPart) -> Iterator[tuple[int, int]]:
+    """Where citations of `part` are marker-anchored on a numbered marker (`[1]`, `[1, 2]`)."""
     for citation in _citations(part):
         anchor = citation.anchor
         if isinstance(anchor, MarkerCitationAnchor):
             start, end = _anchor_range(anchor)
-            if start is not None and end is not None and _NUMBERED.fullmatch(text, start, end):
-                return True
-    return False
+            if start is not None and end is not None and is_numbered_marker(part.content, start, end):
+                yield start, end
+
+
+def _numbered(part: TextPart) -> bool:
+    """Whether a citation of `part` is marker-anchored on a numbered marker."""
+    return next(_numbered_markers(part), None) is not None
 
 
 def _stripped(part: TextPart) -> tuple[TextPart, list[tuple[int, int]]] | None:

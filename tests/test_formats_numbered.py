@@ -10,6 +10,7 @@ from pydantic_ai_citations.formats.numbered import (
     NumberedMarker,
     NumberedScanner,
     extract_numbered,
+    is_numbered_marker,
     resolve_markers,
     resolve_numbered,
 )
@@ -240,3 +241,14 @@ def test_scanner_linear_on_long_line() -> None:
 def test_indented_fence_lines() -> None:
     assert found('```\n    ```\n[1]\n```\n[2]') == ['[2]']
     assert scan(['```\n    ``', '`\n[1]\n```\n[2]']) == extract_numbered('```\n    ```\n[1]\n```\n[2]')
+
+
+def test_is_numbered_marker() -> None:
+    assert is_numbered_marker('[1]')
+    assert is_numbered_marker('[ 1, 22 ]')
+    assert is_numbered_marker('See [3].', 4, 7)
+    assert not is_numbered_marker('See [3].', 4, 6)
+    assert not is_numbered_marker('[1-3]')
+    assert not is_numbered_marker('[^1]')
+    assert not is_numbered_marker('[12345]')
+    assert not is_numbered_marker('[1][2]')

@@ -319,6 +319,26 @@ def test_strip_citation_markers() -> None:
     assert strip_citation_markers(plain) == (plain, [])
 
 
+def test_strip_list_marker_that_a_citation_is_anchored_on() -> None:
+    """`[1, 2]` is one numbered marker (formats.numbered): a hand-off must not carry it either."""
+    text = 'Both facts hold [1, 2]. Next.'
+    start, end = text.index('[1, 2]'), text.index('[1, 2]') + len('[1, 2]')
+    part = TextPart(
+        text,
+        provider_name='perplexity',
+        citations=[Citation([web('https://a'), web('https://b')], anchor=MarkerCitationAnchor(start=start, end=end))],
+    )
+    stripped, removed = strip_citation_markers(part)
+    assert stripped.content == 'Both facts hold . Next.'  # spacing is kept, as for every marker
+    assert removed == [(start, end)]
+    not_a_marker = TextPart(
+        'Range [1-2].',
+        provider_name='x',
+        citations=[Citation([web('https://a')], anchor=MarkerCitationAnchor(start=6, end=11))],
+    )
+    assert strip_citation_markers(not_a_marker) == (not_a_marker, [])
+
+
 # --- fingerprints and find_stale ---------------------------------------------------------------------------------------
 
 

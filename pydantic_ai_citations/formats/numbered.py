@@ -39,6 +39,7 @@ __all__ = (
     'NumberedResolution',
     'NumberedScanner',
     'extract_numbered',
+    'is_numbered_marker',
     'resolve_markers',
     'resolve_numbered',
 )
@@ -268,6 +269,14 @@ def _could_close(line: str, fence: tuple[str, int]) -> bool:
         return False
     run = body.rstrip(' \t')
     return run == fence[0] * len(run)
+
+
+def is_numbered_marker(text: str, start: int = 0, end: int | None = None) -> bool:
+    """Whether `text[start:end]` is, as a whole, one numbered marker by its shape (`[1]`, `[1, 2]`).
+
+    Only the shape: where it stands (code, a link) is not looked at. For text a citation is already anchored on.
+    """
+    return _NUM_RE.fullmatch(text, start, len(text) if end is None else end) is not None
 
 
 def extract_numbered(text: str) -> list[NumberedMarker]:
