@@ -17,9 +17,9 @@ import asyncio
 
 from pydantic_ai import Agent, WebCitationSource
 
-from pydantic_ai_citations._render import render_markdown
-from pydantic_ai_citations._stream import CitedVercelAIEventStream, FinalAnswer, TextChunk, stream_cited
-from pydantic_ai_citations.testing._citing_model import CitingModel, ScriptedCitation
+from pydantic_ai_citations import FinalAnswer, TextChunk, render_markdown, stream_cited
+from pydantic_ai_citations.testing import CitingModel, ScriptedCitation
+from pydantic_ai_citations.ui import CitedVercelAIEventStream
 
 TEXT = 'K2 is 8,611 m tall. It lies on the China–Pakistan border.'
 CITATIONS = [
@@ -35,8 +35,11 @@ CITATIONS = [
 ]
 
 
-def gemini(**kwargs: int) -> Agent[None, str]:
-    return Agent(CitingModel(TEXT, CITATIONS, style='google', part_after_text=True, chunk_size=8, **kwargs))
+def gemini(break_stream_after: int | None = None) -> Agent[None, str]:
+    model = CitingModel(
+        TEXT, CITATIONS, style='google', part_after_text=True, chunk_size=8, break_stream_after=break_stream_after
+    )
+    return Agent(model)
 
 
 async def stream_to_terminal() -> None:

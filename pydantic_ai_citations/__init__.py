@@ -3,7 +3,7 @@
 The public surface is listed once, here. Submodules: `pydantic_ai_citations.formats` (parsers for formats Pydantic
 AI leaves raw), `pydantic_ai_citations.support` (does the cited page back the claim?), `pydantic_ai_citations.matrix`
 (the measured capability matrix and its probes), `pydantic_ai_citations.testing` (scripted citing models, replay
-of real recordings, the failure-path suite).
+of real recordings, the failure-path suite), `pydantic_ai_citations.ui` (UI event streams that carry citations).
 """
 
 from ._answer import CitedAnswer, CitedSpan, PartSegment, RawCitation, SourceRef, cited_answer_ta
@@ -38,7 +38,7 @@ from ._problems import PROBLEM_CODES, CitationProblem, ProblemCode
 from ._redact import redact
 from ._render import render_html, render_markdown
 from ._store import AnswerVersions, SQLiteConversationStore, StoreCorruptionError, StoredAnswer
-from ._stream import CitedVercelAIAdapter, CitedVercelAIEventStream, FinalAnswer, TextChunk, stream_cited
+from ._stream import FinalAnswer, TextChunk, stream_cited
 from ._track import (
     Arrival,
     CitedRun,
@@ -62,8 +62,6 @@ __all__ = (
     'CitedAnswer',
     'CitedRun',
     'CitedSpan',
-    'CitedVercelAIAdapter',
-    'CitedVercelAIEventStream',
     'Claim',
     'ClaimVerification',
     'CleanStaleCitations',

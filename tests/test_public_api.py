@@ -22,8 +22,6 @@ def test_root_all_is_pinned():
             'CitedAnswer',
             'CitedRun',
             'CitedSpan',
-            'CitedVercelAIAdapter',
-            'CitedVercelAIEventStream',
             'Claim',
             'ClaimVerification',
             'CleanStaleCitations',

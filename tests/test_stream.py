@@ -29,18 +29,13 @@ from pydantic_ai.ui.vercel_ai.response_types import BaseChunk, DataChunk, Source
 from pydantic_ai_citations._answer import CitedAnswer
 from pydantic_ai_citations._render import render_markdown
 from pydantic_ai_citations._stream import (
-    CITATIONS_DATA_TYPE,
-    CITED_ANSWER_DATA_TYPE,
     CitedStream,
-    CitedVercelAIAdapter,
-    CitedVercelAIEventStream,
     FinalAnswer,
     StreamItem,
     TextChunk,
     _Accumulator,  # pyright: ignore[reportPrivateUsage]
     _completed,  # pyright: ignore[reportPrivateUsage]
     _from_events,  # pyright: ignore[reportPrivateUsage]
-    cited_answer_chunk,
     stream_cited,
 )
 from pydantic_ai_citations.testing._citing_model import (
@@ -49,6 +44,13 @@ from pydantic_ai_citations.testing._citing_model import (
     CitingStyle,
     ScriptedCitation,
     ScriptedStreamError,
+)
+from pydantic_ai_citations.ui import (
+    CITATIONS_DATA_TYPE,
+    CITED_ANSWER_DATA_TYPE,
+    CitedVercelAIAdapter,
+    CitedVercelAIEventStream,
+    cited_answer_chunk,
 )
 
 pytestmark = pytest.mark.anyio
