@@ -1,0 +1,649 @@
+r"""The one citation-markup grammar: what counts as citation markup in a model's text, found and removed in one place.
+
+Every module that scans or strips citation markup calls this one (`scan_markup`, `strip_markup`,
+`StreamCleaner`), so they all agree on what is markup and what is prose. The forms:
+
+- **Cite tags** (Anthropic / Bedrock-Claude): `<cite index="0-1,0-2">supported text</cite>`, and the opening
+  `(cite index="0-1">` form some models write. An opening tag is `<cite` or `(cite`, attributes written as
+  `name="value"` (or `'value'`), then `>`; the `(cite` form needs at least one attribute, so prose such as
+  `Always (cite sources) when the error rate is > 5%.` is not a tag. A closing tag is `</cite>`. Removing a
+  tag keeps the text it wraps.
+- **OpenAI private-use markers**: `U+E200 family (U+E202 id)+ (U+E202 L8[-L13])? U+E201`, e.g.
+  `\ue200cite\ue202turn0search1\ue201`. A family is ASCII letters, digits and `_`, starting with a letter; an
+  id is ASCII letters, digits, `_`, `-`, `.` and `:` (`turn0.search1` is an id); a last part shaped like a
+  line locator is the locator, never an id. Removed entirely.
+- **Bracket markers** (Assistants / ChatGPT): `【4:0†source】`, `【turn0search1†title】`: `【`, an id of ASCII
+  letters, digits, `_`, `-`, `.` and `:`, `†`, up to 200 characters without `【`, `】` or a line break, `】`.
+  A `【` not followed by an id and `†` (ordinary CJK punctuation) is prose.
+- **Numbered markers**, only when the caller asks (`numbered=True`, since `[1]` can be prose): `[1]`,
+  `[1, 2]` as `formats.numbered` reads them (never in code, never a link), and xAI's inline form
+  `[[1]](https://…)`.
+
+What cannot be read as markup but is unmistakably meant as markup is an *issue* (`unterminated_marker` or
+`malformed_marker`, with offsets): an opening without its closing, a stray closing, nested cite tags, a marker
+whose body does not follow the grammar, a lone `U+E201` / `U+E202`. Stripping removes the markup characters of
+issues too (a reader never sees a private-use character or half a cite tag) and reports them: an unterminated
+OpenAI marker loses its opener and every character of its body (`\ue200cite\ue202turn9`), the text after it
+stays; an unterminated cite tag loses its opening tag, the text after it stays.
+
+All offsets are `str` indices into the text given. Scanning is linear in the text (every pattern is bounded).
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_right
+from collections.abc import Iterable
+from dataclasses import KW_ONLY, dataclass
+from typing import Literal
+
+from pydantic_ai.exceptions import UserError
+
+from .numbered import extract_numbered
+
+__all__ = (
+    'MARKER_START',
+    'MARKER_END',
+    'MARKER_SEPARATOR',
+    'MarkupKind',
+    'MarkupMatch',
+    'MarkupIssue',
+    'MarkupScan',
+    'OpenAIBody',
+    'StreamCleaner',
+    'StrippedMarkup',
+    'parse_openai_body',
+    'scan_markup',
+    'strip_markup',
+)
+
+MARKER_START = '\ue200'
+"""Opens an OpenAI marker."""
+MARKER_END = '\ue201'
+"""Closes an OpenAI marker."""
+MARKER_SEPARATOR = '\ue202'
+"""Separates the family, the ids and the locator inside an OpenAI marker."""
+
+MarkupKind = Literal['cite_tag', 'openai_marker', 'bracket_marker', 'numbered_marker', 'numbered_link']
+r"""`'cite_tag'`: `<cite index="…">text</cite>`; `'openai_marker'`: `\ue200cite\ue202id\ue201`; `'bracket_marker'`:
+`【4:0†source】`; `'numbered_marker'`: `[1]`, `[1, 2]`; `'numbered_link'`: xAI's `[[1]](https://…)`."""
+
+IssueCode = Literal['malformed_marker', 'unterminated_marker']
+
+Cut = tuple[int, int]
+
+# --- lexing -----------------------------------------------------------------------------------------------------------
+
+_ATTR = r"""[A-Za-z_:][-\w:.]{0,40}\s{0,4}=\s{0,4}(?:"[^"\n<>]{0,300}"|'[^'\n<>]{0,300}')"""
+_CITE_TOKEN_RE = re.compile(
+    rf'(?P<open><cite(?:\s{{1,8}}{_ATTR}){{0,8}}\s{{0,8}}>|\(cite(?:\s{{1,8}}{_ATTR}){{1,8}}\s{{0,8}}>)|(?P<close></cite\s{{0,8}}>)'
+)
+_INDEX_ATTR_RE = re.compile(r'\bindex\s*=\s*["\']([^"\']*)["\']')
+_FAMILY_RE = re.compile(r'[A-Za-z][A-Za-z0-9_]*')
+_ID_RE = re.compile(r'[A-Za-z0-9_.:-]+')
+_IDS_RE = re.compile('[A-Za-z0-9_.:-]+(?:\ue202[A-Za-z0-9_.:-]+)*')
+# Digits are capped so `int()` never meets a huge number.
+_LOCATOR_RE = re.compile(r'L([0-9]{1,9})(?:-L([0-9]{1,9}))?')
+# An OpenAI candidate: the opener up to the first closer, or up to the next opener / the end (unterminated).
+_OAI_CANDIDATE_RE = re.compile('\ue200[^\ue200\ue201]*\ue201?')
+# What of an unterminated marker is marker: the opener, and then family / ids / locator characters and separators.
+_OAI_PREFIX_RE = re.compile('\ue200[A-Za-z0-9_.:\\-\ue202]{0,500}')
+_OAI_STRAY_RE = re.compile('[\ue201\ue202]')
+# A malformed complete marker is removed whole when it is this short and on one line; otherwise only its delimiters
+# and what reads as marker characters go, so a stray opener cannot swallow a paragraph.
+_WHOLE_MAX = 200
+_BRACKET_RE = re.compile(r'【([A-Za-z0-9_.:-]{1,64})†(?:([^【】\n]{0,200})】)?')
+_BRACKET_TAIL_RE = re.compile(r'[^\s【】]{0,200}')
+_NUMBERED_LINK_RE = re.compile(r'\[\[([0-9]{1,4})\]\]\((https?://[^\s()]{1,2000})\)')
+_CLOSING = frozenset('.,;:!?)]}…»”’')
+_HSPACE = ' \t'
+
+
+@dataclass(frozen=True)
+class OpenAIBody:
+    """The parsed body of a well-formed OpenAI marker."""
+
+    family: str
+    """The family after `U+E200`, e.g. `'cite'`."""
+    source_ids: tuple[str, ...]
+    """The cited ids, in the order written (at least one)."""
+    locator: tuple[int, int] | None
+    """The line range `(first, last)` written as the last part (1-based, both included), if any."""
+
+
+def parse_openai_body(body: str) -> OpenAIBody | str:
+    r"""Parse the body of an OpenAI marker (between `U+E200` and `U+E201`, real `U+E202` separators).
+
+    Returns the parsed body, or a message saying what is wrong with it.
+    """
+    parts = body.split(MARKER_SEPARATOR)
+    family = parts[0]
+    if not _FAMILY_RE.fullmatch(family):
+        return f'marker has no valid family name (got {family[:40]!r})'
+    count = len(parts)
+    ids_end = len(body)
+    locator: tuple[int, int] | None = None
+    last = parts[-1]
+    if count > 1 and last[:1] == 'L' and (m := _LOCATOR_RE.fullmatch(last)):
+        first = int(m.group(1))
+        end = int(m.group(2)) if m.group(2) is not None else first
+        if first < 1 or end < first:
+            return f'invalid line range {last!r}'
+        locator = (first, end)
+        count -= 1
+        ids_end -= len(last) + 1
+    if count < 2:
+        return 'marker cites no source id'
+    ids_start = len(family) + 1
+    # One regex over all ids; the per-id loop only runs to name what is wrong.
+    if not _IDS_RE.fullmatch(body, ids_start, ids_end) or body.find('L', ids_start, ids_end) >= 0:
+        for source_id in parts[1:count]:
+            if not _ID_RE.fullmatch(source_id):
+                return f'invalid source id {source_id[:40]!r} (ids use letters, digits, `_`, `-`, `.` and `:`)'
+            if _LOCATOR_RE.fullmatch(source_id):
+                return f'line range {source_id!r} must be the last part of the marker'
+    return OpenAIBody(family, tuple(parts[1:count]), locator)
+
+
+# --- values -----------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MarkupMatch:
+    """One piece of well-formed citation markup in a text."""
+
+    kind: MarkupKind
+    """Which markup form."""
+    start: int
+    """Start offset of the markup."""
+    end: int
+    """End offset (exclusive); for a cite tag, the end of `</cite>`."""
+    source_ids: tuple[str, ...]
+    """The ids the markup names: cite-tag `index` values (`'0-1'`), OpenAI marker ids (`'turn0search1'`; a line
+    locator is not an id), the bracket marker's `'4:0'`, a numbered marker's numbers (`'1'`)."""
+    _: KW_ONLY
+    kept_start: int = -1
+    """Start of the text the markup wraps and that stays (cite tags); equal to `start` for markers."""
+    kept_end: int = -1
+    """End of the kept text; equal to `start` for markers."""
+    family: str | None = None
+    """The OpenAI marker's family (`'cite'`); `None` for other forms."""
+    locator: tuple[int, int] | None = None
+    """The OpenAI marker's line range `(first, last)`, if any."""
+    url: str | None = None
+    """The link target of a `'numbered_link'`."""
+
+    def __post_init__(self) -> None:
+        if self.kept_start < 0:
+            object.__setattr__(self, 'kept_start', self.start)
+            object.__setattr__(self, 'kept_end', self.start)
+
+    @property
+    def cuts(self) -> tuple[Cut, ...]:
+        """The ranges stripping removes: the two tags of a cite tag, the whole of a marker."""
+        if self.kind == 'cite_tag':
+            return ((self.start, self.kept_start), (self.kept_end, self.end))
+        return ((self.start, self.end),)
+
+
+@dataclass(frozen=True)
+class MarkupIssue:
+    """Markup that cannot be read as well-formed markup: reported, and its markup characters are stripped."""
+
+    code: IssueCode
+    """`'unterminated_marker'`: an opening without its closing; `'malformed_marker'`: anything else (nesting, a
+    stray closing, a marker whose contents do not follow the grammar)."""
+    kind: MarkupKind
+    """Which form it looks like."""
+    start: int
+    """Start offset of the region concerned."""
+    end: int
+    """End offset (exclusive) of the region concerned."""
+    reason: str
+    """What is wrong, for humans."""
+    cuts: tuple[Cut, ...]
+    """What stripping removes of it (inside `start`..`end`): delimiters and marker characters, never the prose."""
+
+
+@dataclass(frozen=True)
+class MarkupScan:
+    """Everything `scan_markup` found in one text."""
+
+    matches: tuple[MarkupMatch, ...] = ()
+    """Well-formed markup, sorted by offset."""
+    issues: tuple[MarkupIssue, ...] = ()
+    """Markup that could not be read, sorted by offset."""
+
+    @property
+    def found(self) -> bool:
+        """Whether any markup (well-formed or not) was found."""
+        return bool(self.matches or self.issues)
+
+    @property
+    def cuts(self) -> tuple[Cut, ...]:
+        """Every range stripping removes for this scan (without whitespace repair), sorted and merged."""
+        return _merge([c for m in self.matches for c in m.cuts] + [c for i in self.issues for c in i.cuts])
+
+
+@dataclass(frozen=True)
+class StrippedMarkup:
+    """A text with its citation markup removed, and what was removed."""
+
+    text: str
+    """The text without markup (cite tags keep the text they wrap)."""
+    cuts: tuple[Cut, ...]
+    """The ranges of the input that were removed: sorted, non-overlapping, non-adjacent. Shift an offset `p` of the
+    input by the removed lengths before it to find it in `text`."""
+    matches: tuple[MarkupMatch, ...] = ()
+    """Well-formed markup removed, offsets into the input."""
+    issues: tuple[MarkupIssue, ...] = ()
+    """Markup that could not be read (removed too), offsets into the input."""
+
+    @property
+    def scan(self) -> MarkupScan:
+        """`matches` and `issues` as a `MarkupScan`."""
+        return MarkupScan(self.matches, self.issues)
+
+    @property
+    def changed(self) -> bool:
+        """Whether anything was removed."""
+        return bool(self.cuts)
+
+
+# --- scanning ---------------------------------------------------------------------------------------------------------
+
+
+def _scan_openai(text: str, matches: list[MarkupMatch], issues: list[MarkupIssue]) -> None:
+    for m in _OAI_CANDIDATE_RE.finditer(text):
+        start, end = m.span()
+        if text[end - 1] != MARKER_END:
+            prefix = _OAI_PREFIX_RE.match(text, start)
+            assert prefix is not None
+            reason = 'OpenAI citation marker without its closing U+E201'
+            issues.append(MarkupIssue('unterminated_marker', 'openai_marker', start, end, reason, (prefix.span(),)))
+            continue
+        parsed = parse_openai_body(text[start + 1 : end - 1])
+        if isinstance(parsed, str):
+            if end - start <= _WHOLE_MAX and '\n' not in text[start:end]:
+                cuts: tuple[Cut, ...] = ((start, end),)
+            else:
+                prefix = _OAI_PREFIX_RE.match(text, start, end - 1)
+                assert prefix is not None
+                cuts = (prefix.span(), (end - 1, end))
+            issues.append(MarkupIssue('malformed_marker', 'openai_marker', start, end, parsed, cuts))
+        else:
+            matches.append(
+                MarkupMatch(
+                    'openai_marker', start, end, parsed.source_ids, family=parsed.family, locator=parsed.locator
+                )
+            )
+
+
+def _scan_stray(text: str, taken: _Taken, issues: list[MarkupIssue]) -> None:
+    """A `U+E201` / `U+E202` outside every OpenAI candidate."""
+    for m in _OAI_STRAY_RE.finditer(text):
+        if m.start() not in taken:
+            reason = f'stray {m.group()!r} outside an OpenAI citation marker'
+            issues.append(MarkupIssue('malformed_marker', 'openai_marker', m.start(), m.end(), reason, (m.span(),)))
+
+
+def _scan_brackets(text: str, taken: _Taken, matches: list[MarkupMatch], issues: list[MarkupIssue]) -> None:
+    for m in _BRACKET_RE.finditer(text):
+        start = m.start()
+        if start in taken:
+            continue
+        if m.group(2) is not None:
+            matches.append(MarkupMatch('bracket_marker', start, m.end(), (m.group(1),)))
+            continue
+        tail = _BRACKET_TAIL_RE.match(text, m.end())
+        assert tail is not None
+        stop = min((k for k in (text.find('【', start + 1), text.find('\n', start)) if k != -1), default=len(text))
+        reason = 'bracket citation marker without its closing 】'
+        issues.append(MarkupIssue('unterminated_marker', 'bracket_marker', start, stop, reason, ((start, tail.end()),)))
+
+
+def _cite_ids(open_tag: str) -> tuple[str, ...]:
+    found = _INDEX_ATTR_RE.search(open_tag)
+    if found is None:
+        return ()
+    return tuple(part.strip() for part in found.group(1).split(',') if part.strip())
+
+
+def _scan_cites(text: str, taken: _Taken, matches: list[MarkupMatch], issues: list[MarkupIssue]) -> None:
+    """Pair cite tags; every tag token is cut, nested and unpaired ones are issues."""
+    # Open tags still waiting for their `</cite>`, each with the tag tokens nested inside it.
+    stack: list[tuple[re.Match[str], list[Cut]]] = []
+    for token in _CITE_TOKEN_RE.finditer(text):
+        if token.start() in taken:
+            continue  # inside another marker: not a tag of its own
+        if token.group('open') is not None:
+            stack.append((token, []))
+            continue
+        if not stack:
+            reason = '</cite> without an opening tag'
+            issues.append(MarkupIssue('malformed_marker', 'cite_tag', *token.span(), reason, (token.span(),)))
+            continue
+        opened, inner = stack.pop()
+        if inner:
+            cuts = (opened.span(), *inner, token.span())
+            if stack:
+                stack[-1][1].extend(cuts)  # reported once, as part of the outermost nesting
+            else:
+                reason = 'cite tag nested in a cite tag'
+                issues.append(MarkupIssue('malformed_marker', 'cite_tag', opened.start(), token.end(), reason, cuts))
+        elif stack:
+            stack[-1][1].extend((opened.span(), token.span()))
+        else:
+            ids = _cite_ids(opened.group())
+            matches.append(
+                MarkupMatch(
+                    'cite_tag', opened.start(), token.end(), ids, kept_start=opened.end(), kept_end=token.start()
+                )
+            )
+    for opened, inner in stack:
+        reason = 'cite tag without its </cite>'
+        cuts = (opened.span(), *inner)
+        issues.append(MarkupIssue('unterminated_marker', 'cite_tag', opened.start(), len(text), reason, cuts))
+
+
+def _scan_numbered(text: str, taken: _Taken, matches: list[MarkupMatch]) -> None:
+    for m in _NUMBERED_LINK_RE.finditer(text):
+        if m.start() not in taken:
+            matches.append(MarkupMatch('numbered_link', m.start(), m.end(), (m.group(1),), url=m.group(2)))
+    for marker in extract_numbered(text):
+        if marker.start not in taken:
+            ids = tuple(str(n) for n in marker.numbers)
+            matches.append(MarkupMatch('numbered_marker', marker.start, marker.end, ids))
+
+
+class _Taken:
+    """Ranges already claimed by markup, for asking whether a later token sits inside one (by bisection)."""
+
+    def __init__(self, ranges: Iterable[Cut]) -> None:
+        merged = _merge(ranges)
+        self._starts = [start for start, _ in merged]
+        self._ends = [end for _, end in merged]
+
+    def __contains__(self, position: int) -> bool:
+        k = bisect_right(self._starts, position) - 1
+        return k >= 0 and position < self._ends[k]
+
+
+def _claimed(matches: list[MarkupMatch], issues: list[MarkupIssue]) -> _Taken:
+    return _Taken([(m.start, m.end) for m in matches] + [(i.start, i.end) for i in issues if i.kind != 'cite_tag'])
+
+
+def _may_hold_markup(text: str, numbered: bool) -> bool:
+    return (
+        MARKER_START in text
+        or MARKER_END in text
+        or MARKER_SEPARATOR in text
+        or '【' in text
+        or 'cite' in text
+        or (numbered and '[' in text)
+    )
+
+
+def scan_markup(text: str, *, numbered: bool = False) -> MarkupScan:
+    """Find the citation markup in `text`, with offsets; never raises (see the module docstring for the grammar).
+
+    Args:
+        text: Any text.
+        numbered: Also find numbered markers (`[1]`, `[1, 2]`, xAI's `[[1]](url)`); off by default since `[1]` can
+            be prose.
+    """
+    if not _may_hold_markup(text, numbered):
+        return MarkupScan()
+    matches: list[MarkupMatch] = []
+    issues: list[MarkupIssue] = []
+    if MARKER_START in text:
+        _scan_openai(text, matches, issues)
+    if MARKER_END in text or MARKER_SEPARATOR in text:
+        _scan_stray(text, _claimed(matches, issues), issues)
+    if '【' in text:
+        _scan_brackets(text, _claimed(matches, issues), matches, issues)
+    if numbered and '[' in text:
+        _scan_numbered(text, _claimed(matches, issues), matches)
+    if 'cite' in text:
+        _scan_cites(text, _claimed(matches, issues), matches, issues)
+    return MarkupScan(
+        tuple(sorted(matches, key=lambda m: (m.start, -m.end))), tuple(sorted(issues, key=lambda i: (i.start, i.end)))
+    )
+
+
+# --- stripping --------------------------------------------------------------------------------------------------------
+
+
+def _merge(cuts: Iterable[Cut]) -> tuple[Cut, ...]:
+    out: list[Cut] = []
+    for start, end in sorted(cuts):
+        if start >= end:
+            continue
+        if out and start <= out[-1][1]:
+            if end > out[-1][1]:
+                out[-1] = (out[-1][0], end)
+        else:
+            out.append((start, end))
+    return tuple(out)
+
+
+def _spacing_cuts(text: str, cuts: tuple[Cut, ...], markers: list[Cut]) -> list[Cut]:
+    """One space before a removed marker, when it separated a word from whitespace, closing punctuation or the end."""
+    extra: list[Cut] = []
+    starts = [start for start, _ in cuts]
+    n = len(text)
+    for marker_start, _ in markers:
+        # The merged cut holding the marker: markup removed right before and after it counts as the marker's.
+        start, end = cuts[bisect_right(starts, marker_start) - 1]
+        nxt = text[end] if end < n else ''
+        if nxt and not nxt.isspace() and nxt not in _CLOSING:
+            continue
+        if start >= 2 and text[start - 1] == ' ' and not text[start - 2].isspace():
+            extra.append((start - 1, start))
+    return extra
+
+
+def _apply(text: str, cuts: tuple[Cut, ...]) -> str:
+    out: list[str] = []
+    pos = 0
+    for start, end in cuts:
+        out.append(text[pos:start])
+        pos = end
+    out.append(text[pos:])
+    return ''.join(out)
+
+
+def _one_pass(text: str, numbered: bool, spacing: bool) -> tuple[MarkupScan, tuple[Cut, ...]]:
+    scan = scan_markup(text, numbered=numbered)
+    if not scan.found:
+        return scan, ()
+    cuts = scan.cuts
+    if spacing:
+        markers = [(m.start, m.end) for m in scan.matches if m.kind != 'cite_tag']
+        markers += [c for i in scan.issues if i.kind != 'cite_tag' for c in i.cuts]
+        if markers:
+            cuts = _merge([*cuts, *_spacing_cuts(text, cuts, sorted(markers))])
+    return scan, cuts
+
+
+_MAX_PASSES = 8
+
+
+def strip_markup(text: str, *, numbered: bool = False, spacing: bool = True) -> StrippedMarkup:
+    r"""Remove citation markup from `text`: well-formed markup, and the markup characters of what could not be read.
+
+    Cite tags keep the text they wrap; markers go whole. What could not be read is in `issues` (its markup is removed
+    all the same, see the module docstring). Afterwards the text holds no `U+E200`-`U+E202` character and no cite tag:
+    when removing markup joins the text around it into new markup (`<ci` + a tag + `te>`), that is removed too and
+    reported as a `malformed_marker` issue.
+
+    Args:
+        text: Any text.
+        numbered: Also remove numbered markers (`[1]`, `[1, 2]`, xAI's `[[1]](url)`); off by default since `[1]` can
+            be prose.
+        spacing: Also remove one space before a removed marker when it separated a word from whitespace, closing
+            punctuation or the end of the text (`'big \ue200…\ue201.'` becomes `'big.'`); the removed space is in
+            `cuts`. Nothing else about whitespace is touched.
+    """
+    scan, cuts = _one_pass(text, numbered, spacing)
+    if not cuts:
+        return StrippedMarkup(text, (), scan.matches, scan.issues)
+    out = _apply(text, cuts)
+    if not _may_hold_markup(out, numbered) or not scan_markup(out, numbered=numbered).found:
+        return StrippedMarkup(out, cuts, scan.matches, scan.issues)
+    return _strip_again(text, out, cuts, scan, numbered, spacing)
+
+
+def _strip_again(
+    text: str, out: str, cuts: tuple[Cut, ...], scan: MarkupScan, numbered: bool, spacing: bool
+) -> StrippedMarkup:
+    """Removing markup made new markup out of the text around it: remove that too (rare; bounded passes)."""
+    # `kept[i]` is the input offset of `out[i]`.
+    kept = [
+        i
+        for (a, b) in zip((0, *(e for _, e in cuts)), (*(s for s, _ in cuts), len(text)), strict=True)
+        for i in range(a, b)
+    ]
+    issues = list(scan.issues)
+    for _ in range(_MAX_PASSES):
+        again, more = _one_pass(out, numbered, spacing)
+        if not more:
+            break
+        start, end = kept[more[0][0]], kept[more[-1][1] - 1] + 1
+        original = tuple((kept[s], kept[e - 1] + 1) for s, e in more)
+        issues.append(
+            MarkupIssue(
+                'malformed_marker',
+                (again.matches or again.issues)[0].kind,
+                start,
+                end,
+                'markup formed by removing other markup around it',
+                original,
+            )
+        )
+        drop = {i for s, e in more for i in range(s, e)}
+        kept = [k for i, k in enumerate(kept) if i not in drop]
+        out = _apply(out, more)
+    gone = sorted(set(range(len(text))) - set(kept))
+    merged = _merge((i, i + 1) for i in gone)
+    return StrippedMarkup(out, merged, scan.matches, tuple(sorted(issues, key=lambda i: (i.start, i.end))))
+
+
+# --- streaming --------------------------------------------------------------------------------------------------------
+
+# The longest text held back while it may still become markup (an opener waiting for its closer).
+_HOLD_MAX = 600
+_OPEN_TAIL_RES = (
+    re.compile('\ue200[^\ue200\ue201]*\\Z'),
+    re.compile(r'【[A-Za-z0-9_.:-]{0,64}(?:†[^【】\n]{0,200})?\Z'),
+    re.compile(r'[<(](?:c(?:i(?:t(?:e[^<>\n]*)?)?)?)?\Z'),
+    re.compile(r'<(?:/(?:c(?:i(?:t(?:e\s{0,8})?)?)?)?)?\Z'),
+)
+_NUMBERED_TAIL_RES = (re.compile(r'\[[\[ 0-9,\]]{0,160}(?:\(https?:?/{0,2}[^\s()]{0,2000})?\Z'),)
+_SPACE_TAIL_RE = re.compile(r'[ \t]+\Z')
+
+
+class StreamCleaner:
+    r"""Strips citation markup from a text that arrives in pieces, giving back the text that is safe to show now.
+
+    `feed(delta)` returns the clean text the delta makes safe to show; only a possible opening of markup at the end
+    (an `U+E200` waiting for its `U+E201`, a `【4:0†…` waiting for `】`, a `<cit` that may become a tag; with
+    `numbered=True` a `[1` that may become a marker) and trailing spaces are held back, and never more than a few
+    hundred characters. `close()` returns what is still held, cleaned, and ends the text; `issues` then lists
+    everything that could not be read (offsets into the whole text fed), including a marker still open at the end.
+
+    The joined output equals `strip_markup(whole_text).text` for text whose markup is split only inside the holding
+    limits; cite tags opened in one piece and closed in a later one are paired (not reported).
+    """
+
+    def __init__(self, *, numbered: bool = False) -> None:
+        """Create a cleaner.
+
+        Args:
+            numbered: Also remove numbered markers (see `strip_markup`).
+        """
+        self._numbered = numbered
+        self._held = ''
+        self._pos = 0  # input offset of `_held`
+        self._open_tags: list[MarkupIssue] = []  # cite tags opened in a released piece, not yet closed
+        self._issues: list[MarkupIssue] = []
+        self._removed = 0
+        self._last = ''  # the last character shown
+        self._closed = False
+
+    @property
+    def issues(self) -> list[MarkupIssue]:
+        """What could not be read so far, offsets into the whole text fed (complete after `close`)."""
+        return sorted(self._issues, key=lambda i: (i.start, i.end))
+
+    @property
+    def removed(self) -> int:
+        """How many characters of the input were removed so far."""
+        return self._removed
+
+    def feed(self, delta: str) -> str:
+        """Add the next piece of text; return the clean text now safe to show (possibly `''`)."""
+        if self._closed:
+            raise UserError(f'StreamCleaner.feed({delta!r}) called after close(): create a new cleaner.')
+        held = self._held + delta
+        cut = self._hold_from(held)
+        self._held = held[cut:]
+        return self._release(held[:cut])
+
+    def close(self) -> str:
+        """End the text; return the rest of the clean text."""
+        if self._closed:
+            return ''
+        out = self._release(self._held)
+        self._held = ''
+        self._issues.extend(self._open_tags)
+        self._open_tags = []
+        self._closed = True
+        return out
+
+    def _hold_from(self, held: str) -> int:
+        n = len(held)
+        cut = n
+        patterns = self._patterns()
+        lo = max(0, n - _HOLD_MAX)
+        for pattern in patterns:
+            m = pattern.search(held, lo)
+            if m is not None:
+                cut = min(cut, m.start())
+        space = _SPACE_TAIL_RE.search(held, max(0, cut - 64), cut)
+        if space is not None and space.end() == cut:
+            cut = space.start()
+        return cut
+
+    def _patterns(self) -> tuple[re.Pattern[str], ...]:
+        return _OPEN_TAIL_RES + _NUMBERED_TAIL_RES if self._numbered else _OPEN_TAIL_RES
+
+    def _release(self, piece: str) -> str:
+        base = self._pos
+        self._pos += len(piece)
+        if not piece:
+            return ''
+        # The last character shown goes first, as context for the spacing rule (a space before a marker goes only
+        # when a word precedes it); it is clean text, and it is not shown again.
+        context = self._last
+        stripped = strip_markup(context + piece, numbered=self._numbered)
+        self._removed += sum(end - start for start, end in stripped.cuts)
+        for issue in stripped.issues:
+            self._track(_shifted(issue, base - len(context)))
+        text = stripped.text[len(context) :] if stripped.text.startswith(context) else stripped.text
+        if text:
+            self._last = text[-1]
+        return text
+
+    def _track(self, issue: MarkupIssue) -> None:
+        if issue.kind == 'cite_tag' and issue.code == 'unterminated_marker' and len(issue.cuts) == 1:
+            self._open_tags.append(issue)
+        elif issue.kind == 'cite_tag' and issue.reason.startswith('</cite>') and self._open_tags:
+            self._open_tags.pop()  # closes a tag opened in an earlier piece: a pair after all
+        else:
+            self._issues.append(issue)
+
+
+def _shifted(issue: MarkupIssue, base: int) -> MarkupIssue:
+    cuts = tuple((start + base, end + base) for start, end in issue.cuts)
+    return MarkupIssue(issue.code, issue.kind, issue.start + base, issue.end + base, issue.reason, cuts)

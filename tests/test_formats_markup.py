@@ -1,0 +1,223 @@
+"""The one citation-markup grammar (`formats.markup`): what is markup, what is prose, and scan/strip agreement."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic_ai.exceptions import UserError
+
+from pydantic_ai_citations.formats.markup import StreamCleaner, parse_openai_body, scan_markup, strip_markup
+
+CITE = '\x3ccite'
+OAI = '\ue200cite\ue202turn0search1\ue201'
+PRIVATE = re.compile('[\ue200-\ue202]')
+# Any cite tag token, as loosely as a reader would see one.
+HALF_TAG = re.compile(r'[<(]cite\b[^<>\n]*>|</cite\s*>')
+
+
+@pytest.mark.parametrize(
+    ('text', 'clean'),
+    [
+        pytest.param(
+            'Always (cite sources) when the error rate is > 5%.',
+            'Always (cite sources) when the error rate is > 5%.',
+            id='prose-paren-cite',
+        ),
+        pytest.param('Use <cite> sparingly, 3 > 2.', 'Use  sparingly, 3 > 2.', id='bare-html-cite-tag-is-markup'),
+        pytest.param('(cite index="0-1">x</cite> y', 'x y', id='paren-cite-pair'),
+        pytest.param(f'{CITE} index="0-1">x</cite> y', 'x y', id='angle-cite-pair'),
+        pytest.param('a \ue200cite\ue202turn0.search1\ue201.', 'a.', id='dotted-id'),
+        pytest.param('x \ue200cite\ue202turn9 and more', 'x and more', id='unterminated-openai'),
+        pytest.param('P 【4:0†source】. 【重要】 stays', 'P. 【重要】 stays', id='bracket-and-cjk'),
+        pytest.param('a\ue201b\ue202c', 'abc', id='stray-delimiters'),
+        pytest.param(f'{CITE} a="1">a {CITE} a="2">b</cite> c</cite>', 'a b c', id='nested-cite'),
+        pytest.param('<ci<cite a="1">te b="2">z', 'z', id='markup-formed-by-removal'),
+        pytest.param('see [1].', 'see [1].', id='numbered-off-by-default'),
+    ],
+)
+def test_strip(text: str, clean: str):
+    assert strip_markup(text).text == clean
+
+
+def test_numbered_when_asked():
+    text = 'See [1] and [[2]](https://x.ai/a). Code `[3]` stays, [link](https://e.com) too.'
+    stripped = strip_markup(text, numbered=True)
+    assert stripped.text == 'See and. Code `[3]` stays, [link](https://e.com) too.'
+    assert [(m.kind, m.source_ids, m.url) for m in stripped.matches] == [
+        ('numbered_marker', ('1',), None),
+        ('numbered_link', ('2',), 'https://x.ai/a'),
+    ]
+
+
+def test_scan_reports_ids_and_issues_with_offsets():
+    text = f'A (cite index="0-1, 2">b</cite> {OAI} d\ue200cite\ue202t1\ue202L10-L12\ue201 【4:0†s】 x\ue200cite\ue202t9'
+    scan = scan_markup(text)
+    assert [(m.kind, m.source_ids) for m in scan.matches] == [
+        ('cite_tag', ('0-1', '2')),
+        ('openai_marker', ('turn0search1',)),
+        ('openai_marker', ('t1',)),
+        ('bracket_marker', ('4:0',)),
+    ]
+    assert scan.matches[2].locator == (10, 12)
+    assert scan.matches[2].family == 'cite'
+    [issue] = scan.issues
+    assert (issue.code, issue.kind, text[issue.start : issue.end]) == (
+        'unterminated_marker',
+        'openai_marker',
+        '\ue200cite\ue202t9',
+    )
+
+
+@pytest.mark.parametrize(
+    ('body', 'expected'),
+    [
+        pytest.param('cite\ue202turn0.search1', ('cite', ('turn0.search1',), None), id='dotted'),
+        pytest.param('cite\ue202a\ue202L2-L4', ('cite', ('a',), (2, 4)), id='locator'),
+        pytest.param('cite\ue202L2\ue202a', "line range 'L2' must be the last part", id='locator-not-last'),
+        pytest.param('cite', 'marker cites no source id', id='no-id'),
+        pytest.param('cite\ue202a b', "invalid source id 'a b'", id='space'),
+        pytest.param('cite\ue202a\ue202L4-L2', "invalid line range 'L4-L2'", id='bad-range'),
+    ],
+)
+def test_parse_openai_body(body: str, expected: tuple[object, ...] | str):
+    parsed = parse_openai_body(body)
+    if isinstance(expected, str):
+        assert isinstance(parsed, str) and parsed.startswith(expected)
+    else:
+        assert not isinstance(parsed, str)
+        assert (parsed.family, parsed.source_ids, parsed.locator) == expected
+
+
+# --- properties -------------------------------------------------------------------------------------------------------
+
+PIECES = st.sampled_from(
+    [
+        'a',
+        ' ',
+        '.',
+        '\n',
+        '<',
+        '>',
+        '(',
+        ')',
+        '/',
+        'cite',
+        ' index="0-1"',
+        '\ue200',
+        '\ue201',
+        '\ue202',
+        'turn0',
+        'L3',
+        '【',
+        '】',
+        '†',
+        '4:0',
+        '[',
+        ']',
+        '1',
+        '(https://e.com/a)',
+        '`',
+        CITE + ' index="1">',
+        '</cite>',
+        OAI,
+        '【1†s】',
+        '[[2]](https://x.ai/b)',
+    ]
+)
+TEXTS = st.lists(PIECES, max_size=30).map(''.join) | st.text(max_size=60)
+
+
+def _covered(cuts: tuple[tuple[int, int], ...], start: int, end: int) -> bool:
+    return any(a <= start and end <= b for a, b in cuts)
+
+
+@settings(max_examples=400, deadline=None)
+@given(TEXTS, st.booleans())
+def test_scan_and_strip_agree(text: str, numbered: bool):
+    scan = scan_markup(text, numbered=numbered)
+    stripped = strip_markup(text, numbered=numbered, spacing=False)
+    for m in scan.matches:
+        assert 0 <= m.start <= m.kept_start <= m.kept_end <= m.end <= len(text)
+        assert all(_covered(stripped.cuts, a, b) for a, b in m.cuts)
+    for issue in scan.issues:
+        assert 0 <= issue.start <= issue.end <= len(text)
+        assert all(issue.start <= a < b <= issue.end and _covered(stripped.cuts, a, b) for a, b in issue.cuts)
+    # Nothing else is cut: the cuts are exactly the scan's, plus what removal joined into new markup (an issue).
+    reported = scan.cuts if len(stripped.issues) == len(scan.issues) else stripped.scan.cuts
+    assert stripped.cuts == reported or len(stripped.issues) > len(scan.issues)
+    starts = (0, *(e for _, e in stripped.cuts))
+    ends = (*(s for s, _ in stripped.cuts), len(text))
+    kept = [text[a:b] for a, b in zip(starts, ends, strict=True)]
+    assert ''.join(kept) == stripped.text
+    assert all(a < b for a, b in stripped.cuts)
+    assert all(b < c for (_, b), (c, _) in zip(stripped.cuts, stripped.cuts[1:], strict=False))
+
+
+@settings(max_examples=400, deadline=None)
+@given(TEXTS, st.booleans(), st.booleans())
+def test_strip_leaves_no_private_use_character_and_no_cite_tag(text: str, numbered: bool, spacing: bool):
+    clean = strip_markup(text, numbered=numbered, spacing=spacing).text
+    assert PRIVATE.search(clean) is None
+    assert HALF_TAG.search(clean) is None
+    assert not scan_markup(clean, numbered=numbered).found
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(PIECES, max_size=30).map(''.join), st.data())
+def test_stream_cleaner_never_shows_markup(text: str, data: st.DataObject):
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(text)), max_size=8)))
+    cleaner = StreamCleaner()
+    shown = [cleaner.feed(text[a:b]) for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True)]
+    shown.append(cleaner.close())
+    for piece in shown:
+        assert PRIVATE.search(piece) is None
+    assert PRIVATE.search(''.join(shown)) is None
+    for issue in cleaner.issues:
+        assert 0 <= issue.start <= issue.end <= len(text)
+
+
+def test_stream_cleaner_holds_back_only_an_open_marker():
+    cleaner = StreamCleaner()
+    assert cleaner.feed('Paris is big ') == 'Paris is big'
+    assert cleaner.feed('\ue200ci') == ''
+    assert cleaner.feed('te\ue202turn0\ue201. And (cite index="1">x</ci') == '. And x'
+    assert cleaner.feed('te> end \ue200cite') == ' end'
+    assert cleaner.close() == ''
+    assert [(i.code, i.kind) for i in cleaner.issues] == [('unterminated_marker', 'openai_marker')]
+    with pytest.raises(UserError, match='after close'):
+        cleaner.feed('x')
+
+
+def test_stream_cleaner_reports_a_cite_tag_left_open():
+    cleaner = StreamCleaner()
+    assert cleaner.feed('(cite index="1">kept') + cleaner.close() == 'kept'
+    assert [(i.code, i.kind) for i in cleaner.issues] == [('unterminated_marker', 'cite_tag')]
+
+
+@pytest.mark.parametrize(
+    'hostile',
+    [
+        pytest.param(CITE + ' a="' * 20_000, id='open-attributes'),
+        pytest.param('(cite a=' * 20_000, id='paren-cite'),
+        pytest.param('\ue200cite\ue202' * 20_000, id='openai-openers'),
+        pytest.param('【1†' * 20_000, id='bracket-openers'),
+        pytest.param('[[1]](https://e.com/' * 10_000, id='numbered-links'),
+        pytest.param('[' * 50_000 + '1', id='brackets'),
+        pytest.param(' ' * 50_000 + '\ue200cite\ue202a\ue201', id='spaces'),
+    ],
+)
+def test_linear_time_on_hostile_input(hostile: str):
+    small, large = hostile[: len(hostile) // 4], hostile
+
+    def cost(text: str) -> float:
+        start = time.process_time()
+        strip_markup(text, numbered=True)
+        return time.process_time() - start
+
+    cost(small)
+    assert cost(large) < 1.0  # a quadratic pass over this input takes minutes
+    assert cost(large) <= 8 * cost(small) + 0.05
