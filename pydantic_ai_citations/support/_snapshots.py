@@ -28,6 +28,7 @@ from pydantic_ai.exceptions import UserError
 
 from .._answer import CitedAnswer
 from ._decode import DEFAULT_MAX_BYTES
+from ._fetch import AddressRefused, GuardedTransport, literal_address_refusal, normalise_hosts
 
 __all__ = (
     'Liveness',
@@ -39,10 +40,11 @@ __all__ = (
     'page_snapshots_ta',
 )
 
-Liveness = Literal['ok', 'not_found', 'gone', 'timeout', 'error']
+Liveness = Literal['ok', 'not_found', 'gone', 'timeout', 'error', 'refused']
 """Whether a cited link still leads to its page: `'ok'`; `'not_found'` (404/410); `'gone'` (redirected to a
 different page, such as the site's home page); `'timeout'`; `'error'` (other status, network error, too many
-redirects, unsupported scheme)."""
+redirects, unsupported scheme); `'refused'` (the link or one of its redirects leads to an internal address --
+loopback, private, link-local, … -- so it was not fetched; `reason` says which)."""
 
 USER_AGENT = 'pydantic-ai-citations-snapshot/0.1'
 """The only identifying header a capture sends."""
@@ -254,6 +256,8 @@ def _liveness(value: str) -> Liveness:
         return 'gone'
     if value == 'timeout':
         return 'timeout'
+    if value == 'refused':
+        return 'refused'
     return 'error'
 
 
@@ -274,7 +278,13 @@ def _failed(url: str, liveness: Liveness, reason: str, redirects: list[str], fin
 
 
 async def _capture_one(
-    client: httpx2.AsyncClient, url: str, *, timeout: float, max_bytes: int, max_redirects: int
+    client: httpx2.AsyncClient,
+    url: str,
+    *,
+    timeout: float,
+    max_bytes: int,
+    max_redirects: int,
+    allow_hosts: frozenset[str],
 ) -> PageSnapshot:
     redirects: list[str] = []
     try:
@@ -286,6 +296,11 @@ async def _capture_one(
             while True:
                 if current.scheme not in ('http', 'https'):
                     return _failed(url, 'error', f'unsupported URL scheme {current.scheme!r}', redirects, str(current))
+                # Refuse what the URL itself names before any lookup. With the package's own transport the address
+                # connected to is checked again after resolving; with the caller's, this is all it can check.
+                refused = literal_address_refusal(current.host, allow_hosts)
+                if refused is not None:
+                    return _failed(url, 'refused', f'not fetched: {refused}', redirects, str(current))
                 # A bare request built here, not with `client.build_request`: no client cookies, no default headers.
                 request = httpx2.Request(
                     'GET',
@@ -319,6 +334,8 @@ async def _capture_one(
                 finally:
                     await response.aclose()
                 break
+    except AddressRefused as e:
+        return _failed(url, 'refused', f'not fetched: {e.reason}', redirects, str(current))
     except (TimeoutError, httpx2.TimeoutException):
         return _failed(url, 'timeout', f'no complete answer within {timeout:g} s', redirects, str(current))
     except (httpx2.HTTPError, httpx2.InvalidURL, httpx2.StreamError, ValueError) as e:
@@ -369,11 +386,17 @@ async def capture(
     max_redirects: int = 5,
     concurrency: int = 8,
     transport: httpx2.AsyncBaseTransport | None = None,
+    allow_hosts: Iterable[str] = (),
 ) -> list[PageSnapshot]:
     """Fetch each URL once (bare `GET`, see the module docstring) and return (and store) its snapshot.
 
     Never raises for a bad page: timeouts, dead links, redirect loops and oversized bodies become snapshots
     with the matching `liveness` and a `reason`.
+
+    Only public addresses are fetched from: a URL, or any redirect on its way, that leads to a loopback, private,
+    link-local, unique-local, multicast, reserved or unspecified address (IPv4 or IPv6, in any spelling) becomes a
+    `'refused'` snapshot and is never connected to. The check is made on the address the connection is opened to,
+    after resolving the name once (see `pydantic_ai_citations.support._fetch`).
 
     Args:
         urls: The URLs to capture; duplicates are fetched once.
@@ -382,7 +405,11 @@ async def capture(
         max_bytes: Bodies are cut after this many bytes (`truncated=True`).
         max_redirects: At most this many redirects are followed; one more is an `'error'`.
         concurrency: At most this many pages are fetched at once.
-        transport: An `httpx2` transport, e.g. `httpx2.MockTransport` in tests.
+        transport: An `httpx2` transport, e.g. `httpx2.MockTransport` in tests. With your own transport, name
+            resolution and connecting are the transport's: the package then refuses only what the URLs themselves
+            name (internal IP literals in any spelling, `localhost`).
+        allow_hosts: Host names (or IP literals) fetched from even when they resolve to an internal address, e.g.
+            an intranet search tool's host. Compared case-insensitively, exactly (no wildcards).
 
     Returns:
         One snapshot per distinct URL, in the order given.
@@ -396,14 +423,23 @@ async def capture(
     unique = list(dict.fromkeys(urls))
     results: dict[str, PageSnapshot] = {}
     limiter = anyio.CapacityLimiter(concurrency)
+    allowed = normalise_hosts(allow_hosts)
     async with httpx2.AsyncClient(
-        transport=transport, follow_redirects=False, trust_env=False, timeout=timeout
+        transport=transport or GuardedTransport(allow_hosts=allowed),
+        follow_redirects=False,
+        trust_env=False,
+        timeout=timeout,
     ) as client:
 
         async def one(url: str) -> None:
             async with limiter:
                 results[url] = await _capture_one(
-                    client, url, timeout=timeout, max_bytes=max_bytes, max_redirects=max_redirects
+                    client,
+                    url,
+                    timeout=timeout,
+                    max_bytes=max_bytes,
+                    max_redirects=max_redirects,
+                    allow_hosts=allowed,
                 )
 
         async with anyio.create_task_group() as tg:
@@ -429,6 +465,7 @@ async def capture_answer(
     max_redirects: int = 5,
     concurrency: int = 8,
     transport: httpx2.AsyncBaseTransport | None = None,
+    allow_hosts: Iterable[str] = (),
 ) -> list[PageSnapshot]:
     """Capture every web source of `answer` into `store` (see `capture` for the arguments)."""
     return await capture(
@@ -439,6 +476,7 @@ async def capture_answer(
         max_redirects=max_redirects,
         concurrency=concurrency,
         transport=transport,
+        allow_hosts=allow_hosts,
     )
 
 
