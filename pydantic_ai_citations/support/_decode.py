@@ -55,13 +55,38 @@ def charset_from_content_type(content_type: str | None) -> str | None:
     return None
 
 
+# The text encodings of the WHATWG Encoding Standard (what browsers decode pages with) as Python names, plus the few
+# supersets Python has. Anything else Python can look up -- `base64`, `hex`, `rot13`, `zlib`, `bz2`, `uu`, `quopri`,
+# `punycode`, `idna`, `unicode_escape`, `utf-7`, `undefined` -- is a transform, not a page encoding.
+_WEB_CODECS = frozenset(
+    {
+        'utf-8', 'utf-8-sig', 'utf-16', 'utf-16-le', 'utf-16-be', 'utf-32', 'ascii', 'cp866', 'koi8-r', 'koi8-u',
+        'mac-roman', 'mac-cyrillic', 'cp874', 'tis-620', 'gbk', 'gb2312', 'gb18030', 'big5', 'big5hkscs', 'cp950',
+        'euc_jp', 'euc_jis_2004', 'iso2022_jp', 'shift_jis', 'cp932', 'shift_jis_2004', 'euc_kr', 'cp949',
+        *(f'iso8859-{n}' for n in (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 13, 14, 15, 16)),
+        *(f'cp{n}' for n in range(1250, 1259)),
+    }
+)  # fmt: skip
+# WHATWG labels Python spells otherwise.
+_LABELS = {'x-mac-cyrillic': 'mac-cyrillic', 'x-mac-roman': 'mac-roman', 'iso-8859-8-i': 'iso8859-8'}
+
+
+class _NotText(Exception):
+    """A declared charset that Python knows but that is not a page encoding."""
+
+
 def _codec(name: str | None) -> str | None:
+    """The Python codec for a declared charset; `None` for an unknown name; `_NotText` for a transform codec."""
     if not name:
         return None
+    label = name.strip().lower()
     try:
-        return codecs.lookup(name).name
-    except LookupError:
+        codec = codecs.lookup(_LABELS.get(label, label)).name
+    except (LookupError, ValueError):  # ValueError: a name with a NUL byte
         return None
+    if codec not in _WEB_CODECS:
+        raise _NotText(name)
+    return codec
 
 
 def _meta_charset(head: bytes) -> str | None:
@@ -79,6 +104,13 @@ def _meta_charset(head: bytes) -> str | None:
     return None
 
 
+def _detected(name: str) -> bool:
+    try:
+        return _codec(name) is not None
+    except _NotText:
+        return False
+
+
 def _guess(body: bytes) -> tuple[str, str]:
     """A codec for a body that is not UTF-8 and declares nothing usable."""
     try:
@@ -87,7 +119,7 @@ def _guess(body: bytes) -> tuple[str, str]:
         pass
     else:
         best = from_bytes(body[:200_000]).best()
-        if best is not None and _codec(best.encoding):
+        if best is not None and _detected(best.encoding):
             return best.encoding, f'encoding detected as {best.encoding}'
     # Without a detector: single-byte Cyrillic pages have most letters above 0x7f, Western pages few.
     high = sum(1 for b in body[:100_000] if b >= 0xC0)
@@ -121,14 +153,19 @@ def decode_body(body: bytes, content_type: str | None = None, *, max_bytes: int 
         return DecodedPage(None, None, truncated, 'not a text page (binary body)')
     declared = [charset_from_content_type(content_type), _meta_charset(body[:4096])]
     for name in declared:
-        codec = _codec(name)
+        try:
+            codec = _codec(name)
+        except _NotText:
+            # Not a page encoding (a transform such as base64 or zlib): the page cannot honestly be read as text.
+            return DecodedPage(None, None, truncated, f'declared charset {name!r} is not a text encoding')
         if codec is None:
             if name:
+                # Browsers ignore a label they do not know and go on: so does this (noted in the reason).
                 notes.append(f'unknown charset {name!r}')
             continue
         try:
             return DecodedPage(body.decode(codec), codec, truncated, '; '.join(notes) or None)
-        except UnicodeDecodeError:
+        except UnicodeError:
             if truncated and codec.startswith('utf'):
                 # The cut may split a multi-byte character; drop the broken tail only.
                 return DecodedPage(body.decode(codec, 'ignore'), codec, truncated, '; '.join(notes) or None)

@@ -1,0 +1,118 @@
+"""One bad page is one bad verdict: hostile charset declarations never crash decoding or the support check."""
+
+from __future__ import annotations
+
+import codecs
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from pydantic_ai import Citation, ContentCitationAnchor, TextPart, WebCitationSource
+from pydantic_ai.messages import ModelRequest, ModelResponse, UserPromptPart
+
+from pydantic_ai_citations import CitedAnswer
+from pydantic_ai_citations.support import PageSnapshot, check_support, decode_body
+
+ARTICLE = '<p>The harbour bridge opened to traffic in March after seven years of construction work.</p>'
+CLAIM = 'The harbour bridge opened to traffic in March.'
+
+# Transform codecs Python knows (bytes-to-bytes, str-to-str, or not page encodings) and names it does not.
+NOT_TEXT = ['base64', 'base_64', 'hex', 'hex_codec', 'rot13', 'rot_13', 'zlib', 'zip', 'bz2', 'uu', 'quopri',
+            'quotedprintable', 'punycode', 'idna', 'unicode_escape', 'raw_unicode_escape', 'utf-7', 'undefined',
+            'mbcs', 'oem', 'string_escape', 'cp037', 'cp500']  # fmt: skip
+UNKNOWN = ['no-such-charset', 'utf8mb4', '', ' ', 'x' * 300, 'utf-8\x00', '"', "'", '=', ';', 'ⓤⓣⓕ-8', '\udcff',
+           '../../etc/passwd', 'x-user-defined']  # fmt: skip
+WEB = ['utf-8', 'UTF8', 'latin1', 'iso-8859-1', 'windows-1252', 'cp1251', 'koi8-r', 'shift_jis', 'euc-jp', 'gbk',
+       'gb18030', 'big5', 'euc-kr', 'utf-16', 'x-mac-cyrillic', 'iso-8859-8-i', 'ascii']  # fmt: skip
+
+
+def _answer(urls: list[str]) -> CitedAnswer:
+    citations = [
+        Citation(
+            sources=[WebCitationSource(url=u, title=f'page {i}')], anchor=ContentCitationAnchor(start=0, end=len(CLAIM))
+        )
+        for i, u in enumerate(urls)
+    ]
+    return CitedAnswer.from_messages(
+        [ModelRequest(parts=[UserPromptPart('q')]), ModelResponse(parts=[TextPart(CLAIM, citations=citations)])]
+    )
+
+
+def _snapshot(url: str, body: bytes, content_type: str) -> PageSnapshot:
+    snap = PageSnapshot.from_text(url, '', content_type=content_type)
+    return PageSnapshot(
+        url=url,
+        final_url=url,
+        status=200,
+        liveness='ok',
+        captured_at=snap.captured_at,
+        body=body,
+        content_type=content_type,
+    )
+
+
+@pytest.mark.parametrize('charset', [pytest.param(c, id=f'not-text-{c}') for c in NOT_TEXT])
+@pytest.mark.parametrize('where', ['header', 'meta'])
+def test_transform_charsets_are_unreadable_not_a_crash(charset: str, where: str) -> None:
+    body = ARTICLE.encode()
+    if where == 'meta':
+        body = f'<meta charset="{charset}">'.encode() + body
+    decoded = decode_body(body, f'text/html; charset={charset}' if where == 'header' else 'text/html')
+    try:
+        known = codecs.lookup(charset) is not None
+    except LookupError:
+        known = False
+    if known:
+        assert decoded.text is None
+        assert decoded.reason == f'declared charset {charset!r} is not a text encoding'
+    else:  # an unknown label: ignored as browsers do, and said
+        assert decoded.text is not None
+        assert decoded.reason is not None and 'unknown charset' in decoded.reason
+
+
+@pytest.mark.parametrize('charset', [pytest.param(c, id=f'unknown-{i}') for i, c in enumerate(UNKNOWN)])
+@pytest.mark.parametrize('where', ['header', 'meta'])
+def test_unknown_labels_fall_back_like_browsers(charset: str, where: str) -> None:
+    body = ARTICLE.encode()
+    if where == 'meta':
+        body = f'<meta charset="{charset}">'.encode('utf-8', 'surrogatepass') + body
+    decoded = decode_body(body, f'text/html; charset={charset}' if where == 'header' else 'text/html')
+    if where == 'meta' and '\x00' in charset:  # a NUL byte in the first 4 KB: a binary body
+        assert decoded.text is None and decoded.reason == 'not a text page (binary body)'
+        return
+    assert decoded.text is not None
+    assert 'harbour bridge' in decoded.text
+
+
+@pytest.mark.parametrize('charset', WEB)
+def test_web_encodings_still_decode(charset: str) -> None:
+    python_name = {'x-mac-cyrillic': 'mac-cyrillic', 'iso-8859-8-i': 'iso8859-8'}.get(charset, charset)
+    decoded = decode_body(ARTICLE.encode(python_name), f'text/html; charset={charset}')
+    assert decoded.text is not None and 'harbour bridge' in decoded.text, decoded
+
+
+def test_one_bad_page_is_one_bad_verdict_and_the_rest_is_checked() -> None:
+    bad = [f'https://bad.test/{c}' for c in NOT_TEXT]
+    good = 'https://good.test/article'
+    answer = _answer([*bad, good])
+    pages: dict[str, PageSnapshot | str | bytes] = {
+        url: _snapshot(url, ARTICLE.encode(), f'text/html; charset={c}') for url, c in zip(bad, NOT_TEXT, strict=True)
+    }
+    pages[good] = _snapshot(good, ARTICLE.encode(), 'text/html; charset=utf-8')
+    report = check_support(answer, pages)
+    verdicts = {c.url: c for c in report.checks}
+    assert verdicts[good].verdict == 'supported'
+    for url, charset in zip(bad, NOT_TEXT, strict=True):
+        try:
+            codecs.lookup(charset)
+        except LookupError:
+            assert verdicts[url].verdict == 'supported'  # unknown label ignored, page read as UTF-8
+        else:
+            assert verdicts[url].verdict == 'unreadable'
+            assert verdicts[url].reason == f'declared charset {charset!r} is not a text encoding'
+
+
+@given(st.binary(max_size=2000), st.text(max_size=40))
+def test_decode_body_never_raises(body: bytes, charset: str) -> None:
+    decoded = decode_body(body, f'text/html; charset={charset}')
+    assert decoded.text is not None or decoded.reason
