@@ -32,9 +32,8 @@ def _venv(latest: bool = False) -> Path:
     if not python.exists():
         print(f'creating {path.name} ...', flush=True)
         venv.EnvBuilder(with_pip=True, clear=True).create(path)
-    # What the install depends on: the metadata, the pins, and the optional C scan loop that it compiles.
-    built = ('pyproject.toml', 'setup.py', 'pydantic_ai_citations/formats/_speedups.c')
-    inputs = b''.join((ROOT / name).read_bytes() for name in built)
+    # What the install depends on: the metadata and the pins.
+    inputs = (ROOT / 'pyproject.toml').read_bytes()
     inputs += b'' if latest else (ROOT / 'constraints.txt').read_bytes()
     stamp = path / '.installed'
     digest = hashlib.sha256(inputs).hexdigest()

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from pydantic_ai.exceptions import UserError
 
 from pydantic_ai_citations.formats.markup import StreamCleaner, parse_openai_body, scan_markup, strip_markup
+from pydantic_ai_citations.formats.openai_markers import extract_markers_with_problems
 
 CITE = '\x3ccite'
 OAI = '\ue200cite\ue202turn0search1\ue201'
@@ -221,3 +222,24 @@ def test_linear_time_on_hostile_input(hostile: str):
     cost(small)
     assert cost(large) < 1.0  # a quadratic pass over this input takes minutes
     assert cost(large) <= 8 * cost(small) + 0.05
+
+
+@pytest.mark.parametrize(
+    'body',
+    [
+        pytest.param(('cite', 'turn0.search1'), id='dotted-id'),
+        pytest.param(('cite', 'turn0:search1', 'L2'), id='colon-id-locator'),
+        pytest.param(('cite', 'a b'), id='space'),
+        pytest.param(('cite', 'L2', 'a'), id='locator-first'),
+        pytest.param(('cite',), id='no-id'),
+        pytest.param(('1cite', 'a'), id='bad-family'),
+    ],
+)
+def test_openai_markers_and_the_grammar_agree(body: tuple[str, ...]):
+    text = 'Claim.\ue200' + '\ue202'.join(body) + '\ue201 More.'
+    extraction = extract_markers_with_problems(text)
+    scan = scan_markup(text)
+    assert [(m.start, m.end, m.source_ids) for m in extraction.markers] == [
+        (m.start, m.end, m.source_ids) for m in scan.matches
+    ]
+    assert [(p.code, p.start, p.end) for p in extraction.problems] == [(i.code, i.start, i.end) for i in scan.issues]

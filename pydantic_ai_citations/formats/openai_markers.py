@@ -22,38 +22,18 @@ All offsets are `str` indices into the text given. `MarkerScanner` gives exactly
 
 from __future__ import annotations
 
-import contextlib
 import datetime
-import functools
 import html
-import os
 import re
 from bisect import bisect_left
-from collections.abc import Callable, Generator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
 
 from pydantic_ai import Citation, ContentCitationAnchor, DocumentCitationSource, WebCitationSource
 from pydantic_ai.exceptions import UserError
 
 from .._problems import CitationProblem, shorten
-
-if TYPE_CHECKING:
-    from ._speedups import Scanner as _CScannerType
-
-
-def _load_speedups() -> type[_CScannerType] | None:
-    """The C scan loop, built at install time when a C compiler was there; `None` for the pure-Python loop."""
-    if os.environ.get('PYDANTIC_AI_CITATIONS_PURE_PYTHON'):
-        return None
-    try:
-        from ._speedups import Scanner
-    except ImportError:  # pragma: no cover  # depends on the install
-        return None
-    return Scanner
-
-
-_CScanner = _load_speedups()
+from .markup import MARKER_END, MARKER_SEPARATOR, MARKER_START, parse_openai_body, scan_markup
 
 __all__ = (
     'MARKER_START',
@@ -74,23 +54,14 @@ __all__ = (
     'citation_instructions',
 )
 
-MARKER_START = '\ue200'
-"""Opens a marker."""
-MARKER_END = '\ue201'
-"""Closes a marker."""
-MARKER_SEPARATOR = '\ue202'
-"""Separates the family, the ids and the locator inside a marker."""
-
 _S = MARKER_START
 _E = MARKER_END
 _SEP = MARKER_SEPARATOR
 _DELIMITERS = (_S, _E, _SEP)
 
 _FAMILY_RE = re.compile(r'[A-Za-z][A-Za-z0-9_]*')
+# Ids this module *writes* (`render_source`): stricter than what the grammar reads (`formats.markup`).
 _ID_RE = re.compile(r'[A-Za-z0-9_-]+')
-_IDS_RE = re.compile('[A-Za-z0-9_-]+(?:\ue202[A-Za-z0-9_-]+)*')
-# Digits are capped so `int()` never meets a huge number.
-_LOCATOR_RE = re.compile(r'L([0-9]{1,9})(?:-L([0-9]{1,9}))?')
 _TAG_RE = re.compile(r'[A-Za-z][A-Za-z0-9_-]*')
 
 # Escaped form: real characters or their `\ue20N` escape text.
@@ -98,14 +69,6 @@ _ESC_CANDIDATE_RE = re.compile(r'(?:\ue200|\\u[eE]200)(?:(?!\\u[eE]20[01])[^\ue2
 _ESC_SEP_RE = re.compile(r'\ue202|\\u[eE]202')
 _ESC_CLOSE_RE = re.compile(r'(?:\ue201|\\u[eE]201)\Z')
 _ESC_PARTIAL_TAIL_RE = re.compile(r'\\(?:u(?:[eE](?:2(?:0)?)?)?)?\Z')
-_REAL_CANDIDATE_RE = re.compile('\ue200[^\ue200\ue201]*\ue201?')
-# A well-formed marker in its usual shape, read by one regex: no id contains `L` (so none is shaped like a
-# locator) and a line locator may come last. Any other candidate goes through `_parse_body`, which also says
-# what is wrong with it.
-_GOOD_RE = re.compile(
-    '\ue200([A-Za-z][A-Za-z0-9_]*)\ue202([A-KM-Za-z0-9_-]+(?:\ue202[A-KM-Za-z0-9_-]+)*)'
-    '(?:\ue202L([0-9]{1,9})(?:-L([0-9]{1,9}))?)?\ue201'
-)
 
 _DETAIL_MAX = 80
 _CACHE_MAX = 4096
@@ -168,7 +131,7 @@ class MarkerConversion:
 
 # --- parsing -------------------------------------------------------------------------------------------------
 
-# A parsed body: (family, ids, locator) for a good marker, or a message for a malformed one.
+# A parsed marker: (family, ids, locator) for a good marker, or a message for a malformed one.
 _Parsed = tuple[str, tuple[str, ...], LineRange | None] | str
 
 
@@ -182,39 +145,18 @@ def _check_families(families: Sequence[str]) -> frozenset[str]:
 
 
 def _parse_body(body: str, families: frozenset[str]) -> _Parsed:
-    """Parse a marker body written with real `U+E202` separators."""
-    parts = body.split(_SEP)
-    family = parts[0]
-    if family not in families:
-        if not _FAMILY_RE.fullmatch(family):
-            return f'marker has no valid family name (got {family!r})'
+    """Parse a marker body written with real `U+E202` separators (the grammar is `formats.markup`'s)."""
+    family = body.split(_SEP, 1)[0]
+    if family not in families and _FAMILY_RE.fullmatch(family):
         return f'unknown marker family {family!r} (allowed: {", ".join(sorted(families))})'
-    count = len(parts)
-    ids_end = len(body)
-    locator: LineRange | None = None
-    last = parts[-1]
-    if count > 1 and last[:1] == 'L' and (m := _LOCATOR_RE.fullmatch(last)):
-        first = int(m.group(1))
-        end = int(m.group(2)) if m.group(2) is not None else first
-        if first < 1 or end < first:
-            return f'invalid line range {last!r}'
-        locator = LineRange(first, end)
-        count -= 1
-        ids_end -= len(last) + 1
-    if count < 2:
-        return 'marker cites no source id'
-    ids_start = len(family) + 1
-    # One regex over all ids; the per-id loop below only runs to name what is wrong.
-    if not _IDS_RE.fullmatch(body, ids_start, ids_end) or body.find('L', ids_start, ids_end) >= 0:
-        for source_id in parts[1:count]:
-            if not _ID_RE.fullmatch(source_id):
-                return f'invalid source id {source_id!r} (ids use letters, digits, `_` and `-`)'
-            if _LOCATOR_RE.fullmatch(source_id):
-                return f'line range {source_id!r} must be the last part of the marker'
-    return family, tuple(parts[1:count]), locator
+    parsed = parse_openai_body(body)
+    if isinstance(parsed, str):
+        return parsed
+    locator = None if parsed.locator is None else LineRange(*parsed.locator)
+    return parsed.family, parsed.source_ids, locator
 
 
-def _parse_escaped(raw: str, families: frozenset[str]) -> _Parsed:
+def _parse_raw(raw: str, families: frozenset[str]) -> _Parsed:
     """Parse a complete candidate whose delimiters may be escape text."""
     body_start = 1 if raw[0] == _S else 6
     body_end = len(raw) - (1 if raw[-1] == _E else 6)
@@ -235,204 +177,8 @@ def _unterminated(raw: str, start: int, end: int) -> CitationProblem:
     )
 
 
-def _parse_new(raw: str, families: frozenset[str], cache: dict[str, _Parsed]) -> _Parsed:
-    if len(cache) >= _CACHE_MAX:
-        cache.clear()
-    parsed = cache[raw] = _parse_escaped(raw, families)
-    return parsed
-
-
 def _malformed(message: str, raw: str, start: int) -> CitationProblem:
     return CitationProblem('malformed_marker', message, start=start, end=start + len(raw), detail=_detail(raw))
-
-
-def _emit(
-    raw: str,
-    start: int,
-    families: frozenset[str],
-    cache: dict[str, _Parsed],
-    markers: list[Marker],
-    problems: list[CitationProblem],
-) -> None:
-    parsed = cache.get(raw)
-    if parsed is None:
-        parsed = _parse_new(raw, families, cache)
-    if isinstance(parsed, str):
-        problems.append(_malformed(parsed, raw, start))
-    else:
-        markers.append(Marker(raw, parsed[0], parsed[1], parsed[2], start, start + len(raw)))
-
-
-def _scan_escaped(
-    s: str,
-    base: int,
-    final: bool,
-    families: frozenset[str],
-    cache: dict[str, _Parsed],
-    markers: list[Marker],
-    problems: list[CitationProblem],
-) -> int:
-    """Scan `s` accepting escape text too; return where the unfinished tail starts (`len(s)` if none)."""
-    n = len(s)
-    for m in _ESC_CANDIDATE_RE.finditer(s):
-        raw = m.group()
-        start = m.start()
-        if _ESC_CLOSE_RE.search(raw) and len(raw) > (1 if raw[0] == _S else 6):
-            _emit(raw, base + start, families, cache, markers, problems)
-        elif m.end() < n or final:
-            problems.append(_unterminated(raw, base + start, base + m.end()))
-        else:
-            return start
-    if not final and (tail := _ESC_PARTIAL_TAIL_RE.search(s, max(0, n - 5))):
-        return tail.start()
-    return n
-
-
-def _closed_error(delta: str) -> UserError:
-    return UserError(f'MarkerScanner.feed({delta!r}) called after close(): create a new scanner.')
-
-
-class _CloseScan(Exception):
-    """Thrown into a scan generator to end the text."""
-
-
-def _end_scan(scan: _Scan) -> None:
-    with contextlib.suppress(StopIteration):
-        scan.throw(_CloseScan())
-
-
-_new = object.__new__
-_Scan = Generator[list[Marker], str, None]
-
-
-def _line_range(start: int, end: int) -> LineRange:
-    """`LineRange(start, end)` built by filling its instance dict (as markers are, see `_scan_real`)."""
-    locator = _new(LineRange)
-    d = locator.__dict__
-    d['start'] = start
-    d['end'] = end
-    return locator
-
-
-# A marker text as `_scan_real` caches it: `(raw, family, ids, locator)`, or the problem message.
-_Scanned = tuple[str, str, tuple[str, ...], LineRange | None] | str
-
-
-def _scan_parse(raw: str, families: frozenset[str], cache: dict[str, _Scanned]) -> _Scanned:
-    """Parse a complete candidate written with real delimiters, and cache it."""
-    if len(cache) >= _CACHE_MAX:
-        cache.clear()
-    m = _GOOD_RE.fullmatch(raw)
-    if m is not None:
-        family, ids, first, last = m.groups()
-        if family in families:
-            if first is None:
-                scanned = cache[raw] = (raw, family, tuple(ids.split(_SEP)), None)
-                return scanned
-            start = int(first)
-            end = start if last is None else int(last)
-            if 0 < start <= end:
-                scanned = cache[raw] = (raw, family, tuple(ids.split(_SEP)), _line_range(start, end))
-                return scanned
-    parsed = _parse_body(raw[1:-1], families)
-    scanned = cache[raw] = parsed if isinstance(parsed, str) else (raw, *parsed)
-    return scanned
-
-
-def _scan_real(families: frozenset[str], problems: list[CitationProblem]) -> _Scan:
-    """The pure-Python scan loop behind `MarkerScanner` and `extract_markers`: send pieces, get the markers they complete.
-
-    Used where the C loop (`_speedups.c`, same results, compared by the tests) was not built. A generator, so
-    that state lives in fast locals and `MarkerScanner.feed` can be its C-level `send`; each distinct marker text
-    is parsed once (usually by one regex, `_GOOD_RE`) and its markers share that text; the frozen `Marker` is
-    built by filling its instance dict (its `__init__` goes through `object.__setattr__` per field and costs
-    twice as much). Even so it stays about 1.4x the batch pass and 5x a bare regex pass on P2's input, where the
-    C loop meets the targets (1.3x and 4x).
-
-    Text is held only since the last piece containing `U+E201` (no marker completes without one), and
-    from there only from an opener still open, so each character is looked at a bounded number of times.
-    """
-    cache: dict[str, _Scanned] = {}
-    chunks: list[str] = []
-    append = chunks.append
-    join = ''.join
-    new = _new
-    cls = Marker
-    opener, closer = _S, _E
-    pos = 0  # offset of `chunks[0]`
-    held = False  # `chunks[0]` starts with an opener still open
-    result: list[Marker] = []
-    while True:
-        try:
-            delta = yield result
-        except _CloseScan:
-            break
-        append(delta)
-        if closer not in delta:
-            result = []
-            continue
-        s = join(chunks)
-        chunks.clear()
-        result = []
-        i = 0 if held else s.find(opener)
-        held = False
-        while i >= 0:
-            j = s.find(closer, i + 1)
-            k = s.find(opener, i + 1)
-            if j >= 0 and (k < 0 or j < k):
-                raw = s[i : j + 1]
-                parsed = cache.get(raw)
-                if parsed is None:
-                    parsed = _scan_parse(raw, families, cache)
-                if isinstance(parsed, str):
-                    problems.append(_malformed(parsed, raw, pos + i))
-                else:
-                    marker = new(cls)
-                    d = marker.__dict__
-                    d['raw'], d['family'], d['source_ids'], d['locator'] = parsed
-                    d['start'] = pos + i
-                    d['end'] = pos + j + 1
-                    result.append(marker)
-            elif k >= 0:
-                problems.append(_unterminated(s[i:k], pos + i, pos + k))
-            else:  # open at the end: keep it for the next piece
-                append(s[i:])
-                pos += i
-                held = True
-                break
-            i = k
-        else:
-            pos += len(s)
-    # End of text: every piece holding a closer was scanned, so what is left holds none and each opener in
-    # it starts an unterminated marker running to the next opener or the end.
-    s = join(chunks)
-    i = s.find(opener)
-    while i >= 0:
-        k = s.find(opener, i + 1)
-        end = len(s) if k < 0 else k
-        problems.append(_unterminated(s[i:end], pos + i, pos + end))
-        i = k
-
-
-def _scan_escaped_gen(families: frozenset[str], problems: list[CitationProblem]) -> _Scan:
-    """`_scan_real` for `escaped=True`: delimiters may also be escape text (not on the P2 hot path)."""
-    cache: dict[str, _Parsed] = {}
-    held = ''
-    pos = 0
-    result: list[Marker] = []
-    while True:
-        try:
-            delta = yield result
-        except _CloseScan:
-            break
-        held += delta
-        result = []
-        # A closer is `U+E201` or escape text ending in `1`.
-        if _E in delta or '1' in delta:
-            cut = _scan_escaped(held, pos, False, families, cache, result, problems)
-            held = held[cut:]
-            pos += cut
-    _scan_escaped(held, pos, True, families, cache, [], problems)
 
 
 class MarkerScanner:
@@ -444,9 +190,9 @@ class MarkerScanner:
     which is this scanner fed the whole text at once), including an `unterminated_marker` for a marker
     still open at the end. `problems` gives the problems found so far.
 
-    Text is held only from a marker still open, so the work per character is constant. The scan loop is in C
-    where the package was installed with a C compiler (an optional extension, `formats/_speedups.c`), in Python
-    otherwise, with the same results; set `PYDANTIC_AI_CITATIONS_PURE_PYTHON=1` to use the Python loop anyway.
+    Text is held only since the last piece holding a closer (no marker completes without one), and from there
+    only from an opener still open, so the work per character is constant. Each distinct marker text is parsed
+    once per scanner.
     """
 
     def __init__(self, families: Sequence[str] = ('cite',), *, escaped: bool = False) -> None:
@@ -456,20 +202,15 @@ class MarkerScanner:
             families: Marker families to accept (`'cite'` by default).
             escaped: Also accept delimiters written as escape text (`\\ue200`…).
         """
-        fams = _check_families(families)
+        self._families = _check_families(families)
+        self._escaped = escaped
+        self._cache: dict[str, _Parsed] = {}
+        self._pending: list[str] = []  # text not scanned yet, from an opener still open or the last closer on
+        self._pos = 0  # offset of the pending text in the whole text
+        self._keep = self._pending.append  # `_pending` is only ever cleared, never replaced
         self._problems: list[CitationProblem] = []
         self._closed = False
-        self._end: Callable[[], object]  # ends the scan loop's text
-        if not escaped and _CScanner is not None:
-            c_scan = _CScanner(fams, {}, self._problems, _scan_parse, _unterminated, _malformed, _closed_error, Marker)
-            feed, self._end = c_scan.feed, c_scan.close
-        else:
-            scan = _scan_escaped_gen(fams, self._problems) if escaped else _scan_real(fams, self._problems)
-            scan.send(None)  # pyright: ignore[reportArgumentType]  # a generator starts with `None`
-            feed, self._end = scan.send, functools.partial(_end_scan, scan)
-        # `feed` is the C scanner's method or the generator's `send` itself: a C call per delta instead of a
-        # Python frame (see `_scan_real`). Set through `__dict__` because it shadows the documented method below.
-        self.__dict__['feed'] = feed
+        self._plain = not escaped  # real delimiters only, and not closed: the common case, checked first
 
     @property
     def problems(self) -> list[CitationProblem]:
@@ -478,15 +219,105 @@ class MarkerScanner:
 
     def feed(self, delta: str) -> list[Marker]:
         """Add the next piece of text; return the markers it completed."""
-        raise _closed_error(delta)  # the instance's `feed` shadows this method until `close`
+        if self._plain:
+            if _E in delta:  # a marker completes only with a closer
+                self._keep(delta)
+                return self._scan(final=False)
+            if self._pending or _S in delta:  # text is kept only from an opener on
+                self._keep(delta)
+            else:
+                self._pos += len(delta)
+            return []
+        if self._closed:
+            raise UserError(f'MarkerScanner.feed({delta!r}) called after close(): create a new scanner.')
+        self._keep(delta)
+        # With escape text a closer may also be `\\ue201`, ending in `1`.
+        return self._scan_escaped_pending(final=False) if _E in delta or '1' in delta else []
 
     def close(self) -> list[CitationProblem]:
         """End the text; return all problems found, in text order."""
         if not self._closed:
             self._closed = True
-            del self.__dict__['feed']  # back to the method, which now raises
-            self._end()
+            self._plain = False
+            if self._escaped:
+                self._scan_escaped_pending(final=True)
+            else:
+                self._scan(final=True)
         return list(self._problems)
+
+    def _scan(self, final: bool) -> list[Marker]:
+        """Scan the pending text (real delimiters); keep its unfinished tail (from an opener still open)."""
+        pending = self._pending
+        if not pending:
+            return []
+        text = pending[0] if len(pending) == 1 else ''.join(pending)
+        pending.clear()
+        pos = self._pos
+        markers: list[Marker] = []
+        i = text.find(_S)
+        closer = text.find(_E, i + 1) if i >= 0 else -1
+        while i >= 0:
+            if 0 <= closer <= i:
+                closer = text.find(_E, i + 1)
+            following = text.find(_S, i + 1)
+            if closer >= 0 and (following < 0 or closer < following):
+                raw = text[i : closer + 1]
+                parsed = self._cache.get(raw) or self._parse(raw)
+                if isinstance(parsed, str):
+                    self._problems.append(_malformed(parsed, raw, pos + i))
+                else:
+                    markers.append(Marker(raw, parsed[0], parsed[1], parsed[2], pos + i, pos + closer + 1))
+            elif following >= 0 or final:
+                end = following if following >= 0 else len(text)
+                self._problems.append(_unterminated(text[i:end], pos + i, pos + end))
+            else:  # open at the end: keep it for the next piece
+                pending.append(text[i:])
+                self._pos = pos + i
+                return markers
+            i = following
+        self._pos = pos + len(text)
+        return markers
+
+    def _scan_escaped_pending(self, final: bool) -> list[Marker]:
+        pending = self._pending
+        text = ''.join(pending)
+        pending.clear()
+        markers: list[Marker] = []
+        cut = self._scan_escaped(text, final, markers)
+        if cut < len(text):
+            pending.append(text[cut:])
+        self._pos += cut
+        return markers
+
+    def _scan_escaped(self, text: str, final: bool, markers: list[Marker]) -> int:
+        """Scan `text` accepting escape text too; return where the unfinished tail starts (`len(text)` if none)."""
+        n = len(text)
+        for m in _ESC_CANDIDATE_RE.finditer(text):
+            raw = m.group()
+            start = m.start()
+            if _ESC_CLOSE_RE.search(raw) and len(raw) > (1 if raw[0] == _S else 6):
+                self._emit(raw, self._pos + start, markers)
+            elif m.end() < n or final:
+                self._problems.append(_unterminated(raw, self._pos + start, self._pos + m.end()))
+            else:
+                return start
+        if not final and (tail := _ESC_PARTIAL_TAIL_RE.search(text, max(0, n - 5))):
+            return tail.start()
+        return n
+
+    def _parse(self, raw: str) -> _Parsed:
+        """Parse a complete candidate, once per distinct text."""
+        if len(self._cache) >= _CACHE_MAX:
+            self._cache.clear()
+        parsed = self._cache[raw] = _parse_raw(raw, self._families)
+        return parsed
+
+    def _emit(self, raw: str, start: int, markers: list[Marker]) -> None:
+        parsed = self._cache.get(raw) or self._parse(raw)
+        if isinstance(parsed, str):
+            self._problems.append(_malformed(parsed, raw, start))
+        else:
+            markers.append(Marker(raw, parsed[0], parsed[1], parsed[2], start, start + len(raw)))
 
 
 def extract_markers_with_problems(
@@ -527,13 +358,22 @@ _TRIM_BEFORE = frozenset(' \t\r\n.,;:!?)]}…')
 
 
 def _candidate_spans(text: str, escaped: bool) -> list[tuple[int, int, bool]]:
-    """Every candidate as `(start, end, complete)`; for unterminated ones `end` is the end of the opener."""
+    """What to remove, as `(start, end, complete)`: whole markers, and the markup of what could not be read.
+
+    The grammar (`formats.markup`) decides for real delimiters: an unterminated marker loses its opener and its
+    marker characters (`U+E200 cite U+E202 turn9`), a lone `U+E201` / `U+E202` goes too. With escape text, a
+    complete candidate goes whole and an unterminated one loses its opener.
+    """
+    if not escaped:
+        scan = scan_markup(text)
+        found = [(m.start, m.end, True) for m in scan.matches if m.kind == 'openai_marker']
+        found += [(a, b, False) for i in scan.issues if i.kind == 'openai_marker' for a, b in i.cuts]
+        return sorted(found)
     spans: list[tuple[int, int, bool]] = []
-    pattern = _ESC_CANDIDATE_RE if escaped else _REAL_CANDIDATE_RE
-    for m in pattern.finditer(text):
+    for m in _ESC_CANDIDATE_RE.finditer(text):
         raw = m.group()
         opener = 1 if raw[0] == _S else 6
-        complete = len(raw) > opener and (raw[-1] == _E if not escaped else bool(_ESC_CLOSE_RE.search(raw)))
+        complete = len(raw) > opener and bool(_ESC_CLOSE_RE.search(raw))
         spans.append((m.start(), m.end() if complete else m.start() + opener, complete))
     return spans
 
@@ -580,9 +420,12 @@ def strip_markers(text: str, markers: Sequence[Marker] | None = None, *, escaped
     """Remove markers from `text` and repair the whitespace they leave.
 
     With `markers=None`, every complete candidate is removed, whatever its family or body (all of it is
-    markup a reader must not see), and the opening delimiter of an unterminated one (the text after it is
-    kept: it may be the answer's own words). Afterwards no complete marker is left. Whitespace is repaired
-    so that no double space, space before punctuation, trailing space or line holding only a marker remains.
+    markup a reader must not see); of an unterminated one, the opener and the family, ids and separators after it
+    (`U+E200 cite U+E202 turn9`; the text after that is kept: it may be the answer's own words); and every lone
+    `U+E201` / `U+E202`. Afterwards no delimiter character is left (with `escaped=True`, no complete marker).
+    What was removed is not reported here: `to_citations` reports it as problems, and `formats.markup.strip_markup`
+    says what it removed for every form of citation markup. Whitespace is repaired so that no double space, space
+    before punctuation, trailing space or line holding only a marker remains.
 
     Args:
         text: The model's text.
