@@ -134,6 +134,22 @@ def test_audit_bad_input(setup: tuple[Path, Path], tmp_path: Path):
     assert '--snapshots' in err
 
 
+@pytest.mark.parametrize('depth', [1_000, 100_000])
+@pytest.mark.parametrize('opener', ['[', '{"a":'])
+def test_audit_deeply_nested_answers_file_is_a_message(
+    setup: tuple[Path, Path], tmp_path: Path, depth: int, opener: str
+):
+    _, snaps = setup
+    deep = tmp_path / 'deep.json'
+    closer = ']' if opener == '[' else '}'
+    deep.write_text(opener * depth + '1' + closer * depth)
+    code, out, err = run([str(deep), '--snapshots', str(snaps)])
+    assert code == 2
+    assert out == ''
+    assert 'Traceback' not in err
+    assert err.startswith('error: ') and str(deep) in err
+
+
 def test_register_sets_handler(setup: tuple[Path, Path]):
     answers_path, snaps = setup
     parser = argparse.ArgumentParser()

@@ -63,6 +63,9 @@ def audit_command(args: argparse.Namespace, *, stdout: TextIO | None = None, std
         first = str(e).splitlines()[0] if str(e) else type(e).__name__
         print(f'error: {str(answers_path)!r} is not a CitedAnswer or a list of them: {first}', file=err)
         return 2
+    except RecursionError:  # the JSON decoder's own depth limit: a hostile or broken file, not a crash
+        print(f'error: {str(answers_path)!r} is nested too deeply to be a CitedAnswer or a list of them', file=err)
+        return 2
     if not snapshots.exists():
         print(f'error: snapshot store {str(snapshots)!r} does not exist', file=err)
         return 2
