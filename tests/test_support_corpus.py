@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pydantic_ai_citations.support import best_passage, decode_body, split_passages
+from pydantic_ai_citations.support import PassageIndex, decode_body, split_passages
 
 BENCH = 'article-extraction-benchmark'
 # Ground-truth paragraphs split into sentences (test-side only: the package never splits HTML with regexes).
@@ -61,10 +61,10 @@ def test_a_claim_made_from_a_sentence_finds_its_passage(corpus: Path):
     found = 0
     total = 0
     for key, html, sentences in load(corpus):
-        passages = split_passages(html)
+        index = PassageIndex(split_passages(html))
         for sentence in sentences:
             total += 1
-            match = best_passage(sentence, passages)
+            match = index.best(sentence)
             assert match is not None, (key, sentence)
             assert match.score == 1.0, (key, sentence)
             assert 0 <= match.position <= 1

@@ -68,6 +68,8 @@ _DROPPED = frozenset(
         'math', 'audio', 'video', 'datalist', 'map', '-comment', '-doctype',
     }
 )  # fmt: skip
+# Skipped with everything inside: invisible content, and void elements that hold no text.
+_SKIPPED = _DROPPED | {'img', 'input', 'wbr'}
 _HTML_HINTS = (_BLOCKS | _CONTAINERS | {'span', 'a', 'b', 'i', 'em', 'strong', 'img', 'script', 'style'}) - {
     'html',
     'body',
@@ -93,6 +95,15 @@ class _Builder:
         if text:
             self.blocks.append((text, self.length))
             self.length += len(text) + 1
+
+
+def _children(node: LexborNode) -> list[LexborNode]:
+    children: list[LexborNode] = []
+    child = node.child
+    while child is not None:
+        children.append(child)
+        child = child.next
+    return children
 
 
 def _html_blocks(html: str) -> _Builder:
@@ -135,7 +146,7 @@ def _html_blocks(html: str) -> _Builder:
                 last_br = False
             builder.add(text)
             continue
-        if tag is None or tag in _DROPPED or 'hidden' in item.attributes:
+        if tag is None or tag in _SKIPPED or 'hidden' in item.attributes:
             continue
         if tag == 'br':
             if last_br:
@@ -151,14 +162,7 @@ def _html_blocks(html: str) -> _Builder:
         elif tag in _CONTAINERS:
             depth += 1
             stack.append('container')
-        elif tag in ('img', 'input', 'wbr'):
-            continue
-        children: list[LexborNode] = []
-        child = item.child
-        while child is not None:
-            children.append(child)
-            child = child.next
-        stack.extend(reversed(children))
+        stack.extend(reversed(_children(item)))
     builder.flush()
     return builder
 
@@ -183,37 +187,67 @@ def _markdown_item(line: str) -> tuple[Literal['heading', 'item', 'rule', 'table
     return 'text', line
 
 
+@dataclass
+class _TextBuilder:
+    """A `_Builder` for Markdown and plain text, which records where each block's first line starts."""
+
+    builder: _Builder
+    starts: list[int]  # offset of the first line of the current buffer, for positions
+
+    def flush(self) -> None:
+        builder = self.builder
+        before = len(builder.blocks)
+        builder.flush()
+        if len(builder.blocks) > before and self.starts:
+            text, _ = builder.blocks[-1]
+            builder.blocks[-1] = (text, self.starts[0])
+        self.starts.clear()
+
+    def add(self, content: str, at: int) -> None:
+        if not self.starts:
+            self.starts.append(at)
+        self.builder.add(content + '\n')
+
+    def line(self, content: str, at: int) -> None:
+        """One non-blank line outside code fences (quote markers already removed)."""
+        kind, rest = _markdown_item(content)
+        if kind == 'heading':
+            self.flush()
+            self.add(rest, at)
+            self.flush()
+        elif kind == 'rule':
+            self.flush()
+        elif kind == 'item':
+            self.flush()
+            self.add(rest, at)
+        elif kind == 'table':
+            self.flush()
+            cells = [cell.strip() for cell in rest.strip('|').split('|')]
+            if all(set(cell) <= set('-: ') for cell in cells):
+                return
+            for cell in cells:
+                self.add(cell, at)
+                self.flush()
+        else:
+            self.add(rest, at)
+
+
 def _text_blocks(text: str) -> _Builder:
     """Markdown and plain text: blank lines, `#` headings, list items, `>` quotes and table cells end passages."""
-    builder = _Builder([], [])
+    out = _TextBuilder(_Builder([], []), [])
     in_quote = False
     in_fence = False
     offset = 0
-    starts: list[int] = []  # offset of the first line of the current buffer, for positions
-
-    def flush() -> None:
-        before = len(builder.blocks)
-        builder.flush()
-        if len(builder.blocks) > before and starts:
-            text_, _ = builder.blocks[-1]
-            builder.blocks[-1] = (text_, starts[0])
-        starts.clear()
-
-    def add(content: str, at: int) -> None:
-        if not starts:
-            starts.append(at)
-        builder.add(content + '\n')
-
     for line in text.splitlines(keepends=True):
         at = offset
         offset += len(line)
         body = line.rstrip('\r\n')
         if body.strip().startswith(('```', '~~~')):
-            flush()
+            out.flush()
             in_fence = not in_fence
             continue
         if in_fence:
-            add(body, at)
+            out.add(body, at)
             continue
         quoted = False
         content = body
@@ -221,35 +255,16 @@ def _text_blocks(text: str) -> _Builder:
             quoted = True
             content = content.lstrip()[1:]
         if quoted != in_quote:
-            flush()
+            out.flush()
             in_quote = quoted
         if not content.strip():
-            flush()
+            out.flush()
             continue
-        kind, rest = _markdown_item(content)
-        if kind == 'heading':
-            flush()
-            add(rest, at)
-            flush()
-        elif kind == 'rule':
-            flush()
-        elif kind == 'item':
-            flush()
-            add(rest, at)
-        elif kind == 'table':
-            flush()
-            cells = [cell.strip() for cell in rest.strip('|').split('|')]
-            if all(set(cell) <= set('-: ') for cell in cells):
-                continue
-            for cell in cells:
-                add(cell, at)
-                flush()
-        else:
-            add(rest, at)
-    flush()
+        out.line(content, at)
+    out.flush()
     # Positions of text pages are offsets into the original text.
-    builder.length = max(len(text), 1)
-    return builder
+    out.builder.length = max(len(text), 1)
+    return out.builder
 
 
 def looks_like_html(text: str) -> bool:

@@ -1,19 +1,29 @@
-"""Claim-vs-passage coverage: which passage of a page holds the most of a claim's terms.
+"""Claim-vs-passage coverage, and how the passage shown for a claim is chosen.
 
-`score = |claim terms ∩ passage terms| / |claim terms|`, normalised by the *claim*. See `best_passage` for why.
-`PassageIndex` precomputes each passage's term set once and keeps an inverted index (term -> passage ids), so a
-claim only counts intersections over the passages that share at least one of its terms.
+The score is `|claim terms ∩ passage terms| / |claim terms|`, normalised by the *claim* (see `best_passage` for
+why); it is what verdicts and the threshold curve read. Which passage is *chosen* is a separate question, and
+answers paraphrase: with half of a sentence's words gone, several passages of a page often hold every remaining
+term, and the first of them is often a teaser, a summary or a pull quote instead of the paragraph. So passages
+are ranked by *relevance*: the page-IDF-weighted sum of the features the claim and passage share, where the
+features are the stemmed terms, the surface words (stop words included: "he said" versus "Babin said") and the
+pairs of adjacent words. IDF comes from the page's own passages (BM25's `log(1 + (N - df + 0.5) / (df + 0.5))`),
+so a word in every passage weighs almost nothing and only breaks ties, and a word in one passage weighs most.
+The chosen passage's score is still its plain coverage, so a report's numbers mean what they always meant.
+
+`PassageIndex` keeps inverted indexes (feature -> passage ids), so a claim only visits the passages that share a
+feature with it, and stems a page's words only as claims need them (see the class).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pydantic import TypeAdapter
 
 from ._passages import Passage
-from ._terms import terms
+from ._terms import latin_algorithm, term_key, term_of, terms_of_words, tokens
 
 __all__ = ('PassageMatch', 'PassageIndex', 'best_passage', 'coverage', 'passage_match_ta')
 
@@ -23,9 +33,9 @@ class PassageMatch:
     """The passage of a page that covers most of a claim's terms."""
 
     passage: Passage
-    """The best passage (ties go to the one earliest in the page)."""
+    """The most relevant passage (see the module docstring; ties go to the one earliest in the page)."""
     score: float
-    """Share of the claim's terms found in the passage, 0 to 1."""
+    """Share of the claim's terms found in the passage, 0 to 1 (coverage: what verdicts read)."""
     position: float
     """Where the passage starts in the page, 0 (top) to 1 (bottom); same as `passage.position`."""
 
@@ -41,11 +51,24 @@ def coverage(claim_terms: frozenset[str], passage_terms: frozenset[str]) -> floa
     return len(claim_terms & passage_terms) / len(claim_terms)
 
 
+def _surface(words: Sequence[str]) -> set[str]:
+    """Surface features: each word (`=` prefix) and each pair of adjacent words (a space between); never a term."""
+    features = {'=' + w for w in words}
+    features.update([f'{a} {b}' for a, b in zip(words, words[1:], strict=False)])
+    return features
+
+
 class PassageIndex:
-    """Passages of one page, with their term sets and an inverted index, ready for many claims."""
+    """Passages of one page, indexed for many claims: surface features up front, terms as claims need them.
+
+    Stemming is most of the cost of a check, and most of a page's words never meet a claim's. So the index
+    keeps the page's words grouped by `term_key` (their first two letters) and stems a group the first time a
+    claim has a word in it; a term always has its words' key, so every passage holding a claim's term is found.
+    The lazily filled term postings are the only state that changes, and only by growing.
+    """
 
     def __init__(self, passages: Sequence[Passage], *, language: str | None = None) -> None:
-        """Compute each passage's terms once and index them.
+        """Index the surface features of each passage.
 
         Args:
             passages: The page's passages, e.g. from `split_passages`.
@@ -53,52 +76,96 @@ class PassageIndex:
         """
         self.passages: tuple[Passage, ...] = tuple(passages)
         self.language = language
-        self.terms: tuple[frozenset[str], ...] = tuple(terms(p.text, language=language) for p in self.passages)
+        self._latin = latin_algorithm(language)  # an unknown language fails here, not on the first claim
         postings: dict[str, list[int]] = {}
-        for i, passage_terms in enumerate(self.terms):
-            for term in passage_terms:
-                postings.setdefault(term, []).append(i)
+        for i, passage in enumerate(self.passages):
+            for feature in _surface(tokens(passage.text)):
+                postings.setdefault(feature, []).append(i)
         self._postings = postings
+        unstemmed: dict[str, list[str]] = {}
+        for feature in postings:
+            if feature[0] == '=':
+                unstemmed.setdefault(term_key(feature[1:]), []).append(feature[1:])
+        self._unstemmed = unstemmed
+        self._term_ids: dict[str, set[int]] = {}
+
+    def _stem_group(self, key: str) -> None:
+        for word in self._unstemmed.pop(key, ()):
+            term = term_of(word, self._latin)
+            if term is not None:
+                self._term_ids.setdefault(term, set()).update(self._postings['=' + word])
+
+    def _weight(self, df: int) -> float:
+        """BM25's IDF over the page's passages: near 0 for a feature in every passage, highest in one."""
+        n = len(self.passages)
+        return math.log(1 + (n - df + 0.5) / (df + 0.5))
+
+    def _candidates(self, claim: str | frozenset[str]) -> tuple[frozenset[str], dict[int, float], dict[int, int]]:
+        """The claim's terms, and for each passage sharing one of them its relevance and its count of them."""
+        if isinstance(claim, str):
+            words = tokens(claim)
+            claim_terms = terms_of_words(words, language=self.language)
+            surface = _surface(words)
+        else:
+            claim_terms = claim
+            surface = set[str]()
+        for key in {term_key(t) for t in claim_terms}:
+            self._stem_group(key)
+        relevance: dict[int, float] = {}
+        counts: dict[int, int] = {}
+        for term in sorted(claim_terms):  # sorted: the same sums, to the last bit, on every run
+            ids = self._term_ids.get(term)
+            if ids:
+                weight = self._weight(len(ids))
+                for i in ids:
+                    relevance[i] = relevance.get(i, 0.0) + weight
+                    counts[i] = counts.get(i, 0) + 1
+        # Only passages sharing a term are candidates: shared stop words or word pairs alone back nothing.
+        for feature in sorted(surface):
+            ids = self._postings.get(feature)
+            if ids:
+                weight = self._weight(len(ids))
+                for i in ids:
+                    if i in counts:
+                        relevance[i] += weight
+        return claim_terms, relevance, counts
 
     def best(self, claim: str | frozenset[str]) -> PassageMatch | None:
-        """The passage covering most of `claim` (text, or its precomputed terms), or `None` if none shares a term."""
-        claim_terms = terms(claim, language=self.language) if isinstance(claim, str) else claim
-        if not claim_terms:
+        """The most relevant passage for `claim` (text, or its precomputed terms), `None` if none shares a term.
+
+        Its `score` is its coverage of the claim's terms. Ties go to the earliest passage. Given only terms, the
+        ranking uses the terms alone (no surface words or word pairs).
+        """
+        claim_terms, relevance, counts = self._candidates(claim)
+        if not relevance:
             return None
-        counts: dict[int, int] = {}
-        postings = self._postings
-        for term in claim_terms:
-            ids = postings.get(term)
-            if ids is not None:
-                for i in ids:
-                    counts[i] = counts.get(i, 0) + 1
-        if not counts:
-            return None
-        # Highest count, then earliest passage.
-        best_id = min(counts, key=lambda i: (-counts[i], i))
-        passage = self.passages[best_id]
-        return PassageMatch(passage=passage, score=counts[best_id] / len(claim_terms), position=passage.position)
+        best = min(relevance, key=lambda i: (-relevance[i], i))
+        return self._match(best, counts[best] / len(claim_terms))
 
     def ranked(self, claim: str, *, limit: int = 5) -> list[PassageMatch]:
-        """Up to `limit` passages sharing a term with `claim`, best first (candidates for a judge)."""
-        claim_terms = terms(claim, language=self.language)
-        if not claim_terms:
-            return []
-        counts: dict[int, int] = {}
-        for term in claim_terms:
-            for i in self._postings.get(term, ()):
-                counts[i] = counts.get(i, 0) + 1
-        order = sorted(counts, key=lambda i: (-counts[i], i))[:limit]
-        return [
-            PassageMatch(
-                passage=self.passages[i], score=counts[i] / len(claim_terms), position=self.passages[i].position
-            )
-            for i in order
-        ]
+        """Up to `limit` passages sharing a term with `claim`, most relevant first (candidates for a judge)."""
+        claim_terms, relevance, counts = self._candidates(claim)
+        order = sorted(relevance, key=lambda i: (-relevance[i], i))[:limit]
+        return [self._match(i, counts[i] / len(claim_terms)) for i in order]
+
+    def _match(self, i: int, score: float) -> PassageMatch:
+        passage = self.passages[i]
+        return PassageMatch(passage=passage, score=score, position=passage.position)
+
+    @property
+    def terms(self) -> tuple[frozenset[str], ...]:
+        """Each passage's terms (stems every word of the page; the index itself stems only what claims need)."""
+        for key in list(self._unstemmed):
+            self._stem_group(key)
+        out: list[set[str]] = [set() for _ in self.passages]
+        for term, ids in self._term_ids.items():
+            for i in ids:
+                out[i].add(term)
+        return tuple(frozenset(t) for t in out)
 
 
 def best_passage(claim: str, passages: Sequence[Passage], *, language: str | None = None) -> PassageMatch | None:
-    """The passage that covers the largest share of the claim's terms.
+    """The passage most relevant to the claim, scored by the share of the claim's terms it covers.
 
     `score = |claim terms ∩ passage terms| / |claim terms|`. The claim is the denominator on purpose: the
     question is "how much of what the answer says does this passage back?". Normalising by the passage
@@ -107,6 +174,10 @@ def best_passage(claim: str, passages: Sequence[Passage], *, language: str | Non
     claim, which shares more terms but also holds many others. With the claim as denominator a passage only
     scores high by containing most of what is claimed, and a longer passage is never penalised for context.
 
+    The passage is chosen by relevance (page-IDF-weighted shared terms, surface words and word pairs; see the
+    module docstring), which tells apart passages that hold the same terms, e.g. a paragraph and the teaser
+    that repeats half of it, when an answer keeps only some of a sentence's words.
+
     Args:
         claim: The claimed text (an anchored span, the sentence a marker closes, or a whole answer).
         passages: Candidate passages, e.g. from `split_passages`.
@@ -114,7 +185,7 @@ def best_passage(claim: str, passages: Sequence[Passage], *, language: str | Non
             always stemmed as Russian. `None` means English.
 
     Returns:
-        The best passage with its score and position (ties go to the earliest passage), or `None` when no
+        The most relevant passage with its score and position (ties go to the earliest passage), or `None` when no
         passage shares a term with the claim or the claim has no terms.
     """
     return PassageIndex(passages, language=language).best(claim)

@@ -9,13 +9,24 @@ which a single per-text language guess could not promise.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+import unicodedata
+from collections.abc import Callable, Iterable
 from functools import cache, lru_cache
 
 import snowballstemmer  # pyright: ignore[reportMissingTypeStubs]
 from pydantic_ai.exceptions import UserError
 
-__all__ = ('STOP_WORDS', 'detect_language', 'resolve_language', 'terms', 'tokens')
+__all__ = (
+    'STOP_WORDS',
+    'detect_language',
+    'latin_algorithm',
+    'resolve_language',
+    'term_key',
+    'term_of',
+    'terms',
+    'terms_of_words',
+    'tokens',
+)
 
 # Words are runs of letters and digits; apostrophes and hyphens split words (`mother's` -> `mother`, `s`).
 _WORD = re.compile(r'[^\W_]+')
@@ -101,9 +112,25 @@ def _stemmer(algorithm: str) -> Callable[[str], str]:
     return stemmer.stemWord  # pyright: ignore[reportUnknownMemberType,reportUnknownVariableType]
 
 
+def term_key(word: str) -> str:
+    """The first two letters of a lower-cased word or term, diacritics removed: a term always has its word's key.
+
+    `PassageIndex` groups a page's words by key and stems only the groups a claim's words fall in.
+    """
+    head = word[:2]
+    if head.isascii():
+        return head
+    folded = unicodedata.normalize('NFD', word)
+    return ''.join(ch for ch in folded if not unicodedata.combining(ch))[:2]
+
+
 @lru_cache(maxsize=200_000)
 def _term(word: str, latin: str) -> str | None:
-    """The term for one lower-cased word, or `None` for a stop word or a lone letter (cached: stemming is slow)."""
+    """The term for one lower-cased word, or `None` for a stop word or a lone letter (cached: stemming is slow).
+
+    A stem that does not keep the word's `term_key` (Snowball's `lying` -> `lie`, a stem shorter than two letters)
+    is not used: the word stands for itself. So a term is found among the words of its own key.
+    """
     if len(word) < 2 and not word.isdigit():
         return None
     algorithm = 'russian' if _is_cyrillic(word) else latin
@@ -111,7 +138,8 @@ def _term(word: str, latin: str) -> str | None:
         word = word.replace('ё', 'е')
     if word in STOP_WORDS.get(algorithm, frozenset()):
         return None
-    return _stemmer(algorithm)(word)
+    stem = _stemmer(algorithm)(word)
+    return stem if len(stem) >= 2 and term_key(stem) == term_key(word) else word
 
 
 def tokens(text: str) -> list[str]:
@@ -127,12 +155,26 @@ def terms(text: str, *, language: str | None = None) -> frozenset[str]:
         language: The language of the Latin-script words (`'en'`, `'ru'` or a Snowball algorithm name);
             Cyrillic words are always stemmed as Russian. `None` means English.
     """
-    latin = resolve_language(language)
-    if latin == 'russian':
-        latin = 'english'
+    return terms_of_words(tokens(text), language=language)
+
+
+def terms_of_words(words: Iterable[str], *, language: str | None = None) -> frozenset[str]:
+    """`terms` of text already split by `tokens` (for callers that need the words too)."""
+    latin = latin_algorithm(language)
     out: set[str] = set()
-    for word in _WORD.findall(text.lower()):
+    for word in words:
         term = _term(word, latin)
         if term is not None:
             out.add(term)
     return frozenset(out)
+
+
+def latin_algorithm(language: str | None) -> str:
+    """The Snowball algorithm for the Latin-script words of a text in `language` (Cyrillic words are always Russian)."""
+    latin = resolve_language(language)
+    return 'english' if latin == 'russian' else latin
+
+
+def term_of(word: str, latin: str) -> str | None:
+    """The term of one word from `tokens` (`latin` from `latin_algorithm`), `None` for stop words and lone letters."""
+    return _term(word, latin)

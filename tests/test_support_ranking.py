@@ -1,0 +1,197 @@
+"""Which passage a claim is shown with: relevance ranking on paraphrased claims, and honest low-overlap verdicts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pydantic_ai_citations._answer import CitedAnswer, CitedSpan, SourceRef
+from pydantic_ai_citations.support import Passage, PassageIndex, best_passage, check_support, split_passages, terms
+from pydantic_ai_citations.support._score import coverage
+
+TRAPS = (Path(__file__).parent / 'pages' / 'traps.html').read_text(encoding='utf-8')
+
+
+def page(*texts: str) -> list[Passage]:
+    return [Passage(t, i, i / len(texts), len(t.split())) for i, t in enumerate(texts)]
+
+
+def test_a_paraphrase_finds_the_paragraph_not_the_earlier_pull_quote():
+    """Both passages hold every term the claim kept; only its surface words ("he said") tell them apart."""
+    passages = page(
+        '“If you don’t have a big booster, you’re not going to make it,” Stafford said of returning to the Moon.',
+        'Stafford was adamant about heavy-lift rockets. “If you don’t have a big booster, you’re not going to make '
+        'it,” he said. “You have to have a big shroud.”',
+    )
+    claim = '“If you don’t have a big booster, you’re going make he'
+    assert all(terms(claim) <= terms(p.text) for p in passages)  # the plain coverage ties: the first one won
+    match = best_passage(claim, passages)
+    assert match is not None
+    assert match.passage.index == 1
+    assert match.score == 1.0  # the score is still plain coverage
+
+
+def test_rare_words_outrank_common_ones():
+    passages = page(
+        'The council met on Monday and the council voted on the budget for the city council.',
+        'The council voted to close the riverside library branch on Monday.',
+        'The council said the budget vote on Monday was close.',
+    )
+    match = best_passage('Council voted Monday close library', passages)
+    assert match is not None
+    assert match.passage.index == 1
+    ranked = PassageIndex(passages).ranked('Council voted Monday close library')
+    assert [m.passage.index for m in ranked][0] == 1
+    assert {m.passage.index for m in ranked} == {0, 1, 2}
+
+
+def test_heading_versus_paragraph_trap_with_half_the_words_gone():
+    passages = split_passages(TRAPS, min_words=1)
+    claim = 'The president unscheduled trip Walter Reed hospital Saturday'  # half of the paragraph's opening
+    match = best_passage(claim, passages)
+    assert match is not None
+    assert match.passage.text.startswith('The president made an unscheduled trip')
+    assert match.score == 1.0
+    # The heading shares the topic words and their pairs ("Walter Reed", "Reed hospital"), and loses.
+    ranked = PassageIndex(passages).ranked(claim)
+    assert ranked[0].passage == match.passage
+    assert any(m.passage.text == 'President visits Walter Reed hospital' for m in ranked[1:])
+
+
+def test_nested_div_trap_with_half_the_words_gone():
+    passages = split_passages(TRAPS, min_words=1)
+    index = PassageIndex(passages)
+    for claim, sentence in [
+        (
+            'An inner paragraph three deep layout divs is passage.',
+            'An inner paragraph nested three layers deep inside layout divs is its own passage.',
+        ),
+        (
+            'Text straight into a div, any paragraph, counts for the check.',
+            'Text written straight into a div, outside any paragraph, still counts once for the support check.',
+        ),
+        (
+            'A nested item labs sent away routine',
+            'A nested list item says the labs were sent away for routine analysis.',
+        ),
+    ]:
+        match = index.best(claim)
+        assert match is not None
+        assert match.passage.text == sentence  # the block itself, never a container's whole text
+        assert match.score == 1.0
+
+
+def test_terms_keep_the_first_two_letters_of_their_word():
+    """The index finds a term among the words of its own first two letters, so a stem must keep them."""
+    assert terms('lying lies') == {'lying', 'lie'}  # Snowball's lying -> lie would leave the 'ly' group
+    assert terms('trying tries') == {'tri'}
+    assert terms('Häuser Häusern', language='german') == terms('Haus', language='german')
+    assert terms('ёлки Ёлка') == terms('елка')
+
+
+def span(start: int, end: int, sources: list[int]) -> CitedSpan:
+    return CitedSpan(start, end, 'content', sources, message_index=1, part_index=0, citation_index=0)
+
+
+def answer_for(*claims: str) -> CitedAnswer:
+    text = ' '.join(claims)
+    spans: list[CitedSpan] = []
+    offset = 0
+    for claim in claims:
+        spans.append(span(offset, offset + len(claim), [1]))
+        offset += len(claim) + 1
+    return CitedAnswer(text, spans=spans, unanchored=[], sources=[SourceRef(1, 'web', url='https://e.test/a')])
+
+
+def test_low_overlap_is_weak_or_unsupported_with_the_best_candidate_shown():
+    report = check_support(
+        answer_for(
+            'Walter Reed doctors ordered surgery after the exam.',  # 3 of 6 terms: weak
+            'Doctors at the hospital ordered surgery, chemotherapy and a month of rest.',  # 1 of 7: unsupported
+        ),
+        {'https://e.test/a': TRAPS},
+    )
+    weak, unsupported = report.checks
+    assert (weak.verdict, unsupported.verdict) == ('weak', 'unsupported')
+    for check in report.checks:
+        assert check.passage is not None  # the best candidate is shown, so a reader can judge
+        assert check.score is not None and check.score < 0.6
+        assert check.reason.startswith(f'score {check.score:.2f}')
+
+
+WORDS = st.sampled_from(
+    [
+        'the',
+        'a',
+        'of',
+        'he',
+        'said',
+        'walter',
+        'reed',
+        'hospital',
+        'president',
+        'lying',
+        'lie',
+        'trying',
+        'tries',
+        'Häuser',
+        'Haus',
+        'ёлка',
+        'елка',
+        '2019',
+        '2,019',
+        'Президент',
+        'посетил',
+        'больницу',
+        'x',
+        'y',
+        'z',
+        'visits',
+        'visit',
+        'visited',
+    ]
+)
+TEXTS = st.one_of(st.text(max_size=80), st.lists(WORDS, max_size=15).map(' '.join))
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(TEXTS, max_size=6),
+    TEXTS,
+    st.sampled_from([None, 'en', 'ru', 'german', 'french']),
+)
+def test_index_agrees_with_plain_terms(texts: list[str], claim: str, language: str | None):
+    """The lazily stemmed index sees exactly the terms `terms` sees; the chosen passage's score is its coverage."""
+    passages = page(*texts) if texts else []
+    index = PassageIndex(passages, language=language)
+    match = index.best(claim)
+    claim_terms = terms(claim, language=language)
+    passage_terms = [terms(p.text, language=language) for p in passages]
+    sharing = [i for i, t in enumerate(passage_terms) if claim_terms & t]
+    if not sharing:
+        assert match is None
+        assert index.ranked(claim) == []
+    else:
+        assert match is not None
+        assert match.passage.index in sharing
+        assert match.score == coverage(claim_terms, passage_terms[match.passage.index])
+        assert 0 < match.score <= 1
+        assert index.ranked(claim, limit=len(passages))[0] == match
+        assert {m.passage.index for m in index.ranked(claim, limit=len(passages))} == set(sharing)
+        assert index.best(claim_terms) is not None  # precomputed terms work too
+    assert index.terms == tuple(passage_terms)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.text(max_size=120), st.lists(TEXTS, min_size=1, max_size=5))
+def test_verdicts_never_claim_more_than_the_score(claim: str, texts: list[str]):
+    answer = answer_for(claim) if claim else answer_for('x')
+    report = check_support(answer, {'https://e.test/a': '\n\n'.join(texts)})
+    for check in report.checks:
+        if check.verdict == 'supported':
+            assert check.score is not None and check.score >= 0.6 - 1e-9
+        if check.score:
+            assert check.passage is not None
+            assert 0 <= check.passage.position <= 1
