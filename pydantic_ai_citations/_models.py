@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, cast
+from typing import Literal, cast, get_args
 
 from pydantic_ai.models import Model
 
-__all__ = ('API_LABELS', 'ApiLabel', 'ModelInfo', 'describe_model')
+__all__ = ('API_LABELS', 'API_TITLES', 'PROVIDER_APIS', 'ApiLabel', 'ModelInfo', 'ProviderApi', 'describe_model')
 
-ApiLabel = Literal[
+ProviderApi = Literal[
     'anthropic-messages',
     'bedrock-converse',
     'openai-responses',
@@ -29,11 +29,32 @@ ApiLabel = Literal[
     'mistral',
     'cohere',
     'groq',
-    'other',
 ]
-"""Provider APIs this package tells apart."""
+"""The provider APIs this package knows: the one list that wire accounting, replay and the matrix rows derive from."""
 
-API_LABELS: tuple[ApiLabel, ...] = ApiLabel.__args__  # pyright: ignore[reportAttributeAccessIssue]
+ApiLabel = Literal[ProviderApi, 'other']
+"""Provider APIs this package tells apart, and `'other'` for any model it does not know."""
+
+PROVIDER_APIS: tuple[ProviderApi, ...] = get_args(ProviderApi)
+API_LABELS: tuple[ApiLabel, ...] = (*PROVIDER_APIS, 'other')
+
+API_TITLES: dict[ApiLabel, str] = {
+    'anthropic-messages': 'Anthropic Messages',
+    'bedrock-converse': 'Bedrock Converse',
+    'openai-responses': 'OpenAI Responses',
+    'openai-chat': 'OpenAI Chat Completions',
+    'openrouter': 'OpenRouter',
+    'google-gemini': 'Google Gemini API',
+    'google-vertex': 'Google Vertex AI',
+    'xai': 'xAI',
+    'perplexity-agent': 'Perplexity Agent API',
+    'perplexity-sonar': 'Perplexity Sonar (legacy chat)',
+    'mistral': 'Mistral',
+    'cohere': 'Cohere',
+    'groq': 'Groq',
+    'other': 'Other',
+}
+"""Each API's name for people (matrix rows)."""
 
 _BY_CLASS: dict[str, ApiLabel] = {
     'OpenRouterModel': 'openrouter',

@@ -518,7 +518,7 @@ async def test_prepare_model_request_strips_for_plain_model() -> None:
 
 @pytest.mark.anyio
 async def test_fingerprints_never_sent_xai(corpus: Any) -> None:
-    from pydantic_ai_citations.testing._replay import load_recording
+    from pydantic_ai_citations.testing import load_recording
 
     path = (
         corpus / 'pydantic-ai-cassettes/tests/models/cassettes/test_xai/test_xai_x_search_citations_recorded.xai.yaml'

@@ -24,19 +24,22 @@ from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import ModelMessage, PartDeltaEvent, PartEndEvent, TextPartDelta
 
 from pydantic_ai_citations._models import ApiLabel, describe_model
+from pydantic_ai_citations._replay import (
+    RecordingError,
+    decode_event_stream,
+    encode_event_stream,
+    load_recording,
+    render_stream,
+)
 from pydantic_ai_citations.matrix._fixtures import (
     FIXTURE_APIS,
     FixtureRecording,
-    encode_event_stream,
     fixture_path,
     load_fixture,
     load_fixtures,
     parse_fixture,
-    render_events,
     scenarios,
 )
-from pydantic_ai_citations.testing._replay import RecordingError, load_recording
-from pydantic_ai_citations.testing._replay_eventstream import decode_event_stream
 
 ALL = [pytest.param(api, s, id=f'{api}/{s}') for api in FIXTURE_APIS for s in scenarios(api)]
 NEVER_CITING: frozenset[ApiLabel] = frozenset({'perplexity-agent', 'perplexity-sonar', 'mistral', 'cohere', 'groq'})
@@ -290,7 +293,7 @@ OUTPUTS = snapshot(
 @pytest.mark.parametrize(('api', 'scenario'), ALL)
 async def test_fixture_replays_through_real_model_class(api: ApiLabel, scenario: str) -> None:
     recording = load_fixture(api, scenario)
-    assert recording.fixture_api == api
+    assert recording.api == api
     assert recording.note
     assert describe_model(recording.model()).api == api
     if (api, scenario) in KNOWN_CRASHES:
@@ -466,7 +469,7 @@ def test_parse_fixture_never_crashes(data: bytes) -> None:
 
 
 def test_render_events_numbers_responses_events_and_ends_chat_streams() -> None:
-    responses = render_events('openai-responses', [{'type': 'response.created'}, {'type': 'response.completed'}])
+    responses = render_stream('openai-responses', [{'type': 'response.created'}, {'type': 'response.completed'}])
     assert responses.decode() == snapshot(
         """\
 event: response.created
@@ -477,9 +480,9 @@ data: {"type": "response.completed", "sequence_number": 1}
 
 """
     )
-    chat = render_events('groq', [{'choices': []}])
+    chat = render_stream('groq', [{'choices': []}])
     assert chat.decode() == snapshot('data: {"choices": []}\n\ndata: [DONE]\n\n')
-    google = render_events('google-gemini', [{'candidates': []}])
+    google = render_stream('google-gemini', [{'candidates': []}])
     assert google.decode() == snapshot('data: {"candidates": []}\n\n')
 
 

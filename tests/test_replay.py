@@ -23,9 +23,14 @@ from pydantic_ai import Agent, ModelResponse, TextPart
 from pydantic_ai.exceptions import ModelHTTPError, UserError
 from pydantic_ai.messages import ModelMessage
 
-from pydantic_ai_citations.testing._replay import RecordingError, load_recording, replay_recording
-from pydantic_ai_citations.testing._replay_eventstream import EventStreamFormatError, decode_event_stream
-from pydantic_ai_citations.testing._replay_models import ReplayTransport
+from pydantic_ai_citations._replay import (
+    EventStreamFormatError,
+    RecordingError,
+    ReplayTransport,
+    decode_event_stream,
+    load_recording,
+    replay_recording,
+)
 
 CASSETTES = 'pydantic-ai-cassettes/tests/models/cassettes'
 VERCEL = 'vercel-ai-fixtures/packages'
@@ -1328,7 +1333,7 @@ def test_bad_file_is_recording_error(tmp_path: Path, name: str, text: str, match
 @pytest.mark.parametrize(
     ('api', 'error', 'match'),
     [
-        pytest.param('mistral', UserError, "Unknown recording api 'mistral'", id='unknown-api'),
+        pytest.param('nope', UserError, "Unknown recording api 'nope'", id='unknown-api'),
         pytest.param('cohere', RecordingError, 'no interaction goes to a cohere model endpoint', id='no-endpoint'),
     ],
 )

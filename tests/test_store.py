@@ -340,7 +340,7 @@ def recordings() -> list[Any]:
 @pytest.mark.filterwarnings('ignore:The model .* is deprecated:DeprecationWarning')
 @pytest.mark.parametrize('relative', recordings())
 async def test_recording_round_trip_byte_identical(corpus: Path, relative: str | None, tmp_path: Path) -> None:
-    from pydantic_ai_citations.testing._replay import load_recording
+    from pydantic_ai_citations.testing import load_recording
 
     assert relative is not None
     recording = load_recording(corpus / CASSETTES / relative)

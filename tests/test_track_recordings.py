@@ -14,8 +14,8 @@ from pydantic_ai import Agent, DocumentCitationSource, ModelResponse, TextPart, 
 
 from pydantic_ai_citations._answer import CitedAnswer, answer_parts
 from pydantic_ai_citations._track import CitedRun, TrackCitations
+from pydantic_ai_citations.testing import load_recording
 from pydantic_ai_citations.testing._citing_model import CitingModel, CitingStyle, ScriptedCitation
-from pydantic_ai_citations.testing._replay import load_recording
 
 pytestmark = pytest.mark.anyio
 

@@ -57,6 +57,7 @@ from pydantic_ai.messages import Citation, ModelResponse, TextPart, WebCitationS
 
 from .._problems import CitationProblem, shorten
 from ._raw import as_list, as_map, as_str
+from ._sse import SseDecoder, load_json
 from .numbered import (
     NumberedMarker,
     NumberedResolution,
@@ -539,46 +540,6 @@ def _match_segment(part: TextPart, segments: Sequence[TextSegment], used: set[in
 # -- the HTTP transport tap ---------------------------------------------------------------------------------
 
 
-class _SSEDecoder:
-    """Incremental SSE decoder: bytes in, `data` JSON objects out (split-safe across chunks)."""
-
-    def __init__(self) -> None:
-        self._buffer = b''
-        self._data: list[str] = []
-
-    def feed(self, chunk: bytes) -> list[object]:
-        self._buffer += chunk
-        events: list[object] = []
-        while True:
-            idx = self._buffer.find(b'\n')
-            if idx < 0:
-                break
-            line = self._buffer[:idx].rstrip(b'\r').decode('utf-8', errors='replace')
-            self._buffer = self._buffer[idx + 1 :]
-            if not line:
-                events.extend(self._dispatch())
-            elif line.startswith('data:'):
-                self._data.append(line[5:].removeprefix(' '))
-        return events
-
-    def flush(self) -> list[object]:
-        if self._buffer:
-            self.feed(b'\n')
-        return self._dispatch()
-
-    def _dispatch(self) -> list[object]:
-        if not self._data:
-            return []
-        data = '\n'.join(self._data)
-        self._data = []
-        if data.strip() == '[DONE]':
-            return []
-        try:
-            return [json.loads(data)]
-        except ValueError:
-            return [None]
-
-
 class PerplexityTap:
     """Feeds every Perplexity Agent API response that passes an HTTP client into its own collector.
 
@@ -760,7 +721,7 @@ class _TapStream(httpx2.AsyncByteStream):
         self._tap = tap
         self._collector = collector
         self._inner = cast(httpx2.AsyncByteStream, inner)
-        self._decoder = _SSEDecoder()
+        self._decoder = SseDecoder()
         encoding = content_encoding.strip().lower()
         self._unzip = zlib.decompressobj(47) if encoding in ('gzip', 'deflate') else None
         self._readable = encoding in ('', 'identity', 'gzip', 'deflate')
@@ -798,8 +759,8 @@ class _TapStream(httpx2.AsyncByteStream):
         if self._readable:
             self._take(self._decoder.flush())
 
-    def _take(self, events: list[object]) -> None:
-        for event in events:
+    def _take(self, data: list[str]) -> None:
+        for event in map(load_json, data):
             if isinstance(event, dict):
                 self._collector.feed_event(cast(dict[str, JsonValue], event))
                 # Register as soon as the id is known, so a caller can look the collector up mid-stream.

@@ -13,35 +13,23 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Literal, cast, get_args
+from typing import Literal, cast
 
 from pydantic import JsonValue, TypeAdapter
 from pydantic_ai.exceptions import UserError
 
+from .._models import PROVIDER_APIS, ProviderApi
 from ._raw import as_int, as_list, as_map, as_maps, as_str
+from ._sse import load_json, sse_data
 from .numbered import extract_numbered
 from .perplexity import AgentStreamCollector
 
 __all__ = ('WIRE_APIS', 'WireApi', 'WireCitation', 'count_wire_citations', 'parse_sse', 'wire_citations_ta')
 
-WireApi = Literal[
-    'anthropic-messages',
-    'bedrock-converse',
-    'openai-responses',
-    'openai-chat',
-    'openrouter',
-    'google-gemini',
-    'google-vertex',
-    'xai',
-    'cohere',
-    'perplexity-agent',
-    'perplexity-sonar',
-    'mistral',
-    'groq',
-]
-"""The provider APIs whose raw citation objects can be counted."""
+WireApi = ProviderApi
+"""The provider APIs whose raw citation objects can be counted: all of them."""
 
-WIRE_APIS: tuple[WireApi, ...] = get_args(WireApi)
+WIRE_APIS: tuple[WireApi, ...] = PROVIDER_APIS
 
 _EMPTY: Mapping[str, object] = {}
 
@@ -80,20 +68,8 @@ wire_citations_ta: TypeAdapter[list[WireCitation]] = TypeAdapter(list[WireCitati
 
 def parse_sse(text: str | bytes) -> list[dict[str, JsonValue]]:
     """Decode an SSE body into its `data` JSON objects (skipping `[DONE]` and anything that is not an object)."""
-    if isinstance(text, bytes):
-        text = text.decode('utf-8', errors='replace')
-    out: list[dict[str, JsonValue]] = []
-    for block in text.replace('\r\n', '\n').split('\n\n'):
-        data = [line[5:].removeprefix(' ') for line in block.split('\n') if line.startswith('data:')]
-        if not data:
-            continue
-        try:
-            obj: object = json.loads('\n'.join(data))
-        except ValueError:
-            continue
-        if isinstance(obj, dict):
-            out.append(cast(dict[str, JsonValue], obj))
-    return out
+    events = (load_json(data) for data in sse_data(text))
+    return [cast(dict[str, JsonValue], event) for event in events if isinstance(event, dict)]
 
 
 def count_wire_citations(api: WireApi, payload: JsonValue) -> list[WireCitation]:

@@ -15,87 +15,51 @@ Bedrock ConverseStream (each event written `{"<event type>": {payload}}`); proto
 are `GetChatCompletionResponse` / `GetChatCompletionChunk` in protobuf's JSON form).
 
 `load_fixture(api, scenario)` returns a `Recording` whose `model()` is the real Pydantic AI model class answered
-from the fixture. Three APIs that `Recording` does not know are served through a compatible transport API and
-built here: Perplexity's Agent API (`OpenAIResponsesModel` at Perplexity's base URL), Mistral (`MistralModel`) and
-Groq (`GroqModel`); `FixtureRecording.fixture_api` keeps the row's own label.
+from the fixture (rendering, decoding and model building are the replay package's, `.._replay`).
 """
 
 from __future__ import annotations
 
-import binascii
-import importlib
 import json
-import struct
-import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from importlib.resources import files
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, NotRequired, cast
+from typing import Literal, NotRequired, cast
 
 from pydantic import ConfigDict, JsonValue, TypeAdapter, ValidationError, with_config
 from pydantic_ai.exceptions import UserError
 from pydantic_ai.settings import ModelSettings
 from typing_extensions import TypedDict  # pydantic needs typing_extensions' TypedDict before Python 3.12
 
-from .._models import API_LABELS, ApiLabel
-from ..testing._replay import (
+from .._models import PROVIDER_APIS, ApiLabel, ProviderApi
+from .._replay import (
+    NAMED_SSE_APIS,
     RawResponse,
     Recording,
-    RecordingApi,
     RecordingError,
-    _xai_chunks_from_json,  # pyright: ignore[reportPrivateUsage]  # the replay module's protobuf-JSON helpers
-    _xai_response_from_json,  # pyright: ignore[reportPrivateUsage]
+    render_stream,
+    xai_chunks_from_json,
+    xai_response_from_json,
 )
-from ..testing._replay_models import ReplayTransport, copy_settings, httpx2_client, mock_transport
-
-if TYPE_CHECKING:
-    from pydantic_ai.models import Model
-
-    from ..formats.perplexity import PerplexityTap
 
 __all__ = (
     'FIXTURE_APIS',
     'FixtureRecording',
     'Scenario',
-    'encode_event_stream',
     'fixture_path',
     'load_fixture',
     'load_fixtures',
-    'render_events',
     'scenarios',
 )
 
-FIXTURE_APIS: tuple[ApiLabel, ...] = tuple(api for api in API_LABELS if api != 'other')
-"""The API rows that have wire fixtures (every `ApiLabel` but `'other'`)."""
+FIXTURE_APIS: tuple[ProviderApi, ...] = PROVIDER_APIS
+"""The API rows that have wire fixtures: every provider API the package knows."""
 
 Scenario = Literal['cited', 'cited_stream', 'document', 'document_page', 'followup', 'structured']
 """The scenario names fixtures use; `scenarios(api)` says which ones an API has."""
 
-_TRANSPORT_API: dict[ApiLabel, RecordingApi] = {
-    'anthropic-messages': 'anthropic-messages',
-    'bedrock-converse': 'bedrock-converse',
-    'openai-responses': 'openai-responses',
-    'openai-chat': 'openai-chat',
-    'openrouter': 'openrouter',
-    'google-gemini': 'google-gemini',
-    'google-vertex': 'google-vertex',
-    'xai': 'xai',
-    'cohere': 'cohere',
-    'perplexity-sonar': 'perplexity-sonar',
-    # Served by the same transport as a `Recording` API whose endpoint path matches, with the model built here.
-    'perplexity-agent': 'openai-responses',
-    'mistral': 'openai-chat',
-    'groq': 'openai-chat',
-}
-
-_NAMED_SSE: frozenset[ApiLabel] = frozenset({'anthropic-messages', 'openai-responses', 'perplexity-agent', 'cohere'})
-_SEQUENCED_SSE: frozenset[ApiLabel] = frozenset({'openai-responses', 'perplexity-agent'})
-_DONE_SSE: frozenset[ApiLabel] = frozenset({'openai-chat', 'openrouter', 'perplexity-sonar', 'groq', 'mistral'})
-
 _BEDROCK_REGION = 'us-east-1'
-_PERPLEXITY_BASE_URL = 'https://api.perplexity.ai/v1'
-_DUMMY_KEY = 'fixture-dummy-key'
 
 
 @with_config(ConfigDict(extra='forbid'))
@@ -121,29 +85,12 @@ _FIXTURE_TA: TypeAdapter[_FixtureSpec] = TypeAdapter(_FixtureSpec)
 
 @dataclass(frozen=True)
 class FixtureRecording(Recording):
-    """A `Recording` read from a wire fixture; `model()` builds the real model class of `fixture_api`."""
+    """A `Recording` read from a wire fixture."""
 
-    fixture_api: ApiLabel = 'other'
-    """The capability-matrix row the fixture belongs to (`api` is the transport API used to serve it)."""
     scenario: str = ''
     """The fixture's scenario name (its file name without `.json`)."""
     note: str = ''
     """What the fixture shows."""
-
-    def model(self, *, sent: list[dict[str, JsonValue]] | None = None) -> Model:
-        """A fresh instance of the real model class, answered offline from `responses`, in order.
-
-        Args:
-            sent: When given, each outgoing request body (JSON; the request message as JSON for xAI) is appended.
-        """
-        if self.fixture_api not in ('perplexity-agent', 'mistral', 'groq'):
-            return super().model(sent=sent)
-        transport = ReplayTransport(self, sent)
-        if self.fixture_api == 'perplexity-agent':
-            return _perplexity_agent(self, transport)
-        if self.fixture_api == 'mistral':
-            return _mistral(self, transport)
-        return _groq(self, transport)
 
 
 def fixture_path(api: ApiLabel, scenario: str) -> Path:
@@ -194,14 +141,14 @@ def load_fixtures(api: ApiLabel, *scenario_names: str) -> FixtureRecording:
     return replace(first, responses=[*first.responses, *(r for f in rest for r in f.responses)])
 
 
-def parse_fixture(api: ApiLabel, path: Path, data: bytes) -> FixtureRecording:
+def parse_fixture(label: ApiLabel, path: Path, data: bytes) -> FixtureRecording:
     """Build the `Recording` of a fixture from its file content (what `load_fixture` does after reading it).
 
     Raises:
-        UserError: `api` is not one of `FIXTURE_APIS`.
+        UserError: `label` is not one of `FIXTURE_APIS`.
         RecordingError: the content is not a valid fixture.
     """
-    _check_api(api)
+    api = _check_api(label)
     try:
         spec = _FIXTURE_TA.validate_json(data)
     except ValidationError as e:
@@ -213,25 +160,26 @@ def parse_fixture(api: ApiLabel, path: Path, data: bytes) -> FixtureRecording:
     return FixtureRecording(
         path=path,
         layout='vcr',
-        api=_TRANSPORT_API[api],
+        api=api,
         model_name=spec['model_name'],
         streamed=spec['streamed'],
         model_settings=_settings(api, spec.get('model_settings', {})),
         prompt=spec.get('prompt'),
         responses=responses,
         requests=[],
-        fixture_api=api,
         scenario=path.name.removesuffix('.json'),
         note=spec['note'],
     )
 
 
-def _check_api(api: str) -> None:
-    if api not in FIXTURE_APIS:
-        raise UserError(f'No wire fixtures for api {api!r}: expected one of {", ".join(FIXTURE_APIS)}.')
+def _check_api(api: str) -> ProviderApi:
+    for known in FIXTURE_APIS:
+        if api == known:
+            return known
+    raise UserError(f'No wire fixtures for api {api!r}: expected one of {", ".join(FIXTURE_APIS)}.')
 
 
-def _settings(api: ApiLabel, given: Mapping[str, JsonValue]) -> ModelSettings:
+def _settings(api: ProviderApi, given: Mapping[str, JsonValue]) -> ModelSettings:
     settings: dict[str, object] = {}
     if api in ('anthropic-messages', 'bedrock-converse'):
         # Without `max_tokens` these model classes stream a non-streamed request, which a JSON body can't answer.
@@ -242,7 +190,7 @@ def _settings(api: ApiLabel, given: Mapping[str, JsonValue]) -> ModelSettings:
     return cast(ModelSettings, settings)
 
 
-def _response(api: ApiLabel, path: Path, spec: _FixtureSpec, index: int, response: _ResponseSpec) -> RawResponse:
+def _response(api: ProviderApi, path: Path, spec: _FixtureSpec, index: int, response: _ResponseSpec) -> RawResponse:
     where = f'responses[{index}]'
     has_body, has_events = 'body' in response, 'events' in response
     if has_body == has_events:
@@ -259,9 +207,9 @@ def _response(api: ApiLabel, path: Path, spec: _FixtureSpec, index: int, respons
         if has_body:
             if not isinstance(body, dict):
                 raise RecordingError(path, f'malformed wire fixture: {where} `body` is not an object')
-            raw = _xai_response_from_json(path, cast(dict[str, object], body), index)
+            raw = xai_response_from_json(path, cast(dict[str, object], body), index)
             return RawResponse(200, 'application/grpc', body, '/xai_api.Chat/GetCompletion', raw)
-        chunks = _xai_chunks_from_json(path, cast(list[object], events), index)
+        chunks = xai_chunks_from_json(path, cast(list[object], events), index)
         return RawResponse(200, 'application/grpc+stream', events, '/xai_api.Chat/GetCompletionChunk', b'', (), chunks)
 
     uri = _uri(api, spec['model_name'], spec['streamed'])
@@ -271,14 +219,14 @@ def _response(api: ApiLabel, path: Path, spec: _FixtureSpec, index: int, respons
         raw = json.dumps(payload).encode('utf-8')
     else:
         _check_events(api, path, where, events)
-        raw = render_events(api, events)
+        raw = render_stream(api, events)
         default_type = 'application/vnd.amazon.eventstream' if api == 'bedrock-converse' else 'text/event-stream'
         content_type = response.get('content_type', default_type)
         payload = events
     return RawResponse(status, content_type, payload, uri, raw, (('content-type', content_type),))
 
 
-def _check_events(api: ApiLabel, path: Path, where: str, events: list[JsonValue]) -> None:
+def _check_events(api: ProviderApi, path: Path, where: str, events: list[JsonValue]) -> None:
     if not events:
         raise RecordingError(path, f'malformed wire fixture: {where} `events` is empty')
     for n, event in enumerate(events):
@@ -288,125 +236,12 @@ def _check_events(api: ApiLabel, path: Path, where: str, events: list[JsonValue]
             raise RecordingError(
                 path, f'malformed wire fixture: {where} event {n} must be `{{"<event type>": {{payload}}}}`'
             )
-        if api in _NAMED_SSE and not isinstance(event.get('type'), str):
+        if api in NAMED_SSE_APIS and not isinstance(event.get('type'), str):
             raise RecordingError(path, f'malformed wire fixture: {where} event {n} has no string `type`')
 
 
-def _uri(api: ApiLabel, model_name: str, streamed: bool) -> str | None:
+def _uri(api: ProviderApi, model_name: str, streamed: bool) -> str | None:
     if api == 'bedrock-converse':
         operation = 'converse-stream' if streamed else 'converse'
         return f'https://bedrock-runtime.{_BEDROCK_REGION}.amazonaws.com/model/{model_name}/{operation}'
     return None
-
-
-def render_events(api: ApiLabel, events: list[JsonValue]) -> bytes:
-    """The wire bytes of a streamed response given as event objects, rendered the way `api` streams them."""
-    if api == 'bedrock-converse':
-        frames: list[tuple[str, JsonValue]] = []
-        for event in events:
-            (kind, payload), *_ = cast(dict[str, JsonValue], event).items()
-            frames.append((kind, payload))
-        return encode_event_stream(frames)
-    out: list[str] = []
-    for n, event in enumerate(events):
-        obj = cast(dict[str, JsonValue], event) if isinstance(event, dict) else None
-        if obj is not None and api in _SEQUENCED_SSE and 'sequence_number' not in obj:
-            obj = {**obj, 'sequence_number': n}
-        data = json.dumps(obj if obj is not None else event)
-        kind = obj.get('type') if obj is not None else None
-        if api in _NAMED_SSE and isinstance(kind, str):
-            out.append(f'event: {kind}\ndata: {data}\n\n')
-        else:
-            out.append(f'data: {data}\n\n')
-    if api in _DONE_SSE:
-        out.append('data: [DONE]\n\n')
-    return ''.join(out).encode('utf-8')
-
-
-def encode_event_stream(events: list[tuple[str, JsonValue]]) -> bytes:
-    """Encode `(event type, JSON payload)` pairs as AWS event-stream messages (what Bedrock ConverseStream sends).
-
-    Each message: total length and headers length (big-endian uint32), the CRC32 of those 8 bytes, the headers
-    (`:event-type`, `:content-type`, `:message-type` as string headers, type 7), the JSON payload, and the CRC32 of
-    everything before it.
-    """
-    out = bytearray()
-    for kind, payload in events:
-        headers = b''.join(
-            _string_header(name, value)
-            for name, value in (
-                (':event-type', kind),
-                (':content-type', 'application/json'),
-                (':message-type', 'event'),
-            )
-        )
-        body = json.dumps(payload, separators=(',', ':')).encode('utf-8')
-        total = 12 + len(headers) + len(body) + 4
-        prelude = struct.pack('>II', total, len(headers))
-        message = prelude + struct.pack('>I', binascii.crc32(prelude)) + headers + body
-        out += message + struct.pack('>I', binascii.crc32(message))
-    return bytes(out)
-
-
-def _string_header(name: str, value: str) -> bytes:
-    name_bytes, value_bytes = name.encode('utf-8'), value.encode('utf-8')
-    return struct.pack('>B', len(name_bytes)) + name_bytes + b'\x07' + struct.pack('>H', len(value_bytes)) + value_bytes
-
-
-# --- Model classes `Recording` does not build ----------------------------------------------------------------------
-
-
-def _perplexity_agent(recording: FixtureRecording, transport: ReplayTransport) -> Model:
-    import httpx2
-    from openai import AsyncOpenAI
-    from pydantic_ai.models.openai import OpenAIResponsesModel
-    from pydantic_ai.providers.openai import OpenAIProvider
-
-    from ..formats.perplexity import PerplexityTap, perplexity_http_client
-
-    # Served through the package's own route to Perplexity's events, as an application would set it up.
-    tap = PerplexityTap()
-    http_client = perplexity_http_client(tap, transport=mock_transport(transport, httpx2))
-    client = AsyncOpenAI(api_key=_DUMMY_KEY, base_url=_PERPLEXITY_BASE_URL, http_client=http_client, max_retries=0)
-    provider = OpenAIProvider(openai_client=client)
-    model = OpenAIResponsesModel(recording.model_name, provider=provider, settings=copy_settings(recording))
-    _TAPS[id(model)] = (weakref.ref(model), tap)
-    return model
-
-
-_TAPS: dict[int, tuple[weakref.ref[Model], PerplexityTap]] = {}
-
-
-def perplexity_tap_for(model: Model) -> PerplexityTap | None:
-    """The `PerplexityTap` a Perplexity Agent fixture model was built with, for `TrackCitations(perplexity_tap=...)`."""
-    found = _TAPS.get(id(model))
-    if found is None or found[0]() is not model:  # models are unhashable: keyed by id, checked by weak reference
-        return None
-    return found[1]
-
-
-def _mistral(recording: FixtureRecording, transport: ReplayTransport) -> Model:
-    from pydantic_ai.models.mistral import MistralModel
-    from pydantic_ai.providers.mistral import MistralProvider
-
-    provider = MistralProvider(
-        api_key=_DUMMY_KEY, base_url='https://api.mistral.ai', http_client=httpx2_client(transport)
-    )
-    return MistralModel(recording.model_name, provider=provider, settings=copy_settings(recording))
-
-
-def _groq(recording: FixtureRecording, transport: ReplayTransport) -> Model:
-    import httpx
-    from pydantic_ai.models.groq import GroqModel
-    from pydantic_ai.providers.groq import GroqProvider
-
-    # The Groq SDK still uses `httpx`; it ships no `httpx2` client option.
-    groq: Any = importlib.import_module('groq')
-    client = groq.AsyncGroq(
-        api_key=_DUMMY_KEY,
-        base_url='https://api.groq.com',
-        http_client=httpx.AsyncClient(transport=mock_transport(transport, httpx)),
-        max_retries=0,
-    )
-    provider = GroqProvider(groq_client=client)
-    return GroqModel(recording.model_name, provider=provider, settings=copy_settings(recording))

@@ -31,7 +31,7 @@ from typing import Literal
 
 from pydantic import TypeAdapter
 
-from .._models import API_LABELS, ApiLabel
+from .._models import API_LABELS, API_TITLES, ApiLabel
 from .._track import RequestObservation
 
 __all__ = (
@@ -51,23 +51,6 @@ Evidence = Literal['probe', 'recording', 'live', 'observed']
 """Where a value came from: built-in probes, recordings, live providers, or a user's own runs."""
 
 EVIDENCE: tuple[Evidence, ...] = ('probe', 'recording', 'live', 'observed')
-
-API_TITLES: dict[ApiLabel, str] = {
-    'anthropic-messages': 'Anthropic Messages',
-    'bedrock-converse': 'Bedrock Converse',
-    'openai-responses': 'OpenAI Responses',
-    'openai-chat': 'OpenAI Chat Completions',
-    'openrouter': 'OpenRouter',
-    'google-gemini': 'Google Gemini API',
-    'google-vertex': 'Google Vertex AI',
-    'xai': 'xAI',
-    'perplexity-agent': 'Perplexity Agent API',
-    'perplexity-sonar': 'Perplexity Sonar (legacy chat)',
-    'mistral': 'Mistral',
-    'cohere': 'Cohere',
-    'groq': 'Groq',
-    'other': 'Other',
-}
 
 
 @dataclass(frozen=True)

@@ -48,11 +48,11 @@ from .._answer import CitedAnswer, last_response
 from .._guard import scan_citation_markup
 from .._models import ApiLabel
 from .._problems import shorten
+from .._replay import Recording, RecordingError, load_recording, perplexity_tap_for
 from .._track import CitedRun, TrackCitations
 from ..formats.unmapped import anthropic_search_result_locations_from_body, cohere_citations_from_body
 from ..formats.wire import WIRE_APIS, WireCitation, count_wire_citations
-from ..testing._replay import Recording, RecordingError, load_recording
-from ._fixtures import FIXTURE_APIS, load_fixture, perplexity_tap_for, scenarios
+from ._fixtures import FIXTURE_APIS, load_fixture, scenarios
 from ._matrix import CapabilityMatrix, Evidence
 
 __all__ = ('KNOWN_UNMAPPED', 'LIVE_KEYS', 'build_matrix', 'explain_gaps', 'probe_api', 'probe_live', 'probe_recording')

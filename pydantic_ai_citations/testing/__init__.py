@@ -5,8 +5,7 @@
 - The pytest plugin (loaded automatically): the `track_citations` fixture and the failure-path scenarios.
 """
 
-from ._citing_model import CITING_STYLES, CitingModel, CitingStyle, ScriptedCitation, ScriptedStreamError
-from ._replay import (
+from .._replay import (
     RawResponse,
     Recording,
     RecordingApi,
@@ -15,6 +14,7 @@ from ._replay import (
     load_recording,
     replay_recording,
 )
+from ._citing_model import CITING_STYLES, CitingModel, CitingStyle, ScriptedCitation, ScriptedStreamError
 from ._scenarios import (
     SCENARIOS,
     CitingAgentFactory,

@@ -1,7 +1,7 @@
 """Build the real Pydantic AI model class for a `Recording`, with its transport answered from the recording.
 
-- HTTP SDKs (Anthropic, OpenAI, OpenRouter, Google, Perplexity via OpenAI Chat): `httpx2.MockTransport`;
-  Cohere's SDK still uses `httpx`, so it gets `httpx.MockTransport`. SDK retries are off, so an error answer
+- HTTP SDKs (Anthropic, OpenAI, OpenRouter, Google, Mistral, Perplexity via the OpenAI SDK): `httpx2.MockTransport`;
+  the Cohere and Groq SDKs still use `httpx`, so they get `httpx.MockTransport`. SDK retries are off, so an error answer
   surfaces at once.
 - Bedrock: a botocore `before-send` hook on a boto3 client with dummy credentials answers every operation.
 - xAI: the real `xai_sdk` chat client over a fake gRPC channel that serialises each request with the SDK's own
@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib
 import json
 import threading
+import weakref
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urlsplit
@@ -23,12 +24,14 @@ from urllib.parse import urlsplit
 from pydantic import JsonValue
 from pydantic_ai.settings import ModelSettings
 
-from ._replay import ENDPOINT_PATHS, Recording, RecordingError
+from ._recording import ENDPOINT_PATHS, Recording, RecordingError
 
 if TYPE_CHECKING:
     from pydantic_ai.models import Model
 
-__all__ = ('ReplayTransport', 'build_model')
+    from ..formats.perplexity import PerplexityTap
+
+__all__ = ('ReplayTransport', 'build_model', 'copy_settings', 'httpx2_client', 'mock_transport', 'perplexity_tap_for')
 
 _DUMMY_KEY = 'replay-dummy-key'
 
@@ -104,19 +107,7 @@ def copy_settings(recording: Recording) -> ModelSettings:
 
 def build_model(recording: Recording, sent: list[dict[str, JsonValue]] | None) -> Model:
     """A fresh model instance of the recording's API, answered from `recording.responses`."""
-    transport = ReplayTransport(recording, sent)
-    api = recording.api
-    if api == 'anthropic-messages':
-        return _anthropic(recording, transport)
-    if api in ('openai-responses', 'openai-chat', 'openrouter', 'perplexity-sonar'):
-        return _openai(recording, transport)
-    if api in ('google-gemini', 'google-vertex'):
-        return _google(recording, transport)
-    if api == 'bedrock-converse':
-        return _bedrock(recording, transport)
-    if api == 'cohere':
-        return _cohere(recording, transport)
-    return _xai(recording, transport)
+    return _BUILDERS[recording.api](recording, ReplayTransport(recording, sent))
 
 
 def mock_transport(transport: ReplayTransport, http: Any) -> Any:
@@ -160,6 +151,7 @@ _OPENAI_BASE_URLS = {
     'openai-chat': 'https://api.openai.com/v1',
     'openrouter': 'https://openrouter.ai/api/v1',
     'perplexity-sonar': 'https://api.perplexity.ai',
+    'perplexity-agent': 'https://api.perplexity.ai/v1',
 }
 
 
@@ -377,3 +369,80 @@ def _xai(recording: Recording, transport: ReplayTransport) -> Model:
     chat: object = chat_client(_FakeGrpcChannel(recording, transport))
     provider = XaiProvider(xai_client=cast(Any, _FakeXaiClient(chat)))
     return XaiModel(recording.model_name, provider=provider, settings=copy_settings(recording))
+
+
+def _perplexity_agent(recording: Recording, transport: ReplayTransport) -> Model:
+    import httpx2
+    from openai import AsyncOpenAI
+    from pydantic_ai.models.openai import OpenAIResponsesModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    from ..formats.perplexity import PerplexityTap, perplexity_http_client
+
+    # Served through the package's own route to Perplexity's events, as an application would set it up.
+    tap = PerplexityTap()
+    http_client = perplexity_http_client(tap, transport=mock_transport(transport, httpx2))
+    client = AsyncOpenAI(
+        api_key=_DUMMY_KEY, base_url=_OPENAI_BASE_URLS['perplexity-agent'], http_client=http_client, max_retries=0
+    )
+    provider = OpenAIProvider(openai_client=client)
+    model = OpenAIResponsesModel(recording.model_name, provider=provider, settings=copy_settings(recording))
+    _TAPS[id(model)] = (weakref.ref(model), tap)
+    weakref.finalize(model, _TAPS.pop, id(model), None)
+    return model
+
+
+_TAPS: dict[int, tuple[weakref.ref[Model], PerplexityTap]] = {}
+"""The tap of each live Perplexity Agent replay model, by model id; an entry goes when its model is collected."""
+
+
+def perplexity_tap_for(model: Model) -> PerplexityTap | None:
+    """The `PerplexityTap` a Perplexity Agent replay model was built with, for `TrackCitations(perplexity_tap=...)`."""
+    found = _TAPS.get(id(model))
+    if found is None or found[0]() is not model:  # models are unhashable: keyed by id, checked by weak reference
+        return None
+    return found[1]
+
+
+def _mistral(recording: Recording, transport: ReplayTransport) -> Model:
+    from pydantic_ai.models.mistral import MistralModel
+    from pydantic_ai.providers.mistral import MistralProvider
+
+    provider = MistralProvider(
+        api_key=_DUMMY_KEY, base_url='https://api.mistral.ai', http_client=httpx2_client(transport)
+    )
+    return MistralModel(recording.model_name, provider=provider, settings=copy_settings(recording))
+
+
+def _groq(recording: Recording, transport: ReplayTransport) -> Model:
+    import httpx
+    from pydantic_ai.models.groq import GroqModel
+    from pydantic_ai.providers.groq import GroqProvider
+
+    # The Groq SDK still uses `httpx`; it ships no `httpx2` client option.
+    groq: Any = importlib.import_module('groq')
+    client = groq.AsyncGroq(
+        api_key=_DUMMY_KEY,
+        base_url='https://api.groq.com',
+        http_client=httpx.AsyncClient(transport=mock_transport(transport, httpx)),
+        max_retries=0,
+    )
+    provider = GroqProvider(groq_client=client)
+    return GroqModel(recording.model_name, provider=provider, settings=copy_settings(recording))
+
+
+_BUILDERS: dict[str, Callable[[Recording, ReplayTransport], Model]] = {
+    'anthropic-messages': _anthropic,
+    'bedrock-converse': _bedrock,
+    'openai-responses': _openai,
+    'openai-chat': _openai,
+    'openrouter': _openai,
+    'perplexity-sonar': _openai,
+    'perplexity-agent': _perplexity_agent,
+    'google-gemini': _google,
+    'google-vertex': _google,
+    'xai': _xai,
+    'cohere': _cohere,
+    'mistral': _mistral,
+    'groq': _groq,
+}

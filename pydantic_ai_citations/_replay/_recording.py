@@ -21,14 +21,16 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, cast, get_args
+from typing import TYPE_CHECKING, Any, Literal, cast
 from urllib.parse import unquote, urlsplit
 
 from pydantic import JsonValue
 from pydantic_ai.exceptions import UserError
 from pydantic_ai.settings import ModelSettings
 
-from ._replay_eventstream import EventStreamFormatError, decode_event_stream
+from .._models import PROVIDER_APIS, ProviderApi
+from ..formats._sse import sse_data
+from ._eventstream import EventStreamFormatError, decode_event_stream, encode_event_stream
 
 if TYPE_CHECKING:
     from pydantic_ai.models import Model
@@ -39,40 +41,37 @@ __all__ = (
     'RecordingApi',
     'RecordingError',
     'RecordingLayout',
+    'NAMED_SSE_APIS',
     'load_recording',
+    'render_stream',
     'replay_recording',
+    'xai_chunks_from_json',
+    'xai_response_from_json',
 )
 
 RecordingLayout = Literal['vcr', 'xai-grpc', 'vercel']
 """How a recording file is laid out."""
 
-RecordingApi = Literal[
-    'anthropic-messages',
-    'bedrock-converse',
-    'openai-responses',
-    'openai-chat',
-    'openrouter',
-    'google-gemini',
-    'google-vertex',
-    'xai',
-    'cohere',
-    'perplexity-sonar',
-]
+RecordingApi = ProviderApi
 """The provider API a recording was made against; it decides which model class replays it."""
 
-_APIS: tuple[RecordingApi, ...] = get_args(RecordingApi)
+_APIS: tuple[RecordingApi, ...] = PROVIDER_APIS
 
 _CHAT_PATH = re.compile(r'/chat/completions$')
+_RESPONSES_PATH = re.compile(r'/responses$')
 _GOOGLE_PATH = re.compile(r'/models/([^/:]+):(?:stream)?[gG]enerateContent$')
 _BEDROCK_PATH = re.compile(r'/model/([^/]+)/converse(?:-stream)?$')
 
 ENDPOINT_PATHS: dict[RecordingApi, re.Pattern[str]] = {
     'anthropic-messages': re.compile(r'/v1/messages$'),
     'bedrock-converse': _BEDROCK_PATH,
-    'openai-responses': re.compile(r'/responses$'),
+    'openai-responses': _RESPONSES_PATH,
+    'perplexity-agent': _RESPONSES_PATH,
     'openai-chat': _CHAT_PATH,
     'openrouter': _CHAT_PATH,
     'perplexity-sonar': _CHAT_PATH,
+    'mistral': _CHAT_PATH,
+    'groq': _CHAT_PATH,
     'google-gemini': _GOOGLE_PATH,
     'google-vertex': _GOOGLE_PATH,
     'cohere': re.compile(r'/v2/chat$'),
@@ -90,8 +89,21 @@ _DEFAULT_MODEL_NAMES: dict[RecordingApi, str] = {
     'google-vertex': 'gemini-2.5-flash',
     'xai': 'grok-4-fast-non-reasoning',
     'cohere': 'command-a-03-2025',
+    'perplexity-agent': 'sonar',
     'perplexity-sonar': 'sonar',
+    'mistral': 'mistral-large-latest',
+    'groq': 'llama-3.3-70b-versatile',
 }
+
+NAMED_SSE_APIS: frozenset[RecordingApi] = frozenset(
+    {'anthropic-messages', 'openai-responses', 'perplexity-agent', 'cohere'}
+)
+"""APIs whose SSE events carry an `event:` line naming the event's `type`."""
+_SEQUENCED_SSE: frozenset[RecordingApi] = frozenset({'openai-responses', 'perplexity-agent'})
+"""APIs whose SSE events are numbered (`sequence_number`)."""
+_DONE_SSE: frozenset[RecordingApi] = frozenset({'openai-chat', 'openrouter', 'perplexity-sonar', 'groq', 'mistral'})
+"""APIs whose streams end with `data: [DONE]`."""
+_RESPONSES_FAMILY: frozenset[RecordingApi] = frozenset({'openai-responses', 'perplexity-agent'})
 
 _DROPPED_HEADERS = frozenset({'content-length', 'content-encoding', 'transfer-encoding'})
 
@@ -174,7 +186,7 @@ class Recording:
         When the recorded responses run out, the next request is answered with HTTP 500
         `'recording exhausted: ...'` (for xAI, a `RecordingError`), which the model class raises as its own error.
         """
-        from ._replay_models import build_model
+        from ._build import build_model
 
         return build_model(self, sent)
 
@@ -304,7 +316,11 @@ def _api_for_uri(uri: str) -> RecordingApi | None:
     elif host == 'openrouter.ai' or host.endswith('.openrouter.ai'):
         candidates = ('openrouter',)
     elif host == 'api.perplexity.ai':
-        candidates = ('perplexity-sonar',)
+        candidates = ('perplexity-sonar', 'perplexity-agent')
+    elif host == 'api.mistral.ai':
+        candidates = ('mistral',)
+    elif host == 'api.groq.com':
+        candidates = ('groq',)
     elif host == 'generativelanguage.googleapis.com':
         candidates = ('google-gemini',)
     elif host.endswith('aiplatform.googleapis.com'):
@@ -459,14 +475,7 @@ def _parse_json(path: Path, raw: bytes, where: str) -> JsonValue:
 
 def _parse_sse(path: Path, raw: bytes, where: str) -> list[JsonValue]:
     events: list[JsonValue] = []
-    text = raw.decode('utf-8', 'replace').replace('\r\n', '\n')
-    for block in text.split('\n\n'):
-        data_lines = [line[5:].lstrip(' ') for line in block.split('\n') if line.startswith('data:')]
-        if not data_lines:
-            continue
-        data = '\n'.join(data_lines)
-        if data.strip() == '[DONE]':
-            continue
+    for data in sse_data(raw):
         try:
             events.append(cast(JsonValue, json.loads(data)))
         except ValueError as e:
@@ -514,7 +523,7 @@ def _load_xai(path: Path, interactions: list[dict[str, object]]) -> Recording:
             chunks = tuple(_xai_raw(path, c, f'interaction {i} chunk') for c in cast(list[object], chunks_raw or []))
             payload = cast(JsonValue, chunks_json if isinstance(chunks_json, list) else [])
             if not chunks and payload:
-                chunks = _xai_chunks_from_json(path, cast(list[object], chunks_json), i)
+                chunks = xai_chunks_from_json(path, cast(list[object], chunks_json), i)
             responses.append(
                 RawResponse(
                     200, 'application/grpc+stream', payload, '/xai_api.Chat/GetCompletionChunk', b'', (), chunks
@@ -526,7 +535,7 @@ def _load_xai(path: Path, interactions: list[dict[str, object]]) -> Recording:
             if 'raw' in sample:
                 body = _xai_raw(path, sample['raw'], f'interaction {i} response')
             elif isinstance(sample_json, dict):
-                body = _xai_response_from_json(path, cast(dict[str, object], sample_json), i)
+                body = xai_response_from_json(path, cast(dict[str, object], sample_json), i)
             else:
                 raise RecordingError(path, f'interaction {i} response_sample has neither json nor raw')
             responses.append(
@@ -560,7 +569,8 @@ def _xai_chat_pb2() -> Any:
     return importlib.import_module('xai_sdk.proto').chat_pb2
 
 
-def _xai_response_from_json(path: Path, value: dict[str, object], index: int) -> bytes:
+def xai_response_from_json(path: Path, value: dict[str, object], index: int) -> bytes:
+    """A `GetChatCompletionResponse` given in protobuf's JSON form, as the protobuf bytes xAI sends."""
     from google.protobuf import json_format
 
     try:
@@ -570,7 +580,8 @@ def _xai_response_from_json(path: Path, value: dict[str, object], index: int) ->
         raise RecordingError(path, f'interaction {index} response json is not a GetChatCompletionResponse: {e}') from e
 
 
-def _xai_chunks_from_json(path: Path, values: list[object], index: int) -> tuple[bytes, ...]:
+def xai_chunks_from_json(path: Path, values: list[object], index: int) -> tuple[bytes, ...]:
+    """`GetChatCompletionChunk`s given in protobuf's JSON form, as the protobuf bytes xAI streams."""
     from google.protobuf import json_format
 
     chunks: list[bytes] = []
@@ -623,7 +634,7 @@ def _load_vercel(path: Path, data: bytes, api: RecordingApi | None) -> Recording
     if detected in ('xai', 'bedrock-converse'):
         raise RecordingError(path, f'Vercel fixtures cannot be replayed as {detected}')
     if streamed:
-        body = _rebuild_sse(detected, cast(list[JsonValue], payload))
+        body = render_stream(detected, cast(list[JsonValue], payload))
         content_type = 'text/event-stream'
     else:
         body = json.dumps(payload).encode('utf-8')
@@ -681,18 +692,28 @@ def _vercel_model_name(payload: JsonValue) -> str | None:
     return None
 
 
-def _rebuild_sse(api: RecordingApi, events: list[JsonValue]) -> bytes:
-    """Rebuild the SSE wire format from one data object per line (recordings.md §5)."""
-    named = api in ('anthropic-messages', 'openai-responses', 'cohere')
+def render_stream(api: RecordingApi, events: list[JsonValue]) -> bytes:
+    """The wire bytes of a streamed response given as event objects, written the way `api` streams them.
+
+    SSE with `event:` lines for Anthropic, OpenAI Responses and the Perplexity Agent API (numbering
+    `sequence_number` when an event has none) and Cohere; plain `data:` lines ending in `data: [DONE]` for the
+    Chat Completions family; `data:` lines for Google; the AWS event-stream framing for Bedrock ConverseStream
+    (each event written `{"<event type>": {payload}}`). xAI streams protobuf, not bytes: see `xai_chunks_from_json`.
+    """
+    if api == 'bedrock-converse':
+        return encode_event_stream([next(iter(cast(dict[str, JsonValue], event).items())) for event in events])
     out: list[str] = []
-    for event in events:
-        data = json.dumps(event)
-        kind = cast(dict[str, JsonValue], event).get('type') if isinstance(event, dict) else None
-        if named and isinstance(kind, str):
+    for n, event in enumerate(events):
+        obj = cast(dict[str, JsonValue], event) if isinstance(event, dict) else None
+        if obj is not None and api in _SEQUENCED_SSE and 'sequence_number' not in obj:
+            obj = {**obj, 'sequence_number': n}
+        data = json.dumps(obj if obj is not None else event)
+        kind = obj.get('type') if obj is not None else None
+        if api in NAMED_SSE_APIS and isinstance(kind, str):
             out.append(f'event: {kind}\ndata: {data}\n\n')
         else:
             out.append(f'data: {data}\n\n')
-    if api in ('openai-chat', 'openrouter', 'perplexity-sonar'):
+    if api in _DONE_SSE:
         out.append('data: [DONE]\n\n')
     return ''.join(out).encode('utf-8')
 
@@ -763,7 +784,7 @@ def _first_user_text(api: RecordingApi, request: JsonValue) -> str | None:
         return None
     if api in ('google-gemini', 'google-vertex'):
         messages = request.get('contents')
-    elif api == 'openai-responses':
+    elif api in _RESPONSES_FAMILY:
         messages = request.get('input')
         if isinstance(messages, str):
             return messages
@@ -777,7 +798,7 @@ def _first_user_text(api: RecordingApi, request: JsonValue) -> str | None:
         role = message.get('role')
         if role not in ('user', 'USER', 'ROLE_USER', None):
             continue
-        if role is None and api != 'openai-responses':
+        if role is None and api not in _RESPONSES_FAMILY:
             continue
         content = message.get('parts') if api in ('google-gemini', 'google-vertex') else message.get('content')
         if text := _text_of(content):

@@ -1,4 +1,4 @@
-"""A small decoder for the AWS event-stream framing (Bedrock `ConverseStream` bodies).
+"""The AWS event-stream framing (Bedrock `ConverseStream` bodies): a small decoder and encoder.
 
 Each message is `total_length (4) | headers_length (4) | prelude_crc (4) | headers | payload | message_crc (4)`,
 big-endian, with CRC32 checksums. Written here rather than borrowed from botocore's private `EventStreamBuffer`
@@ -7,11 +7,14 @@ so a truncated or corrupted frame is reported with its offset instead of being s
 
 from __future__ import annotations
 
+import json
 import struct
 import zlib
 from dataclasses import dataclass
 
-__all__ = ('EventStreamFrame', 'EventStreamFormatError', 'decode_event_stream')
+from pydantic import JsonValue
+
+__all__ = ('EventStreamFrame', 'EventStreamFormatError', 'decode_event_stream', 'encode_event_stream')
 
 _PRELUDE = 12
 _MIN_MESSAGE = _PRELUDE + 4
@@ -95,3 +98,33 @@ def _decode_headers(raw: bytes, frame_offset: int) -> dict[str, str | int | bool
     except (IndexError, struct.error, UnicodeDecodeError) as e:
         raise EventStreamFormatError(f'malformed headers in frame at byte {frame_offset}: {e}') from e
     return headers
+
+
+def encode_event_stream(events: list[tuple[str, JsonValue]]) -> bytes:
+    """Encode `(event type, JSON payload)` pairs as AWS event-stream messages (what Bedrock ConverseStream sends).
+
+    Each message: total length and headers length (big-endian uint32), the CRC32 of those 8 bytes, the headers
+    (`:event-type`, `:content-type`, `:message-type` as string headers, type 7), the JSON payload, and the CRC32 of
+    everything before it.
+    """
+    out = bytearray()
+    for kind, payload in events:
+        headers = b''.join(
+            _string_header(name, value)
+            for name, value in (
+                (':event-type', kind),
+                (':content-type', 'application/json'),
+                (':message-type', 'event'),
+            )
+        )
+        body = json.dumps(payload, separators=(',', ':')).encode('utf-8')
+        total = 12 + len(headers) + len(body) + 4
+        prelude = struct.pack('>II', total, len(headers))
+        message = prelude + struct.pack('>I', zlib.crc32(prelude)) + headers + body
+        out += message + struct.pack('>I', zlib.crc32(message))
+    return bytes(out)
+
+
+def _string_header(name: str, value: str) -> bytes:
+    name_bytes, value_bytes = name.encode('utf-8'), value.encode('utf-8')
+    return struct.pack('>B', len(name_bytes)) + name_bytes + b'\x07' + struct.pack('>H', len(value_bytes)) + value_bytes

@@ -1,0 +1,48 @@
+"""Recording replay: real recorded (or hand-written) provider responses served to Pydantic AI's real model classes.
+
+Private home of what `pydantic_ai_citations.testing` (`load_recording`, `replay_recording`) and
+`pydantic_ai_citations.matrix` (the wire fixtures) both use: reading recordings (`_recording`), building the model
+class over an offline transport (`_build`) and the AWS event-stream framing (`_eventstream`).
+"""
+
+from ._build import ReplayTransport, build_model, copy_settings, httpx2_client, mock_transport, perplexity_tap_for
+from ._eventstream import EventStreamFormatError, EventStreamFrame, decode_event_stream, encode_event_stream
+from ._recording import (
+    ENDPOINT_PATHS,
+    NAMED_SSE_APIS,
+    RawResponse,
+    Recording,
+    RecordingApi,
+    RecordingError,
+    RecordingLayout,
+    load_recording,
+    render_stream,
+    replay_recording,
+    xai_chunks_from_json,
+    xai_response_from_json,
+)
+
+__all__ = (
+    'ENDPOINT_PATHS',
+    'NAMED_SSE_APIS',
+    'EventStreamFormatError',
+    'EventStreamFrame',
+    'RawResponse',
+    'Recording',
+    'RecordingApi',
+    'RecordingError',
+    'RecordingLayout',
+    'ReplayTransport',
+    'build_model',
+    'copy_settings',
+    'decode_event_stream',
+    'encode_event_stream',
+    'httpx2_client',
+    'load_recording',
+    'mock_transport',
+    'perplexity_tap_for',
+    'render_stream',
+    'replay_recording',
+    'xai_chunks_from_json',
+    'xai_response_from_json',
+)

@@ -1,0 +1,64 @@
+"""The package's one decoder of server-sent events (SSE): bytes in, each event's `data` out.
+
+Used for whole bodies (`sse_data`: recordings, wire accounting) and incrementally, chunk by chunk, as bytes flow
+to an SDK (`SseDecoder`: the Perplexity tap). An event ends at a blank line; its `data:` lines are joined with
+newlines (one space after the colon is dropped, as the SSE spec says); other fields (`event:`, `id:`, comments) are
+ignored, and so is the `[DONE]` sentinel that ends Chat Completions streams. A last event without its blank line
+is still returned by `flush()`.
+"""
+
+from __future__ import annotations
+
+import json
+
+__all__ = ('SseDecoder', 'load_json', 'sse_data')
+
+
+class SseDecoder:
+    """Incremental SSE decoder; split-safe across chunks (a line or an event may arrive in pieces)."""
+
+    def __init__(self) -> None:
+        self._buffer = b''
+        self._data: list[str] = []
+
+    def feed(self, chunk: bytes) -> list[str]:
+        """Take the next bytes; return the `data` of every event they complete."""
+        self._buffer += chunk
+        done: list[str] = []
+        while (end := self._buffer.find(b'\n')) >= 0:
+            line = self._buffer[:end].rstrip(b'\r').decode('utf-8', errors='replace')
+            self._buffer = self._buffer[end + 1 :]
+            if not line:
+                self._dispatch(done)
+            elif line.startswith('data:'):
+                self._data.append(line[5:].removeprefix(' '))
+        return done
+
+    def flush(self) -> list[str]:
+        """The body ended: return the `data` of an event that had no closing blank line."""
+        done = self.feed(b'\n') if self._buffer else []
+        self._dispatch(done)
+        return done
+
+    def _dispatch(self, done: list[str]) -> None:
+        if not self._data:
+            return
+        data = '\n'.join(self._data)
+        self._data = []
+        if data.strip() != '[DONE]':
+            done.append(data)
+
+
+def sse_data(body: str | bytes) -> list[str]:
+    """The `data` of every event in a whole SSE body, in order."""
+    decoder = SseDecoder()
+    data = decoder.feed(body.encode('utf-8') if isinstance(body, str) else body)
+    return data + decoder.flush()
+
+
+def load_json(data: str) -> object | None:
+    """An event's `data` decoded as JSON, or `None` when it is not JSON."""
+    try:
+        return json.loads(data)
+    except ValueError:
+        return None
