@@ -11,11 +11,13 @@ from pydantic_ai import Citation, ContentCitationAnchor, DocumentCitationSource,
 from pydantic_ai_citations._problems import CitationProblem
 from pydantic_ai_citations.formats.anthropic_search_results import (
     ResolvedSearchResult,
+    SearchResultBlock,
     check_request,
     is_web_source,
     reindex_after_trim,
     resolve,
     search_result_blocks,
+    search_result_source,
     to_citation,
 )
 
@@ -277,3 +279,65 @@ def test_never_crashes_on_arbitrary_json(messages: list[dict[str, JsonValue]], c
         resolve(citation, messages)
         to_citation(citation, messages)
         reindex_after_trim(citation, messages, messages[1:])
+
+
+def _deep(depth: int) -> object:
+    value: object = 'x'
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+HOSTILE = [
+    pytest.param(None, id='none'),
+    pytest.param('a string', id='string'),
+    pytest.param(5, id='number'),
+    pytest.param({'role': 'user'}, id='dict-not-list'),
+    pytest.param([None], id='none-message'),
+    pytest.param(['a string message'], id='string-message'),
+    pytest.param([[['x']]], id='nested-lists'),
+    pytest.param([{'role': 'user', 'content': None}], id='none-content'),
+    pytest.param([{'role': 'user', 'content': [None, 'x', 3, {'type': None}]}], id='junk-blocks'),
+    pytest.param(
+        [{'role': 'user', 'content': [{'type': 'search_result', 'source': 3, 'title': [], 'content': _deep(50_000)}]}],
+        id='deep-content',
+    ),
+    pytest.param([_deep(50_000)], id='deep-message'),
+]
+
+
+@pytest.mark.parametrize('messages', HOSTILE)
+def test_hostile_messages_are_problems_not_crashes(messages: Any) -> None:
+    blocks = search_result_blocks(messages)
+    assert all(isinstance(b, SearchResultBlock) for b in blocks)
+    problems = check_request(messages)
+    assert all(isinstance(p, CitationProblem) for p in problems)
+    citation = {'type': 'search_result_location', 'search_result_index': 0, 'start_block_index': 0,
+                'end_block_index': 1}  # fmt: skip
+    for result in (
+        resolve(citation, messages),
+        to_citation(citation, messages),
+        reindex_after_trim(citation, messages, messages),
+    ):
+        assert isinstance(result, CitationProblem | dict | Citation | ResolvedSearchResult)
+
+
+def test_non_message_entries_are_reported() -> None:
+    problems = check_request([None, {'role': 'user', 'content': 'hi'}, 'x'])
+    assert [(p.code, p.message_index) for p in problems] == [('unreadable_raw_data', 0), ('unreadable_raw_data', 2)]
+    (problem,) = check_request(None)  # pyright: ignore[reportArgumentType]
+    assert problem.code == 'unreadable_raw_data'
+
+
+@pytest.mark.parametrize('citation', [None, 'x', 5, [], _deep(50_000)])
+def test_hostile_citations_are_problems(citation: Any) -> None:
+    result = resolve(citation, [])
+    assert isinstance(result, CitationProblem)
+    assert result.code == 'unreadable_raw_data'
+    assert result.detail is not None and len(result.detail) <= 200
+
+
+@pytest.mark.parametrize('value', [None, 5, [], {}, _deep(10)])
+def test_source_helpers_take_wrong_types_as_absent(value: Any) -> None:
+    assert is_web_source(value) is False
+    assert search_result_source(value, value, value) is None

@@ -17,6 +17,7 @@ anything else (a document id, a path, a name) a `DocumentCitationSource` with it
 
 from __future__ import annotations
 
+import reprlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
@@ -99,8 +100,30 @@ class ResolvedSearchResult:
         return self.block.title
 
 
+# `repr` of provider data with bounded depth and size: a deeply nested value must not raise RecursionError here.
+def _bounded_repr() -> reprlib.Repr:
+    r = reprlib.Repr()  # keyword arguments only from Python 3.12
+    r.maxlevel, r.maxdict, r.maxlist, r.maxstring, r.maxother = 4, 8, 8, _DETAIL_MAX, _DETAIL_MAX
+    return r
+
+
+_REPR = _bounded_repr()
+
+
 def _detail(value: object) -> str:
-    return shorten(repr(value), _DETAIL_MAX)
+    return shorten(_REPR.repr(value), _DETAIL_MAX)
+
+
+def _messages(messages: object) -> list[Mapping[str, JsonValue] | None]:
+    """The request's messages, positions kept; anything that is not a message object becomes `None`.
+
+    The messages are provider data: a body with `None`, a string or a number where a message belongs must be
+    reported (`check_request`), not crash the reader.
+    """
+    if not isinstance(messages, list | tuple):
+        return []
+    items: Sequence[object] = messages  # pyright: ignore[reportUnknownVariableType]
+    return [m if isinstance(m, Mapping) else None for m in items]  # pyright: ignore[reportUnknownVariableType]
 
 
 def _content_list(content: JsonValue) -> list[JsonValue]:
@@ -145,7 +168,9 @@ def search_result_blocks(messages: Messages) -> list[SearchResultBlock]:
     invalid, see `check_request`, but the count is the same).
     """
     found: list[SearchResultBlock] = []
-    for message_index, message in enumerate(messages):
+    for message_index, message in enumerate(_messages(messages)):
+        if message is None:
+            continue
         for i, block in enumerate(_content_list(message.get('content'))):
             kind = _block_type(block)
             if kind == 'search_result' and isinstance(block, dict):
@@ -183,6 +208,8 @@ def resolve(
     def problem(code: ProblemCode, message: str, detail: object) -> CitationProblem:
         return CitationProblem(code, message, citation_index=citation_index, detail=_detail(detail))
 
+    if not isinstance(citation, Mapping):  # pyright: ignore[reportUnnecessaryIsInstance] - provider data
+        return problem('unreadable_raw_data', 'a citation must be an object', citation)
     if citation.get('type') != 'search_result_location':
         return problem('unreadable_raw_data', 'not a search_result_location citation', citation.get('type'))
     index = as_int(citation.get('search_result_index'))
@@ -236,6 +263,8 @@ def resolve(
 
 def is_web_source(source: str) -> bool:
     """Whether a `search_result` `source` is an `http`/`https` URL with a host (then cited as a web page)."""
+    if not isinstance(source, str):  # pyright: ignore[reportUnnecessaryIsInstance] - provider data
+        return False
     try:
         parts = urlsplit(source)
     except ValueError:
@@ -251,7 +280,10 @@ def search_result_source(
     A web page when `source` is an `http(s)` URL with a host (`is_web_source`), else a document named by `source`;
     the cited text is the one excerpt. `to_citation` and the unmapped-data recovery both cite through this.
     """
-    excerpts = [cited_text] if cited_text else []
+    # Provider data: a value of the wrong type counts as absent.
+    source = source if isinstance(source, str) else None  # pyright: ignore[reportUnnecessaryIsInstance]
+    title = title if isinstance(title, str) else None  # pyright: ignore[reportUnnecessaryIsInstance]
+    excerpts = [cited_text] if isinstance(cited_text, str) and cited_text else []
     if source and is_web_source(source):
         return WebCitationSource(source, title=title, excerpts=excerpts)
     if source or title or excerpts:
@@ -294,15 +326,19 @@ def to_citation(
 
 def _align_backwards(old: Messages, new: Messages) -> dict[int, int] | None:
     """Map old message indexes to new ones, `new` being `old` with messages removed (matched from the end)."""
+    old_list, new_list = _messages(old), _messages(new)
     mapping: dict[int, int] = {}
-    i = len(old) - 1
-    for j in range(len(new) - 1, -1, -1):
-        while i >= 0 and old[i] != new[j]:
+    i = len(old_list) - 1
+    try:
+        for j in range(len(new_list) - 1, -1, -1):
+            while i >= 0 and old_list[i] != new_list[j]:
+                i -= 1
+            if i < 0:
+                return None
+            mapping[i] = j
             i -= 1
-        if i < 0:
-            return None
-        mapping[i] = j
-        i -= 1
+    except RecursionError:  # messages nested too deeply to compare: they cannot be matched
+        return None
     return mapping
 
 
@@ -359,10 +395,28 @@ def check_request(messages: Messages) -> list[CitationProblem]:
     request).
     """
     problems: list[CitationProblem] = []
+    listed = _messages(messages)
+    if not isinstance(messages, list | tuple):
+        problems.append(
+            CitationProblem(
+                'unreadable_raw_data', 'messages must be a list of message objects', detail=_detail(messages)
+            )
+        )
+    for message_index, message in enumerate(listed):
+        if message is None:
+            problems.append(
+                CitationProblem(
+                    'unreadable_raw_data',
+                    f'message {message_index} is not a message object',
+                    message_index=message_index,
+                    detail=_detail(messages[message_index]),
+                )
+            )
     first: SearchResultBlock | None = None
     for block in search_result_blocks(messages):
         part_index = block.path[0]
-        role = messages[block.message_index].get('role')
+        message = listed[block.message_index]
+        role = None if message is None else message.get('role')
         where = f'search result {block.index} (message {block.message_index}, content {list(block.path)})'
         if role != 'user':
             problems.append(
