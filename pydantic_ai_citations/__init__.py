@@ -4,56 +4,91 @@ The public surface is listed once, here. Submodules: `pydantic_ai_citations.form
 AI leaves raw), `pydantic_ai_citations.support` (does the cited page back the claim?), `pydantic_ai_citations.matrix`
 (the measured capability matrix and its probes), `pydantic_ai_citations.testing` (scripted citing models, replay
 of real recordings, the failure-path suite), `pydantic_ai_citations.ui` (UI event streams that carry citations).
+
+Importing the package is free: each name is imported from its module on first use (as Pydantic does), because the
+package's pytest plugin makes every pytest session of a project that installs it import this file.
 """
 
-from ._answer import CitedAnswer, CitedSpan, PartSegment, RawCitation, SourceRef, cited_answer_ta
-from ._evidence import (
-    Claim,
-    ClaimVerification,
-    Evidence,
-    EvidenceFailure,
-    RetrievedSource,
-    UnverifiedEvidenceError,
-    VerifyEvidence,
-    check_evidence,
-    retrieved_sources,
-    verify_claims,
-    verify_claims_sync,
-    verify_evidence,
-)
-from ._guard import (
-    CitationMarkupError,
-    CitationsDisabledWarning,
-    RemovedMarkup,
-    StripCitationMarkup,
-    check_output_mode,
-    removed_markup,
-    scan_citation_markup,
-    strip_citation_markup,
-    strip_json_markup,
-)
-from ._history import CleanStaleCitations, edit_text, edit_text_with_report, find_stale, fingerprint_response
-from ._models import ApiLabel, ModelInfo, describe_model
-from ._problems import PROBLEM_CODES, CitationProblem, ProblemCode
-from ._redact import redact
-from ._render import render_html, render_markdown
-from ._store import AnswerVersions, SQLiteConversationStore, StoreCorruptionError, StoredAnswer
-from ._stream import FinalAnswer, TextChunk, stream_cited
-from ._track import (
-    Arrival,
-    CitedRun,
-    PartArrival,
-    RequestObservation,
-    TrackCitations,
-    cited_run_ta,
-    telemetry_attributes,
-)
-from .matrix import CapabilityMatrix
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ._lazy import lazy_attributes
+
+if TYPE_CHECKING:
+    from ._answer import CitedAnswer, CitedSpan, RawCitation, SourceRef
+    from ._evidence import (
+        Claim,
+        ClaimVerification,
+        Evidence,
+        UnverifiedEvidenceError,
+        VerifyEvidence,
+        verify_claims,
+        verify_claims_sync,
+    )
+    from ._guard import (
+        CitationMarkupError,
+        CitationsDisabledWarning,
+        RemovedMarkup,
+        StripCitationMarkup,
+        removed_markup,
+    )
+    from ._history import CleanStaleCitations, edit_text, find_stale
+    from ._problems import CitationProblem, ProblemCode
+    from ._redact import redact
+    from ._render import render_html, render_markdown
+    from ._store import SQLiteConversationStore, StoreCorruptionError, StoredAnswer
+    from ._stream import FinalAnswer, TextChunk, stream_cited
+    from ._track import Arrival, CitedRun, PartArrival, RequestObservation, TrackCitations
+    from .matrix import CapabilityMatrix
+
+_HOMES: dict[str, str] = {
+    # capabilities
+    'TrackCitations': '_track',
+    'CleanStaleCitations': '_history',
+    'StripCitationMarkup': '_guard',
+    'VerifyEvidence': '_evidence',
+    # the answer
+    'CitedAnswer': '_answer',
+    'CitedSpan': '_answer',
+    'RawCitation': '_answer',
+    'SourceRef': '_answer',
+    'CitationProblem': '_problems',
+    'ProblemCode': '_problems',
+    # a run's report
+    'CitedRun': '_track',
+    'RequestObservation': '_track',
+    'PartArrival': '_track',
+    'Arrival': '_track',
+    # showing it
+    'render_html': '_render',
+    'render_markdown': '_render',
+    'redact': '_redact',
+    'stream_cited': '_stream',
+    'TextChunk': '_stream',
+    'FinalAnswer': '_stream',
+    # structured output
+    'removed_markup': '_guard',
+    'RemovedMarkup': '_guard',
+    'CitationMarkupError': '_guard',
+    'CitationsDisabledWarning': '_guard',
+    'Claim': '_evidence',
+    'Evidence': '_evidence',
+    'UnverifiedEvidenceError': '_evidence',
+    'verify_claims': '_evidence',
+    'verify_claims_sync': '_evidence',
+    'ClaimVerification': '_evidence',
+    # history
+    'edit_text': '_history',
+    'find_stale': '_history',
+    'SQLiteConversationStore': '_store',
+    'StoredAnswer': '_store',
+    'StoreCorruptionError': '_store',
+    # the capability matrix
+    'CapabilityMatrix': 'matrix',
+}
 
 __all__ = (
-    'PROBLEM_CODES',
-    'AnswerVersions',
-    'ApiLabel',
     'Arrival',
     'CapabilityMatrix',
     'CitationMarkupError',
@@ -66,16 +101,12 @@ __all__ = (
     'ClaimVerification',
     'CleanStaleCitations',
     'Evidence',
-    'EvidenceFailure',
     'FinalAnswer',
-    'ModelInfo',
     'PartArrival',
-    'PartSegment',
     'ProblemCode',
     'RawCitation',
     'RemovedMarkup',
     'RequestObservation',
-    'RetrievedSource',
     'SQLiteConversationStore',
     'SourceRef',
     'StoreCorruptionError',
@@ -85,26 +116,16 @@ __all__ = (
     'TrackCitations',
     'UnverifiedEvidenceError',
     'VerifyEvidence',
-    'check_evidence',
-    'check_output_mode',
-    'cited_answer_ta',
-    'cited_run_ta',
-    'describe_model',
     'edit_text',
-    'edit_text_with_report',
     'find_stale',
-    'fingerprint_response',
     'redact',
     'removed_markup',
     'render_html',
     'render_markdown',
-    'retrieved_sources',
-    'scan_citation_markup',
     'stream_cited',
-    'strip_citation_markup',
-    'strip_json_markup',
-    'telemetry_attributes',
     'verify_claims',
     'verify_claims_sync',
-    'verify_evidence',
 )
+
+
+__getattr__, __dir__ = lazy_attributes(__name__, _HOMES)

@@ -1,19 +1,23 @@
 from __future__ import annotations
 
+import ast
 import importlib
 import inspect
+import subprocess
+import sys
 
+import pytest
 from inline_snapshot import snapshot
 
 import pydantic_ai_citations
+import pydantic_ai_citations.matrix
 import pydantic_ai_citations.testing
+import pydantic_ai_citations.ui
 
 
 def test_root_all_is_pinned():
     assert sorted(pydantic_ai_citations.__all__) == snapshot(
         [
-            'AnswerVersions',
-            'ApiLabel',
             'Arrival',
             'CapabilityMatrix',
             'CitationMarkupError',
@@ -26,17 +30,12 @@ def test_root_all_is_pinned():
             'ClaimVerification',
             'CleanStaleCitations',
             'Evidence',
-            'EvidenceFailure',
             'FinalAnswer',
-            'ModelInfo',
-            'PROBLEM_CODES',
             'PartArrival',
-            'PartSegment',
             'ProblemCode',
             'RawCitation',
             'RemovedMarkup',
             'RequestObservation',
-            'RetrievedSource',
             'SQLiteConversationStore',
             'SourceRef',
             'StoreCorruptionError',
@@ -46,28 +45,15 @@ def test_root_all_is_pinned():
             'TrackCitations',
             'UnverifiedEvidenceError',
             'VerifyEvidence',
-            'check_evidence',
-            'check_output_mode',
-            'cited_answer_ta',
-            'cited_run_ta',
-            'describe_model',
             'edit_text',
-            'edit_text_with_report',
             'find_stale',
-            'fingerprint_response',
             'redact',
             'removed_markup',
             'render_html',
             'render_markdown',
-            'retrieved_sources',
-            'scan_citation_markup',
             'stream_cited',
-            'strip_citation_markup',
-            'strip_json_markup',
-            'telemetry_attributes',
             'verify_claims',
             'verify_claims_sync',
-            'verify_evidence',
         ]
     )
 
@@ -101,20 +87,60 @@ def test_testing_all_is_pinned():
     )
 
 
+PUBLIC_MODULES = (
+    pydantic_ai_citations,
+    pydantic_ai_citations.testing,
+    pydantic_ai_citations.matrix,
+    pydantic_ai_citations.ui,
+)
+
+
 def test_every_public_name_exists_and_is_documented():
-    for module in (pydantic_ai_citations, pydantic_ai_citations.testing, pydantic_ai_citations.matrix):
+    for module in PUBLIC_MODULES:
+        assert sorted(set(module.__all__)) == sorted(module.__all__), module.__name__
+        assert set(module.__all__) <= set(dir(module)), module.__name__
         for name in module.__all__:
             value = getattr(module, name)
             if inspect.isfunction(value) or inspect.isclass(value):
                 assert inspect.getdoc(value), f'{module.__name__}.{name} has no docstring'
 
 
-def test_importing_the_root_loads_no_provider_sdk():
-    import subprocess
-    import sys
+def _new_modules(code: str) -> list[str]:
+    """The modules a fresh interpreter has after running `code` (pytest already imported, as in a session)."""
+    probe = f'import sys, pytest; before = set(sys.modules); {code}; print(sorted(set(sys.modules) - before))'
+    out = subprocess.run([sys.executable, '-c', probe], capture_output=True, text=True, check=True).stdout
+    return ast.literal_eval(out.strip())
 
+
+def test_importing_the_root_imports_nothing_else():
+    assert _new_modules('import pydantic_ai_citations') == ['pydantic_ai_citations', 'pydantic_ai_citations._lazy']
+
+
+def test_the_pytest_plugin_imports_nothing_until_used():
+    assert _new_modules('import pydantic_ai_citations.testing._plugin') == [
+        'pydantic_ai_citations',
+        'pydantic_ai_citations._lazy',
+        'pydantic_ai_citations.testing',
+        'pydantic_ai_citations.testing._plugin',
+    ]
+
+
+def test_the_public_names_load_no_testing_matrix_probes_or_ui():
+    loaded = _new_modules('from pydantic_ai_citations import *')
+    unwanted = ('pydantic_ai_citations.testing', 'pydantic_ai_citations.ui', 'pydantic_ai.ui')
+    assert [m for m in loaded if m.startswith(unwanted)] == []
+    assert 'pydantic_ai_citations.matrix._probes' not in loaded
+    assert 'pydantic_ai_citations.matrix._fixtures' not in loaded
+
+
+def test_unknown_root_name_raises_attribute_error():
+    with pytest.raises(AttributeError, match="has no attribute 'fingerprint_response'"):
+        pydantic_ai_citations.fingerprint_response  # noqa: B018  # pyright: ignore[reportAttributeAccessIssue]
+
+
+def test_importing_the_root_loads_no_provider_sdk():
     code = (
-        'import sys, pydantic_ai_citations; '
+        'import sys; from pydantic_ai_citations import *; '
         "print(sorted(m for m in ('anthropic', 'openai', 'google.genai', 'boto3', 'xai_sdk', 'cohere', 'mistralai', "
         "'groq', 'yaml', 'selectolax') if m in sys.modules))"
     )

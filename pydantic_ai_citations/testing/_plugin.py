@@ -39,11 +39,10 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from .._track import TrackCitations
-
-# The scenario module (and what it imports) is loaded only by sessions that use the scenarios: this plugin is loaded
-# in every pytest session of a project that installs the package.
+# Nothing of the package (nor Pydantic AI) is imported until a fixture is used: this plugin is loaded in every pytest
+# session of a project that installs the package (`benchmarks/bench_import.py` holds it to <= 20 ms).
 if TYPE_CHECKING:
+    from .._track import TrackCitations
     from ._citing_model import CitingStyle
     from ._scenarios import CitingAgentFactory, RunCitationScenario, Scenario, ScenarioResult
 
@@ -63,6 +62,8 @@ _MISSING_FACTORY = (
 @pytest.fixture
 def track_citations() -> TrackCitations:
     """A fresh `TrackCitations` capability: add it to the agent under test, then call `.report(result)`."""
+    from .._track import TrackCitations
+
     return TrackCitations()
 
 
