@@ -267,6 +267,10 @@ _MD_LABEL_SPECIAL = re.compile(r'([\\`*_\[\]()<>!|~&])')
 _MD_BODY_SPECIAL = '[]<>'
 _ASCII_PUNCT = frozenset('!"#$%&\'()*+,-./:;<=>?@[\\]^_`{|}~')
 _MD_LINK_RE = re.compile(r'(?<![\\!])\[([^\[\]\\\n]{1,300})\]\(([^\s()<>\\]{1,2000})\)')
+_MD_DEST_ENCODE = {c: f'%{ord(c):02X}' for c in '\\<>`()"\' ' + ''.join(map(chr, [*range(0x20), 0x7F]))}
+# Model text right after a mark must not continue its syntax: `[^1](https://evil)` would read as a link to the
+# model's destination, `[^1]: …` at a line start as a definition. Such a first character is escaped.
+_MD_AFTER_MARK = frozenset('(:')
 
 
 def _md_label(text: str) -> str:
@@ -275,10 +279,14 @@ def _md_label(text: str) -> str:
 
 
 def _md_dest(url: str) -> str:
-    """A checked URL as a Markdown link destination."""
-    dest = url.replace('\\', '%5C').replace('<', '%3C').replace('>', '%3E')
-    dest = re.sub(r'&(?=#?[0-9A-Za-z]+;)', r'\\&', dest)
-    return f'<{dest}>' if any(c in dest for c in ' ()') else dest
+    """A checked URL as a Markdown link destination that nothing in it can end early or turn into other syntax.
+
+    Backslashes, angle brackets, backticks, spaces, parentheses, quotes and control characters are percent-encoded
+    (a backtick left in would let a code span swallow the link syntax and expose the rest of the URL as Markdown);
+    an `&` that would read as an entity is escaped.
+    """
+    dest = ''.join(_MD_DEST_ENCODE.get(c, c) for c in url)
+    return re.sub(r'&(?=#?[0-9A-Za-z]+;)', r'\\&', dest)
 
 
 def _md_body_plain(text: str) -> str:
@@ -358,7 +366,10 @@ def render_markdown(
     body: list[str] = []
     for seg in _segments(answer):
         if isinstance(seg, str):
-            body.append(_md_body(seg, schemes))
+            text = _md_body(seg, schemes)
+            if body and text[:1] in _MD_AFTER_MARK:
+                text = '\\' + text
+            body.append(text)
             continue
         for number in seg.sources:
             if style == 'footnotes':

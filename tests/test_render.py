@@ -57,20 +57,20 @@ def test_markdown_inline_each_style():
     rendered = {style: render_markdown(_style_answer(style)) for style in CITING_STYLES}
     assert rendered == snapshot(
         {
-            'anthropic': 'K2 is 8,611 m tall.[[1]](https://en.wikipedia.org/wiki/K2) It lies on the China–Pakistan border[[2]](<https://example.com/border (map)>).\n',
-            'bedrock': 'K2 is 8,611 m tall.[[1]](https://en.wikipedia.org/wiki/K2) It lies on the China–Pakistan border[[2]](<https://example.com/border (map)>).\n',
-            'openai-responses': 'K2 is 8,611 m tall. [[1]](https://en.wikipedia.org/wiki/K2) It lies on the China–Pakistan border [[2]](<https://example.com/border (map)>).\n',
-            'openai-chat': 'K2 is 8,611 m tall. [[1]](https://en.wikipedia.org/wiki/K2) It lies on the China–Pakistan border [[2]](<https://example.com/border (map)>).\n',
+            'anthropic': 'K2 is 8,611 m tall.[[1]](https://en.wikipedia.org/wiki/K2) It lies on the China–Pakistan border[[2]](https://example.com/border%20%28map%29).\n',
+            'bedrock': 'K2 is 8,611 m tall.[[1]](https://en.wikipedia.org/wiki/K2) It lies on the China–Pakistan border[[2]](https://example.com/border%20%28map%29).\n',
+            'openai-responses': 'K2 is 8,611 m tall. [[1]](https://en.wikipedia.org/wiki/K2) It lies on the China–Pakistan border [[2]](https://example.com/border%20%28map%29).\n',
+            'openai-chat': 'K2 is 8,611 m tall. [[1]](https://en.wikipedia.org/wiki/K2) It lies on the China–Pakistan border [[2]](https://example.com/border%20%28map%29).\n',
             'openrouter': """\
 K2 is 8,611 m tall. It lies on the China–Pakistan border.
 
 **Sources used**
 
 - \\[1\\] [K2 - Wikipedia](https://en.wikipedia.org/wiki/K2) (en.wikipedia.org) — “K2 is 8,611 m tall.”
-- \\[2\\] [Border \\[map\\]](<https://example.com/border (map)>) (example.com) — “China–Pakistan border”
+- \\[2\\] [Border \\[map\\]](https://example.com/border%20%28map%29) (example.com) — “China–Pakistan border”
 """,
-            'google': 'K2 is 8,611 m tall.[[1]](https://en.wikipedia.org/wiki/K2) It lies on the China–Pakistan border[[2]](<https://example.com/border (map)>).\n',
-            'xai': 'K2 is 8,611 m tall. [[1]](https://en.wikipedia.org/wiki/K2) It lies on the China–Pakistan border [[2]](<https://example.com/border (map)>).\n',
+            'google': 'K2 is 8,611 m tall.[[1]](https://en.wikipedia.org/wiki/K2) It lies on the China–Pakistan border[[2]](https://example.com/border%20%28map%29).\n',
+            'xai': 'K2 is 8,611 m tall. [[1]](https://en.wikipedia.org/wiki/K2) It lies on the China–Pakistan border [[2]](https://example.com/border%20%28map%29).\n',
         }
     )
 
@@ -83,25 +83,25 @@ def test_markdown_footnotes_each_style():
 K2 is 8,611 m tall.[^1] It lies on the China–Pakistan border[^2].
 
 [^1]: [K2 - Wikipedia](https://en.wikipedia.org/wiki/K2) (en.wikipedia.org) — “K2 is 8,611 m tall.”
-[^2]: [Border \\[map\\]](<https://example.com/border (map)>) (example.com) — “China–Pakistan border”
+[^2]: [Border \\[map\\]](https://example.com/border%20%28map%29) (example.com) — “China–Pakistan border”
 """,
             'bedrock': """\
 K2 is 8,611 m tall.[^1] It lies on the China–Pakistan border[^2].
 
 [^1]: [en.wikipedia.org](https://en.wikipedia.org/wiki/K2)
-[^2]: [example.com](<https://example.com/border (map)>)
+[^2]: [example.com](https://example.com/border%20%28map%29)
 """,
             'openai-responses': """\
 K2 is 8,611 m tall. [^1] It lies on the China–Pakistan border [^2].
 
 [^1]: [K2 - Wikipedia](https://en.wikipedia.org/wiki/K2) (en.wikipedia.org)
-[^2]: [Border \\[map\\]](<https://example.com/border (map)>) (example.com)
+[^2]: [Border \\[map\\]](https://example.com/border%20%28map%29) (example.com)
 """,
             'openai-chat': """\
 K2 is 8,611 m tall. [^1] It lies on the China–Pakistan border [^2].
 
 [^1]: [K2 - Wikipedia](https://en.wikipedia.org/wiki/K2) (en.wikipedia.org)
-[^2]: [Border \\[map\\]](<https://example.com/border (map)>) (example.com)
+[^2]: [Border \\[map\\]](https://example.com/border%20%28map%29) (example.com)
 """,
             'openrouter': """\
 K2 is 8,611 m tall. It lies on the China–Pakistan border.
@@ -109,19 +109,19 @@ K2 is 8,611 m tall. It lies on the China–Pakistan border.
 **Sources used**
 
 - \\[1\\] [K2 - Wikipedia](https://en.wikipedia.org/wiki/K2) (en.wikipedia.org) — “K2 is 8,611 m tall.”
-- \\[2\\] [Border \\[map\\]](<https://example.com/border (map)>) (example.com) — “China–Pakistan border”
+- \\[2\\] [Border \\[map\\]](https://example.com/border%20%28map%29) (example.com) — “China–Pakistan border”
 """,
             'google': """\
 K2 is 8,611 m tall.[^1] It lies on the China–Pakistan border[^2].
 
 [^1]: [K2 - Wikipedia](https://en.wikipedia.org/wiki/K2) (en.wikipedia.org)
-[^2]: [Border \\[map\\]](<https://example.com/border (map)>) (example.com)
+[^2]: [Border \\[map\\]](https://example.com/border%20%28map%29) (example.com)
 """,
             'xai': """\
 K2 is 8,611 m tall. [^1] It lies on the China–Pakistan border [^2].
 
 [^1]: [en.wikipedia.org](https://en.wikipedia.org/wiki/K2)
-[^2]: [example.com](<https://example.com/border (map)>)
+[^2]: [example.com](https://example.com/border%20%28map%29)
 """,
         }
     )

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from urllib.parse import urlsplit
+from typing import Any
+from urllib.parse import unquote, urlsplit
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -21,7 +22,7 @@ from pydantic_ai import (
 from selectolax.lexbor import LexborHTMLParser as HTMLParser
 
 from pydantic_ai_citations._answer import CitedAnswer
-from pydantic_ai_citations._render import render_html, render_markdown
+from pydantic_ai_citations._render import _MD_LINK_RE, render_html, render_markdown, safe_url
 
 PAYLOAD_FILE = Path(__file__).with_name('xss_payloads.txt')
 ALLOWED = ('http', 'https')
@@ -85,27 +86,50 @@ def assert_safe_html(html: str, allowed: tuple[str, ...] = ALLOWED) -> HTMLParse
     return tree
 
 
-def assert_safe_markdown(md: str, allowed: tuple[str, ...] = ALLOWED) -> None:
+def _parsers() -> list[Any]:
     markdown_it = pytest.importorskip('markdown_it')
-    parser = markdown_it.MarkdownIt('commonmark')
-    parser.validateLink = lambda url: True  # see every link, including the ones markdown-it would drop
-    for token in parser.parse(md):
-        assert token.type not in ('html_block', 'html_inline'), f'raw HTML in Markdown: {token.content!r}'
-        for child in token.children or []:
-            assert child.type not in ('html_inline', 'image'), f'{child.type} in Markdown: {child.content!r}'
-            if child.type == 'link_open':
+    footnote = pytest.importorskip('mdit_py_plugins.footnote')
+    plain = markdown_it.MarkdownIt('commonmark')
+    # GitHub-style: footnotes, tables and strikethrough on top of CommonMark (linkify needs another package).
+    gfm = markdown_it.MarkdownIt('commonmark').use(footnote.footnote_plugin).enable(['table', 'strikethrough'])
+    for parser in (plain, gfm):
+        parser.validateLink = lambda url: True  # see every link, including the ones markdown-it would drop
+    return [plain, gfm]
+
+
+PARSERS = _parsers()
+
+
+def expected_links(answer: CitedAnswer, allowed: tuple[str, ...] = ALLOWED) -> set[str]:
+    """Where the package may put links: its sources' checked URLs, and the model's own inline links it keeps."""
+    urls = {safe_url(s.url, allowed) for s in answer.sources if s.url}
+    urls |= {safe_url(m.group(2), allowed) for m in _MD_LINK_RE.finditer(answer.text)}
+    return {unquote(u) for u in urls if u}
+
+
+def assert_safe_markdown(md: str, allowed: tuple[str, ...] = ALLOWED, *, links: set[str] | None = None) -> None:
+    """No HTML, no image, only allowed schemes; with `links`, every link points to one of them (or a footnote)."""
+    for parser in PARSERS:
+        for token in parser.parse(md):
+            assert token.type not in ('html_block', 'html_inline'), f'raw HTML in Markdown: {token.content!r}'
+            for child in token.children or []:
+                assert child.type not in ('html_inline', 'image'), f'{child.type} in Markdown: {child.content!r}'
+                if child.type != 'link_open':
+                    continue
                 href = str(child.attrs.get('href', ''))
                 scheme = browser_scheme(href)
                 assert scheme in (*allowed, ''), f'Markdown link with disallowed scheme: {href!r}'
                 if scheme == '':
                     # Only our own footnote marks read as relative links, in renderers without footnotes.
                     assert not re.match(r'\s*[A-Za-z][A-Za-z0-9+.\-]*:', href), href
-    # And the HTML a CommonMark renderer makes of it is safe too (its own link validation switched off).
-    rendered = parser.render(md)
-    tree = HTMLParser(rendered)
-    assert not tree.css('script, iframe, object, embed, svg, img, style, link, math')
-    for node in tree.css('a'):
-        assert browser_scheme(node.attributes.get('href') or '') in (*allowed, '')
+                elif links is not None:
+                    assert unquote(href) in links, f'link to {href!r}, which the package did not put there: {md!r}'
+        # And the HTML a CommonMark renderer makes of it is safe too (its own link validation switched off).
+        rendered = parser.render(md)
+        tree = HTMLParser(rendered)
+        assert not tree.css('script, iframe, object, embed, svg, img, style, link, math')
+        for node in tree.css('a'):
+            assert browser_scheme(node.attributes.get('href') or '') in (*allowed, '')
 
 
 def hostile_answer(text: str, title: str, url: str, excerpt: str, doc_id: str) -> CitedAnswer:
@@ -131,7 +155,68 @@ def test_payload_everywhere(payload: str):
         text_node = tree.css_first('.cited-answer-text')
         assert text_node is not None
     for style in ('inline', 'footnotes'):
-        assert_safe_markdown(render_markdown(answer, style))
+        assert_safe_markdown(render_markdown(answer, style), links=expected_links(answer))
+
+
+@pytest.mark.parametrize('payload', PAYLOADS)
+def test_payload_right_after_a_mark(payload: str):
+    # The mark sits after the first word; the payload follows it directly (`word[^1](https://evil…)`).
+    text = 'word' + payload
+    part = TextPart(
+        text,
+        citations=[Citation([WebCitationSource('https://ok.example/a')], anchor=ContentCitationAnchor(start=0, end=4))],
+    )
+    answer = CitedAnswer.from_messages([ModelResponse(parts=[part])])
+    for style in ('inline', 'footnotes'):
+        assert_safe_markdown(render_markdown(answer, style), links=expected_links(answer))
+
+
+@pytest.mark.parametrize(
+    'tail',
+    [
+        '(https://evil.example/phish)',
+        '(javascript:alert(1))',
+        ': https://evil.example/',
+        '[x](https://evil.example/)',
+        '[x]: https://evil.example/',
+        '(<https://evil.example/>)',
+        ' (https://evil.example/)',
+    ],
+)
+@pytest.mark.parametrize('style', ['inline', 'footnotes'])
+def test_marks_cannot_be_continued_into_links(tail: str, style: str):
+    text = 'claim' + tail
+    part = TextPart(
+        text,
+        citations=[Citation([WebCitationSource('https://ok.example/a')], anchor=ContentCitationAnchor(start=0, end=5))],
+    )
+    answer = CitedAnswer.from_messages([ModelResponse(parts=[part])])
+    md = render_markdown(answer, style)  # pyright: ignore[reportArgumentType]
+    links = {'https://ok.example/a'}
+    if tail.startswith('[x](https'):  # the model's own inline link, with an allowed scheme, is kept by design
+        links.add('https://evil.example/')
+    assert_safe_markdown(md, links=links)
+
+
+@pytest.mark.parametrize(
+    'url',
+    [
+        'https://ok.example/a`b` [x](javascript:alert(1))',
+        'https://ok.example/`code`/(x)',
+        'https://ok.example/a b<c>d"e\'f',
+        'https://ok.example/\x00\x1f\x7f',
+        'https://ok.example/a)(b',
+    ],
+)
+@pytest.mark.parametrize('style', ['inline', 'footnotes'])
+def test_hostile_source_urls_stay_one_link(url: str, style: str):
+    part = TextPart(
+        'claim text', citations=[Citation([WebCitationSource(url)], anchor=ContentCitationAnchor(start=0, end=5))]
+    )
+    answer = CitedAnswer.from_messages([ModelResponse(parts=[part])])
+    md = render_markdown(answer, style)  # pyright: ignore[reportArgumentType]
+    assert '`' not in md.split('claim', 1)[1]
+    assert_safe_markdown(md, links=expected_links(answer))
 
 
 @pytest.mark.parametrize('payload', PAYLOADS)
@@ -142,8 +227,8 @@ def test_payload_as_url_of_plain_answer(payload: str):
     text_node = tree.css_first('.cited-answer-text')
     assert text_node is not None
     assert text_node.text().startswith('Safe ')
-    assert_safe_markdown(render_markdown(answer))
-    assert_safe_markdown(render_markdown(answer, 'footnotes'))
+    assert_safe_markdown(render_markdown(answer), links=expected_links(answer))
+    assert_safe_markdown(render_markdown(answer, 'footnotes'), links=expected_links(answer))
 
 
 def test_text_round_trips_through_html_escaping():
@@ -163,8 +248,8 @@ hostile_text = st.lists(fragments, min_size=1, max_size=4).map(''.join)
 def test_hypothesis_hostile_strings(text: str, title: str, url: str, excerpt: str, doc_id: str):
     answer = hostile_answer(text or 'x', title, url, excerpt, doc_id or 'd')
     assert_safe_html(render_html(answer))
-    assert_safe_markdown(render_markdown(answer))
-    assert_safe_markdown(render_markdown(answer, 'footnotes'))
+    assert_safe_markdown(render_markdown(answer), links=expected_links(answer))
+    assert_safe_markdown(render_markdown(answer, 'footnotes'), links=expected_links(answer))
 
 
 @settings(max_examples=100, deadline=None)
@@ -182,7 +267,7 @@ def test_hypothesis_random_spans_never_break_output(data: st.DataObject, text: s
     answer = CitedAnswer.from_messages([ModelResponse(parts=[TextPart(text, citations=citations or None)])])
     for style in ('inline', 'footnotes'):
         md = render_markdown(answer, style)
-        assert_safe_markdown(md)
+        assert_safe_markdown(md, links=expected_links(answer))
         # Every anchored source gets a mark.
         for span in answer.spans:
             for number in span.sources:
