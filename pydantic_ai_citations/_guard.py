@@ -1,36 +1,36 @@
 r"""`StripCitationMarkup`: citation markup removed from tool arguments and structured output, and kept on the side.
 
 Pydantic AI keeps citations on text parts only. With tool, native or prompted output it stops asking providers for
-citations, but some models still write their citation markup into tool arguments and JSON fields:
+citations, but some models still write their citation markup into tool arguments and JSON fields: Anthropic /
+Bedrock-Claude cite tags (`(cite index="0-1">supported text</cite>`: the tags go, the text stays), OpenAI private-use
+markers (`\ue200cite\ue202turn0search1\ue201`) and bracket markers (`【4:0†source】`), removed entirely. What counts as
+markup, and what is prose (`Always (cite sources) when the error rate is > 5%.`), is decided by the package's one
+grammar, `formats.markup`.
 
-- Anthropic / Bedrock-Claude cite tags: `<cite index="0-1,0-2">supported text</cite>` (the opening `(cite …>` form
-  some models write is accepted too). The tags go, the supported text stays.
-- OpenAI private-use markers: `\ue200cite\ue202turn0search1\ue202turn0file2\ue201` (family, ids, optional line
-  locator). Removed entirely.
-- Assistants-style bracket markers: `【4:0†source】`. Removed entirely. A lone `【` (ordinary CJK punctuation) is not
-  markup: only `【<digits>[:<digits>]†` starts a marker.
-
-The scanner detects all three with offsets. What it cannot read unambiguously (an unterminated tag or marker, a tag
-nested in a tag, a stray closing tag or `\ue201`) is reported as a `malformed_marker` / `unterminated_marker`
-problem and the text around it is left exactly as it is: never guessed at. Markup split across two fields shows up
-as an unterminated opening in one field and a stray closing in the other, and is reported the same way.
+What cannot be read as well-formed markup (an unterminated tag or marker, a tag nested in a tag, a stray closing tag
+or `\ue201`) is reported as a `malformed_marker` / `unterminated_marker` problem, and its markup characters are removed
+too (the text they surround stays): a reader never sees half a cite tag or a private-use character. Markup split
+across two fields shows up as an unterminated opening in one field and a stray closing in the other, and is reported
+the same way.
 
 Whitespace: a removed *marker* takes one preceding space with it when that space follows a non-space character and
 the marker is followed by whitespace, closing punctuation or the end of the string (`'Paris is big \ue200…\ue201.'`
 becomes `'Paris is big.'`). Nothing else is touched, so text without markup stays byte-identical.
+
+Streamed structured output is cleaned at every partial too (`run_stream().stream_output()`): each partial is read as
+partial JSON, and a marker still open at the end of a string is held back until it closes.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import re
 import warnings
-import weakref
 from collections.abc import Sequence
 from dataclasses import KW_ONLY, dataclass, field, replace
-from typing import TYPE_CHECKING, Literal, Protocol, cast
+from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
 
+import pydantic_core
 from pydantic import JsonValue, TypeAdapter
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.exceptions import ModelRetry, UserError
@@ -39,6 +39,19 @@ from pydantic_ai.tools import RunContext, ToolDefinition
 
 from ._ledger import entry, lookup, record_problems
 from ._problems import CitationProblem, shorten
+from .formats.markup import (
+    MARKER_END,
+    MARKER_SEPARATOR,
+    MARKER_START,
+    MarkupIssue,
+    MarkupKind,
+    MarkupMatch,
+    MarkupScan,
+    StreamCleaner,
+    StrippedMarkup,
+    scan_markup,
+    strip_markup,
+)
 
 if TYPE_CHECKING:
     from pydantic_ai.capabilities.abstract import RawOutput, RawToolArgs
@@ -54,11 +67,13 @@ __all__ = (
     'MarkupKind',
     'MarkupMatch',
     'MarkupScan',
+    'OutputModeCheck',
     'RemovedMarkup',
     'StripCitationMarkup',
     'StrippedJson',
     'StrippedText',
     'check_output_mode',
+    'clean_partial_output',
     'format_path',
     'removed_markup',
     'removed_markup_ta',
@@ -68,293 +83,30 @@ __all__ = (
     'strip_raw_markup',
 )
 
-MarkupKind = Literal['cite_tag', 'openai_marker', 'bracket_marker']
-r"""`'cite_tag'`: Anthropic/Bedrock `<cite index="…">text</cite>`; `'openai_marker'`: `\ue200cite\ue202id\ue201`;
-`'bracket_marker'`: `【4:0†source】`."""
-
 FieldPath = tuple[str | int, ...]
 """Where a string sits in a JSON value: object keys and list indexes, outermost first, e.g. `('items', 2, 'body')`."""
 
 STRIP_EXTRAS_KEY = 'strip'
 """Key of `StripCitationMarkup`'s records in the run's ledger entry (`entry(run_id).extras['strip']`)."""
 
-# --- scanning -------------------------------------------------------------------------------------------------------
+# --- scanning: the package's one citation-markup grammar (`formats.markup`) -----------------------------------------
 
-_CITE_TOKEN = re.compile(r'(?P<open>[<(]cite(?:\s[^<>]*)?>)|(?P<close></cite>)')
-_INDEX_ATTR = re.compile(r'\bindex\s*=\s*["\']([^"\']*)["\']')
-_OAI_START, _OAI_END, _OAI_SEP = '\ue200', '\ue201', '\ue202'
-_OAI_FAMILY = re.compile(r'[A-Za-z_][A-Za-z0-9_-]*')
-_OAI_ID = re.compile(r'[\w.:-]+')
-_OAI_LOCATOR = re.compile(r'L\d+(?:-L\d+)?')
-_BRACKET_START = re.compile(r'【(\d+(?::\d+)?)†')
-_BRACKET_FULL = re.compile(r'【(\d+(?::\d+)?)†([^【】\n<>]*)】')
-_CLOSING = frozenset('.,;:!?)]}…»”’')
-
-
-@dataclass(frozen=True)
-class MarkupMatch:
-    """One piece of well-formed citation markup in a string."""
-
-    kind: MarkupKind
-    """Which markup family."""
-    start: int
-    """Start offset of the markup in the scanned text."""
-    end: int
-    """End offset (exclusive); for a cite tag, the end of `</cite>`."""
-    source_ids: tuple[str, ...]
-    """The source ids the markup names: cite-tag `index` values (`'0-1'`), OpenAI marker ids (`'turn0search1'`;
-    a line locator is not an id), the bracket marker's `'4:0'`."""
-    _: KW_ONLY
-    kept_start: int = 0
-    """Start of the text the markup wraps and that stays (cite tags); equal to `kept_end` for markers."""
-    kept_end: int = 0
-    """End of the kept text."""
-
-
-@dataclass(frozen=True)
-class MarkupIssue:
-    """Citation markup that cannot be read unambiguously; the text is left as it is."""
-
-    code: Literal['malformed_marker', 'unterminated_marker']
-    """`'unterminated_marker'`: an opening without its closing; `'malformed_marker'`: anything else (nesting, a
-    stray closing, a marker whose contents do not follow the grammar)."""
-    start: int
-    """Start offset of the region left untouched."""
-    end: int
-    """End offset (exclusive) of the region left untouched."""
-    reason: str
-    """What is wrong, for humans."""
-
-
-@dataclass(frozen=True)
-class MarkupScan:
-    """Everything the scanner found in one string."""
-
-    matches: tuple[MarkupMatch, ...] = ()
-    """Well-formed markup, sorted by offset, none inside an issue's region."""
-    issues: tuple[MarkupIssue, ...] = ()
-    """Markup left untouched, sorted by offset."""
-
-    @property
-    def found(self) -> bool:
-        """Whether any markup (well-formed or not) was found."""
-        return bool(self.matches or self.issues)
-
-
-def _scan_openai(text: str, atomic: list[MarkupMatch], issues: list[MarkupIssue]) -> None:
-    n = len(text)
-    i = 0
-    while i < n:
-        ch = text[i]
-        if ch == _OAI_START:
-            j = i + 1
-            while j < n and text[j] not in (_OAI_START, _OAI_END):
-                j += 1
-            if j >= n or text[j] == _OAI_START:
-                issues.append(
-                    MarkupIssue('unterminated_marker', i, j, 'OpenAI citation marker without its closing U+E201')
-                )
-                i = j
-                continue
-            ids = _openai_ids(text[i + 1 : j])
-            if ids is None:
-                issues.append(
-                    MarkupIssue('malformed_marker', i, j + 1, 'OpenAI citation marker not of the form family, ids')
-                )
-            else:
-                atomic.append(MarkupMatch('openai_marker', i, j + 1, ids, kept_start=i, kept_end=i))
-            i = j + 1
-        elif ch in (_OAI_END, _OAI_SEP):
-            issues.append(MarkupIssue('malformed_marker', i, i + 1, f'stray {ch!r} outside an OpenAI citation marker'))
-            i += 1
-        else:
-            i += 1
-
-
-def _openai_ids(inner: str) -> tuple[str, ...] | None:
-    family, *rest = inner.split(_OAI_SEP)
-    if not _OAI_FAMILY.fullmatch(family) or not rest:
-        return None
-    if len(rest) > 1 and _OAI_LOCATOR.fullmatch(rest[-1]):
-        rest = rest[:-1]
-    if not all(_OAI_ID.fullmatch(part) for part in rest):
-        return None
-    return tuple(rest)
-
-
-def _scan_brackets(text: str, atomic: list[MarkupMatch], issues: list[MarkupIssue]) -> None:
-    for start_match in _BRACKET_START.finditer(text):
-        start = start_match.start()
-        full = _BRACKET_FULL.match(text, start)
-        if full is not None:
-            atomic.append(
-                MarkupMatch('bracket_marker', start, full.end(), (full.group(1),), kept_start=start, kept_end=start)
-            )
-        else:
-            stop = len(text)
-            for stopper in ('【', '\n'):
-                k = text.find(stopper, start + 1)
-                if k != -1:
-                    stop = min(stop, k)
-            issues.append(
-                MarkupIssue('unterminated_marker', start, stop, 'bracket citation marker without its closing 】')
-            )
-
-
-def _cite_ids(open_tag: str) -> tuple[str, ...]:
-    found = _INDEX_ATTR.search(open_tag)
-    if found is None:
-        return ()
-    return tuple(part.strip() for part in found.group(1).split(',') if part.strip())
-
-
-def _scan_cites(
-    text: str, atomic: list[MarkupMatch], pairs: list[MarkupMatch], issues: list[MarkupIssue]
-) -> list[tuple[int, int]]:
-    """Match cite tags; returns the regions left untouched (nested, unterminated)."""
-    bad: list[tuple[int, int]] = []
-    stack: list[tuple[re.Match[str], list[bool]]] = []
-    taken = [(m.start, m.end) for m in atomic] + [(i.start, i.end) for i in issues]
-    for token in _CITE_TOKEN.finditer(text):
-        if any(start <= token.start() < end for start, end in taken):
-            continue  # inside an OpenAI or bracket marker, or text left as it is: not a tag of its own
-        if token.group('open') is not None:
-            stack.append((token, [False]))
-            continue
-        if not stack:
-            issues.append(MarkupIssue('malformed_marker', token.start(), token.end(), '</cite> without an opening tag'))
-            continue
-        opened, nested = stack.pop()
-        if stack:
-            stack[-1][1][0] = True
-        if nested[0]:
-            issues.append(MarkupIssue('malformed_marker', opened.start(), token.end(), 'cite tag nested in a cite tag'))
-            bad.append((opened.start(), token.end()))
-        else:
-            pairs.append(
-                MarkupMatch(
-                    'cite_tag',
-                    opened.start(),
-                    token.end(),
-                    _cite_ids(opened.group()),
-                    kept_start=opened.end(),
-                    kept_end=token.start(),
-                )
-            )
-    for opened, _nested in stack:
-        issues.append(MarkupIssue('unterminated_marker', opened.start(), len(text), 'cite tag without its </cite>'))
-        bad.append((opened.start(), len(text)))
-    return bad
+StrippedText = StrippedMarkup
+"""What `strip_citation_markup` returns (`formats.markup.StrippedMarkup`)."""
 
 
 def scan_citation_markup(text: str) -> MarkupScan:
-    """Find citation markup in one string, with offsets; never raises.
+    """Find citation markup in one string, with offsets (`formats.markup.scan_markup`, numbered markers left alone)."""
+    return scan_markup(text)
 
-    Every offset lies inside `text`. Well-formed markup inside a region reported as an issue is not listed as a
-    match: that region is left exactly as it is.
+
+def strip_citation_markup(text: str) -> StrippedMarkup:
+    """Remove citation markup from one string (`formats.markup.strip_markup`, numbered markers left alone).
+
+    Well-formed markup goes (cite tags keep the text they wrap); of what cannot be read, the markup characters go and
+    it is reported in `issues`.
     """
-    atomic: list[MarkupMatch] = []
-    issues: list[MarkupIssue] = []
-    if _OAI_START in text or _OAI_END in text or _OAI_SEP in text:
-        _scan_openai(text, atomic, issues)
-    if '【' in text:
-        _scan_brackets(text, atomic, issues)
-    pairs: list[MarkupMatch] = []
-    bad: list[tuple[int, int]] = []
-    if 'cite' in text:
-        bad = _scan_cites(text, atomic, pairs, issues)
-
-    bad += [(i.start, i.end) for i in issues]  # markup inside text left as it is stays too
-
-    def touches_bad(m: MarkupMatch) -> bool:
-        # What would be removed must not cut into a region left as it is: for a cite tag that is its two tags (the
-        # text it wraps stays anyway), for a marker all of it.
-        removed = ((m.start, m.kept_start), (m.kept_end, m.end)) if m.kind == 'cite_tag' else ((m.start, m.end),)
-        return any(
-            (b_start <= m.start and m.end <= b_end)
-            or any(r_start < b_end and b_start < r_end for r_start, r_end in removed)
-            for b_start, b_end in bad
-        )
-
-    matches = sorted((m for m in (*atomic, *pairs) if not touches_bad(m)), key=lambda m: (m.start, -m.end))
-    # A nested region inside another nested region is one problem, reported once (the outermost).
-    outer = [
-        i
-        for i in issues
-        if not any(
-            o is not i and o.start <= i.start and i.end <= o.end and (o.start, o.end) != (i.start, i.end)
-            for o in issues
-        )
-        or i.code == 'unterminated_marker'
-    ]
-    return MarkupScan(tuple(matches), tuple(sorted(outer, key=lambda i: (i.start, i.end))))
-
-
-@dataclass(frozen=True)
-class StrippedText:
-    """A string with its well-formed citation markup removed."""
-
-    text: str
-    """The text without markup (cite tags keep the text they wrap)."""
-    scan: MarkupScan
-    """What was found, offsets into the original text."""
-
-
-def strip_citation_markup(text: str) -> StrippedText:
-    """Remove well-formed citation markup from one string; leave issues as they are (see the module docstring)."""
-    scan = scan_citation_markup(text)
-    if not scan.matches:
-        return StrippedText(text, scan)
-    # Character ranges to delete: markers whole, cite tags' opening and closing tags only.
-    cuts: list[tuple[int, int, bool]] = []  # (start, end, is_marker)
-    for m in scan.matches:
-        if m.kind == 'cite_tag':
-            cuts.append((m.start, m.kept_start, False))
-            cuts.append((m.kept_end, m.end, False))
-        else:
-            cuts.append((m.start, m.end, True))
-    cuts.sort()
-    out: list[str] = []
-    pos = 0
-    for index, (start, end, is_marker) in enumerate(cuts):
-        out.append(text[pos:start])
-        pos = end
-        if is_marker:
-            _drop_space_before(out, text, cuts, index)
-    out.append(text[pos:])
-    return StrippedText(''.join(out), scan)
-
-
-def _drop_space_before(out: list[str], text: str, cuts: list[tuple[int, int, bool]], index: int) -> None:
-    """Drop one space before a removed marker when it separated a word from punctuation, whitespace or the end."""
-    # The character after the marker, skipping markup removed right after it.
-    after = cuts[index][1]
-    for start, end, _is_marker in cuts[index + 1 :]:
-        if start != after:
-            break
-        after = end
-    nxt = text[after] if after < len(text) else ''
-    if nxt and not nxt.isspace() and nxt not in _CLOSING:
-        return
-    tail = _tail(out, 2)
-    if len(tail) == 2 and tail[1] == ' ' and not tail[0].isspace():
-        _pop_last_char(out)
-
-
-def _tail(out: list[str], n: int) -> str:
-    acc = ''
-    for piece in reversed(out):
-        acc = piece + acc
-        if len(acc) >= n:
-            break
-    return acc[-n:]
-
-
-def _pop_last_char(out: list[str]) -> None:
-    while out and not out[-1]:
-        out.pop()
-    if out:
-        out[-1] = out[-1][:-1]
+    return strip_markup(text)
 
 
 # --- JSON values ----------------------------------------------------------------------------------------------------
@@ -400,16 +152,19 @@ class StrippedJson:
     removed: list[RemovedMarkup] = field(default_factory=list[RemovedMarkup])
     """What was removed, in document order."""
     problems: list[CitationProblem] = field(default_factory=list[CitationProblem])
-    """Markup left as it is (malformed, unterminated, nested, split across fields, in keys)."""
+    """Markup that could not be read (malformed, unterminated, nested, split across fields; its markup characters are
+    removed from string values) and markup in object keys (keys are never rewritten)."""
     problem_paths: list[FieldPath] = field(default_factory=list[FieldPath])
     """The field each of `problems` was found in (same order)."""
     fields: list[FieldPath] = field(default_factory=list[FieldPath])
     """Paths of the fields that held markup (removed or left), in document order, without repeats."""
+    edited: bool = False
+    """Whether a string value was edited (well-formed markup removed, or the markup of what could not be read)."""
 
     @property
     def changed(self) -> bool:
         """Whether anything was removed."""
-        return bool(self.removed)
+        return bool(self.removed) or self.edited
 
 
 def format_path(path: FieldPath) -> str:
@@ -433,6 +188,7 @@ class _Acc:
     removed: list[RemovedMarkup] = field(default_factory=list[RemovedMarkup])
     found: _Found = field(default_factory=list[tuple[FieldPath, CitationProblem]])
     order: dict[FieldPath, None] = field(default_factory=dict[FieldPath, None])
+    changed: bool = False
 
 
 def strip_json_markup(value: JsonValue) -> StrippedJson:
@@ -449,6 +205,7 @@ def strip_json_markup(value: JsonValue) -> StrippedJson:
         [p for _, p in acc.found],
         [path for path, _ in acc.found],
         list(acc.order),
+        acc.changed,
     )
 
 
@@ -495,16 +252,18 @@ def _strip_string(text: str, path: FieldPath, acc: _Acc) -> str:
             )
         )
     where = format_path(path)
-    for issue in stripped.scan.issues:
+    for issue in stripped.issues:
         problem = CitationProblem(
             issue.code,
-            f'{issue.reason} in {where}; left as it is',
+            f'{issue.reason} in {where}; its markup was removed',
             start=issue.start,
             end=issue.end,
             detail=shorten(f'{where}: {text[issue.start : issue.end]}'),
         )
         acc.found.append((path, problem))
-    return stripped.text if stripped.scan.matches else text
+    if stripped.cuts:
+        acc.changed = True
+    return stripped.text
 
 
 def _link_split_markup(found: _Found) -> None:
@@ -546,7 +305,7 @@ def strip_raw_markup(raw: str | dict[str, object]) -> tuple[str | dict[str, obje
     own validation retries it.
     """
     if isinstance(raw, str):
-        if not any(c in raw for c in ('cite', _OAI_START, _OAI_END, _OAI_SEP, '【', '\\u')):
+        if not _may_hold_markup(raw):
             return raw, None  # fast path: nothing that could be markup, not even JSON-escaped
         ok, parsed = _parse_raw(raw)
         if not ok:
@@ -563,6 +322,49 @@ def strip_raw_markup(raw: str | dict[str, object]) -> tuple[str | dict[str, obje
     except RecursionError:
         return raw, None
     return cast(dict[str, object], result.value), result
+
+
+def _may_hold_markup(raw: str) -> bool:
+    return any(c in raw for c in ('cite', MARKER_START, MARKER_END, MARKER_SEPARATOR, '【', '\\u'))
+
+
+def clean_partial_output(raw: str | dict[str, object]) -> str | dict[str, object]:
+    """Clean one streamed partial of tool arguments or structured output, for display while it streams.
+
+    The partial JSON is read as Pydantic AI reads partials (`pydantic_core.from_json(..., allow_partial=...)`), every
+    string is cleaned as `formats.markup.StreamCleaner` cleans streamed text (a marker or tag still open at the end
+    of a string is held back), and the value is written back as JSON. Nothing is recorded: the final output is
+    stripped, and reported, once it is complete. Text that cannot be read as partial JSON is returned as it is.
+    """
+    if isinstance(raw, str):
+        if not _may_hold_markup(raw):
+            return raw
+        start = raw.find('{')
+        if start < 0:
+            return raw
+        body = raw[start:]
+        fenced = _MARKDOWN_FENCES.search(raw)
+        if fenced is not None:
+            body = fenced.group(1)
+        try:
+            parsed = pydantic_core.from_json(body, allow_partial='trailing-strings')
+            return json.dumps(_clean_strings(parsed), ensure_ascii=False)
+        except (ValueError, RecursionError):
+            return raw
+    try:
+        return cast(dict[str, object], _clean_strings(raw))
+    except RecursionError:
+        return raw
+
+
+def _clean_strings(value: object) -> object:
+    if isinstance(value, str):
+        return StreamCleaner().feed(value)
+    if isinstance(value, list):
+        return [_clean_strings(item) for item in cast(list[object], value)]
+    if isinstance(value, dict):
+        return {key: _clean_strings(item) for key, item in cast(dict[object, object], value).items()}
+    return value
 
 
 class CitationMarkupError(UserError):
@@ -597,17 +399,19 @@ _DISABLED_HINT = (
     'check of each claim. See docs/structured-output.md.'
 )
 
-_warned_ids: set[int] = set()
 _OUTPUT_MODE_KEY = 'output_mode_checked'
 
 
-def check_output_mode(ctx: RunContext[object], request_context: ModelRequestContext) -> CitationProblem | None:
+def check_output_mode(
+    ctx: RunContext[object], request_context: ModelRequestContext, *, warn: bool = True
+) -> CitationProblem | None:
     """Make silent disabling of citations visible; call it from a `prepare_model_request` hook.
 
     When the effective `citations` model setting is true (`Citations()` or `model_settings={'citations': True}`;
     an explicit run-level `False` wins, as in Pydantic AI) but the request's output mode is not text, records one
-    `citations_disabled_by_output_mode` problem per run in the ledger, warns `CitationsDisabledWarning` once per
-    agent, and returns the problem (also on later calls in the same run). Returns `None` otherwise.
+    `citations_disabled_by_output_mode` problem per run in the ledger, warns `CitationsDisabledWarning` on the first
+    call in the run (unless `warn=False`), and returns the problem (also on later calls in the same run). Returns
+    `None` otherwise.
     """
     settings = request_context.model_settings or {}
     if not settings.get('citations'):
@@ -630,22 +434,27 @@ def check_output_mode(ctx: RunContext[object], request_context: ModelRequestCont
                 return earlier
             run.extras[_OUTPUT_MODE_KEY] = problem
             run.problems.append(problem)
-    _warn_once(ctx, problem)
+    if warn:
+        warnings.warn(problem.message, CitationsDisabledWarning, stacklevel=2)
     return problem
 
 
-def _warn_once(ctx: RunContext[object], problem: CitationProblem) -> None:
-    agent = ctx.agent
-    if agent is not None:
-        key = id(agent)
-        if key in _warned_ids:
-            return
-        _warned_ids.add(key)
-        # Agents are unhashable (no WeakSet): key by id, and forget the id when the agent is collected so a new
-        # agent that reuses it still gets its warning. Not weak-referenceable: the id stays (a rare missed warning).
-        with contextlib.suppress(TypeError):
-            weakref.finalize(agent, _warned_ids.discard, key)
-    warnings.warn(problem.message, CitationsDisabledWarning, stacklevel=2)
+@dataclass
+class OutputModeCheck:
+    """`check_output_mode` that warns once per capability instance, i.e. once per agent.
+
+    A capability holds one and hands the same object to the copies its `for_run` makes; no state outlives the
+    capability.
+    """
+
+    warned: bool = False
+    """Whether `CitationsDisabledWarning` was given."""
+
+    def __call__(self, ctx: RunContext[Any], request_context: ModelRequestContext) -> CitationProblem | None:
+        """Check one request (see `check_output_mode`); warn only the first time a problem is found."""
+        problem = check_output_mode(ctx, request_context, warn=not self.warned)
+        self.warned = self.warned or problem is not None
+        return problem
 
 
 @dataclass
@@ -656,7 +465,10 @@ class StripCitationMarkup(AbstractCapability[object]):
     output). What was removed is recorded in the run's ledger: one `markup_in_output` problem per field, and the
     `RemovedMarkup` list under `entry(run_id).extras['strip']` (read it with `removed_markup(result)`). The message
     history keeps the model's arguments as they were. Invalid JSON arguments are left untouched for Pydantic AI's
-    own retry. Malformed markup is reported and left as it is.
+    own retry. Markup that cannot be read is reported, and its markup characters are removed.
+
+    Streamed structured output (`run_stream().stream_output()`) is cleaned at every partial, whatever the policy
+    (`clean_partial_output`); the policy applies to the complete output.
     """
 
     _: KW_ONLY
@@ -676,14 +488,18 @@ class StripCitationMarkup(AbstractCapability[object]):
         if self.policy not in ('strip', 'retry', 'error'):
             raise UserError(f"StripCitationMarkup(policy={self.policy!r}): use 'strip', 'retry' or 'error'")
 
+    _output_mode: OutputModeCheck = field(default_factory=OutputModeCheck, init=False, repr=False, compare=False)
+
     async def for_run(self, ctx: RunContext[object]) -> StripCitationMarkup:
-        return replace(self)
+        fresh = replace(self)
+        fresh._output_mode = self._output_mode  # one warning per agent: the agent's instance owns the check
+        return fresh
 
     async def prepare_model_request(
         self, ctx: RunContext[object], request_context: ModelRequestContext
     ) -> ModelRequestContext:
         if self.warn_when_disabled:
-            check_output_mode(ctx, request_context)
+            self._output_mode(ctx, request_context)
         return request_context
 
     async def before_tool_validate(
@@ -691,17 +507,16 @@ class StripCitationMarkup(AbstractCapability[object]):
     ) -> RawToolArgs:
         if not self.tools:
             return args
-        return self._handle(ctx, cast('str | dict[str, object]', args), 'tool_args', call, final=True)  # pyright: ignore[reportReturnType]
+        return self._handle(ctx, cast('str | dict[str, object]', args), 'tool_args', call)  # pyright: ignore[reportReturnType]
 
     async def before_output_validate(
         self, ctx: RunContext[object], *, output_context: OutputContext, output: RawOutput
     ) -> RawOutput:
         if not self.output:
             return output
-        final = not ctx.partial_output  # streamed partial outputs are stripped but neither recorded nor rejected
-        return self._handle(
-            ctx, cast('str | dict[str, object]', output), 'output', output_context.tool_call, final=final
-        )  # pyright: ignore[reportReturnType]
+        if ctx.partial_output:  # a streamed partial: cleaned for display, neither recorded nor rejected
+            return clean_partial_output(cast('str | dict[str, object]', output))  # pyright: ignore[reportReturnType]
+        return self._handle(ctx, cast('str | dict[str, object]', output), 'output', output_context.tool_call)  # pyright: ignore[reportReturnType]
 
     def _handle(
         self,
@@ -709,14 +524,10 @@ class StripCitationMarkup(AbstractCapability[object]):
         raw: str | dict[str, object],
         target: Literal['tool_args', 'output'],
         call: ToolCallPart | None,
-        *,
-        final: bool,
     ) -> str | dict[str, object]:
         new, result = strip_raw_markup(raw)
         if result is None or not (result.removed or result.problems):
             return raw
-        if not final:
-            return new if self.policy == 'strip' else raw
         tool_name = call.tool_name if call is not None else None
         call_id = call.tool_call_id if call is not None else None
         removed = [replace(r, target=target, tool_name=tool_name, tool_call_id=call_id) for r in result.removed]

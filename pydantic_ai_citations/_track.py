@@ -54,7 +54,7 @@ from pydantic_ai.run import AgentRunResult
 
 from . import _ledger
 from ._answer import CitedAnswer
-from ._guard import check_output_mode
+from ._guard import OutputModeCheck
 from ._history import fingerprint_response
 from ._models import ApiLabel, ModelInfo, describe_model, describe_serving_model
 from ._problems import CitationProblem
@@ -257,6 +257,7 @@ class TrackCitations(AbstractCapability[Any]):
     """One per agent by default; pass a distinct id to keep two."""
 
     _run: _RunState | None = field(default=None, init=False, repr=False, compare=False)
+    _output_mode: OutputModeCheck = field(default_factory=OutputModeCheck, init=False, repr=False, compare=False)
 
     @property
     def has_wrap_run_event_stream(self) -> bool:
@@ -268,6 +269,7 @@ class TrackCitations(AbstractCapability[Any]):
 
     async def for_run(self, ctx: RunContext[Any]) -> TrackCitations:
         run = dataclasses.replace(self)
+        run._output_mode = self._output_mode  # warns once per agent: the agent's instance owns the check
         run_id = ctx.run_id or _new_run_id()
         run._run = _RunState(run_id)
         _ledger.entry(run_id).extras['track'] = run._run
@@ -287,7 +289,7 @@ class TrackCitations(AbstractCapability[Any]):
             )
             with state.lock:
                 state.requests.append(request)
-            check_output_mode(ctx, request_context)
+            self._output_mode(ctx, request_context)
         return request_context
 
     def get_wrapper_model(self, model: Model) -> Model | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -79,36 +80,77 @@ def test_cite_index_lists_several_ids():
 
 
 @pytest.mark.parametrize(
-    ('text', 'codes'),
+    ('text', 'codes', 'clean'),
     [
-        pytest.param(CITE + ' index="1">text', ['unterminated_marker'], id='cite-unterminated'),
-        pytest.param('(cite index="1">text', ['unterminated_marker'], id='paren-cite-unterminated'),
-        pytest.param('see \ue200cite\ue202turn0', ['unterminated_marker'], id='openai-unterminated'),
-        pytest.param('see 【4:0†source', ['unterminated_marker'], id='bracket-unterminated'),
-        pytest.param(f'{OPEN}a {OPEN}b{CLOSE} c{CLOSE}', ['malformed_marker'], id='cite-nested'),
-        pytest.param(f'{OPEN}a {OPEN}{OPEN}b{CLOSE}{CLOSE} c{CLOSE}', ['malformed_marker'], id='cite-nested-twice'),
-        pytest.param(f'text{CLOSE}', ['malformed_marker'], id='stray-close'),
-        pytest.param('text\ue201', ['malformed_marker'], id='stray-openai-end'),
-        pytest.param('\ue200\ue201', ['malformed_marker'], id='openai-empty'),
-        pytest.param('\ue200cite\ue201', ['malformed_marker'], id='openai-no-ids'),
-        pytest.param('\ue200cite\ue202a b\ue201', ['malformed_marker'], id='openai-bad-id'),
+        pytest.param(CITE + ' index="1">text', ['unterminated_marker'], 'text', id='cite-unterminated'),
+        pytest.param('(cite index="1">text', ['unterminated_marker'], 'text', id='paren-cite-unterminated'),
+        pytest.param('see \ue200cite\ue202turn0', ['unterminated_marker'], 'see', id='openai-unterminated'),
+        pytest.param('see 【4:0†source', ['unterminated_marker'], 'see', id='bracket-unterminated'),
+        pytest.param(f'{OPEN}a {OPEN}b{CLOSE} c{CLOSE}', ['malformed_marker'], 'a b c', id='cite-nested'),
+        pytest.param(
+            f'{OPEN}a {OPEN}{OPEN}b{CLOSE}{CLOSE} c{CLOSE}', ['malformed_marker'], 'a b c', id='cite-nested-twice'
+        ),
+        pytest.param(f'text{CLOSE}', ['malformed_marker'], 'text', id='stray-close'),
+        pytest.param('text\ue201', ['malformed_marker'], 'text', id='stray-openai-end'),
+        pytest.param('\ue200\ue201', ['malformed_marker'], '', id='openai-empty'),
+        pytest.param('\ue200cite\ue201', ['malformed_marker'], '', id='openai-no-ids'),
+        pytest.param('\ue200cite\ue202a b\ue201', ['malformed_marker'], '', id='openai-bad-id'),
     ],
 )
-def test_bad_markup_is_reported_and_left_as_is(text: str, codes: list[str]):
+def test_bad_markup_is_reported_and_its_markup_removed(text: str, codes: list[str], clean: str):
+    # Was: left exactly as it is. A reader must never see half a cite tag or a private-use character (issue 12), so
+    # the markup characters go and the words stay; what was removed is reported.
     stripped = strip_citation_markup(text)
     assert [i.code for i in stripped.scan.issues] == codes
-    assert stripped.text == text
+    assert stripped.text == clean
     for issue in stripped.scan.issues:
         assert 0 <= issue.start < issue.end <= len(text)
 
 
-def test_unterminated_cite_shadows_what_follows_but_later_markers_are_stripped():
+def test_markup_after_an_unterminated_opening_is_still_markup():
     text = f'{OPEN}a {OPEN}b{CLOSE} end'
     stripped = strip_citation_markup(text)
-    assert stripped.text == text  # from the unterminated opening on, nothing is guessed
+    assert stripped.text == 'a b end'
     assert [i.code for i in stripped.scan.issues] == ['unterminated_marker']
     text2 = f'\ue200cite\ue202t0 then {OAI}.'
-    assert strip_citation_markup(text2).text == '\ue200cite\ue202t0 then.'
+    assert strip_citation_markup(text2).text == ' then.'
+
+
+@pytest.mark.parametrize(
+    'text',
+    [
+        pytest.param('Always (cite sources) when the error rate is > 5%.', id='paren-prose'),
+        pytest.param('We (cite them) all, as 3 > 2.', id='paren-prose-2'),
+        pytest.param('Quote <cite the author> below', id='angle-no-attribute-syntax'),
+    ],
+)
+def test_prose_is_not_markup(text: str):
+    assert not scan_citation_markup(text).found
+    assert strip_citation_markup(text).text == text
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize('policy', ['strip', 'retry', 'error'])
+async def test_prose_in_structured_output_is_not_flagged(policy: Any):
+    prose = 'Always (cite sources) when the error rate is > 5%.'
+    calls: list[int] = []
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        calls.append(1)
+        return ModelResponse(parts=[ToolCallPart(info.output_tools[0].name, {'title': prose, 'items': []})])
+
+    agent = Agent(FunctionModel(model), output_type=Report, capabilities=[StripCitationMarkup(policy=policy)])
+    result = await agent.run('q')
+    assert result.output.title == prose
+    assert calls == [1]  # no retry burnt
+    assert lookup(result.run_id) is None  # nothing recorded
+
+
+def test_paren_cite_tag_removed_whole():
+    # The guard removed it whole while history cleaning left the opening tag; one grammar now decides for both.
+    stripped = strip_citation_markup('(cite index="0-1">x</cite> and more')
+    assert stripped.text == 'x and more'
+    assert [(m.kind, m.source_ids) for m in stripped.scan.matches] == [('cite_tag', ('0-1',))]
 
 
 # --- JSON values ----------------------------------------------------------------------------------------------------
@@ -144,13 +186,15 @@ def test_strip_json_paths_and_keys_left_alone():
 
 def test_markup_split_across_keys_is_reported():
     result = strip_json_markup({'a': f'{OPEN}first half', 'b': f'second half{CLOSE}'})
-    assert result.value == {'a': f'{OPEN}first half', 'b': f'second half{CLOSE}'}
+    assert result.value == {'a': 'first half', 'b': 'second half'}
+    assert result.changed
     assert [(p.code, path) for p, path in zip(result.problems, result.problem_paths, strict=True)] == [
         ('unterminated_marker', ('a',)),
         ('malformed_marker', ('b',)),
     ]
     assert 'split across fields a and b' in result.problems[1].message
     oai = strip_json_markup({'a': 'x \ue200cite\ue202turn0', 'b': '\ue201 y'})
+    assert oai.value == {'a': 'x', 'b': ' y'}
     assert [p.code for p in oai.problems] == ['unterminated_marker', 'malformed_marker']
     assert 'split across fields' in oai.problems[1].message
 
@@ -295,7 +339,7 @@ async def test_error_policy_raises_named_user_error():
 
 
 @pytest.mark.anyio
-async def test_bad_markup_in_tool_args_reported_not_guessed():
+async def test_bad_markup_in_tool_args_reported_and_removed():
     seen: list[str] = []
     args = {'query': f'{OPEN}Paris', 'other': f'{OPEN}a {OPEN}b{CLOSE}{CLOSE}'}
     agent = Agent(FunctionModel(_tool_then_text(args)), capabilities=[StripCitationMarkup()])
@@ -307,7 +351,7 @@ async def test_bad_markup_in_tool_args_reported_not_guessed():
         return 'ok'
 
     result = await agent.run('q')
-    assert seen == [args['query'], args['other']]
+    assert seen == ['Paris', 'a b']
     run = lookup_entry(result.run_id)
     assert sorted(p.code for p in run.problems) == ['malformed_marker', 'unterminated_marker']
     assert removed_markup(result) == []
@@ -411,6 +455,39 @@ async def test_streamed_output_stripped():
         output = await run.get_output()
     assert output.items[2].body == 'Paris is big.'
     assert len(removed_markup(run.run_id)) == 3  # partial validations are not recorded
+
+
+PRIVATE_OR_TAG = re.compile('[\ue200-\ue202]|[<(]cite[^>]*>|</cite>|【[^】]*†')
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize('step', [3, 7, 17])
+@pytest.mark.parametrize('mode', ['tool', 'native'])
+async def test_every_streamed_partial_is_clean(step: int, mode: str):
+    from pydantic_ai.models.function import DeltaToolCall, DeltaToolCalls
+
+    text = json.dumps(REPORT_ARGS, ensure_ascii=False)
+
+    async def stream(messages: list[ModelMessage], info: AgentInfo):
+        for i in range(0, len(text), step):
+            if mode == 'tool':
+                name = info.output_tools[0].name if i == 0 else None
+                delta: DeltaToolCalls = {0: DeltaToolCall(name=name, json_args=text[i : i + step])}
+                yield delta
+            else:
+                yield text[i : i + step]
+
+    output_type: Any = Report if mode == 'tool' else NativeOutput(Report)
+    agent = Agent(FunctionModel(stream_function=stream), output_type=output_type, capabilities=[StripCitationMarkup()])
+    partials: list[Report] = []
+    async with agent.run_stream('q') as run:
+        async for partial in run.stream_output(debounce_by=None):
+            partials.append(partial)
+    assert len(partials) > 3
+    # Every partial, not only the last one, is free of markup (most of them used to show it).
+    dirty = [p for p in partials if PRIVATE_OR_TAG.search(p.model_dump_json())]
+    assert dirty == []
+    assert partials[-1].items[2].body == 'Paris is big.'
 
 
 # --- citations disabled by the output mode --------------------------------------------------------------------------
@@ -564,7 +641,7 @@ def test_errors_pickle():
 
 
 @pytest.mark.anyio
-async def test_retry_policy_counts_malformed_markup_and_partial_outputs_are_left():
+async def test_retry_policy_counts_malformed_markup_and_partial_outputs_are_cleaned():
     from pydantic_ai.exceptions import ModelRetry
     from pydantic_ai.models.test import TestModel
     from pydantic_ai.output import OutputContext
@@ -578,14 +655,17 @@ async def test_retry_policy_counts_malformed_markup_and_partial_outputs_are_left
         await cap.before_output_validate(ctx, output_context=octx, output={'a': f'{OPEN}unclosed'})
     partial = RunContext[object](deps=None, model=TestModel(), usage=RunUsage(), partial_output=True)
     raw = {'a': f'x {OAI}'}
-    assert await cap.before_output_validate(partial, output_context=octx, output=raw) is raw
+    # Partials are cleaned for display whatever the policy; the policy applies to the complete output.
+    assert await cap.before_output_validate(partial, output_context=octx, output=raw) == {'a': 'x'}
     strip = StripCitationMarkup()
     assert await strip.before_output_validate(partial, output_context=octx, output=raw) == {'a': 'x'}
     assert await strip.before_output_validate(ctx, output_context=octx, output='{"a": "plain"}') == '{"a": "plain"}'
 
 
-def test_markup_inside_text_left_as_is_stays():
+def test_markup_after_an_unterminated_marker_is_removed_too():
+    # Was: everything after an unterminated marker left as it is; the markup in it is markup all the same.
     text = f'\ue200cite\ue202x {BRACKET} {OPEN}y{CLOSE}'
     stripped = strip_citation_markup(text)
-    assert stripped.text == text
+    assert stripped.text == ' y'
     assert [i.code for i in stripped.scan.issues] == ['unterminated_marker']
+    assert [m.kind for m in stripped.scan.matches] == ['bracket_marker', 'cite_tag']

@@ -172,12 +172,12 @@ def test_scanner_never_crashes_and_offsets_are_inside(text: str):
     for issue in scan.issues:
         assert 0 <= issue.start < issue.end <= len(text) or (issue.start == issue.end == len(text))
     stripped = strip_citation_markup(text)
-    if not scan.matches:
+    if not scan.found:
         assert stripped.text == text
     else:
         assert len(stripped.text) < len(text)
-    for issue in scan.issues:  # text with an issue is left as it is
-        assert text[issue.start : issue.end] in stripped.text
+    # What could not be read loses its markup characters too (it used to be left as it was).
+    assert not any(c in stripped.text for c in '\ue200\ue201\ue202')
 
 
 @settings(max_examples=200, deadline=None)
@@ -189,9 +189,11 @@ def test_invalid_json_text_is_returned_untouched(text: str):
     assert result is None
 
 
-def test_cite_tag_whose_attributes_hold_a_malformed_marker_is_left_as_it_is():
-    # Found by hypothesis: stripping the tag would have cut into the malformed marker reported in its attributes.
+def test_cite_tag_whose_attributes_hold_a_malformed_marker():
+    # Found by hypothesis: the marker in the "attributes" is malformed, so the opening is not a tag; the marker and the
+    # stray closing tag are removed and reported.
     text = '\x3ccite \ue200>\ue201\x3c/cite>'
-    scan = scan_citation_markup(text)
-    assert scan.matches == ()
-    assert strip_citation_markup(text).text == text
+    stripped = strip_citation_markup(text)
+    assert stripped.scan.matches == ()
+    assert stripped.text == '\x3ccite'
+    assert [i.code for i in stripped.scan.issues] == ['malformed_marker', 'malformed_marker']

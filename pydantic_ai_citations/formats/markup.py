@@ -370,7 +370,8 @@ class _Taken:
 
 
 def _claimed(matches: list[MarkupMatch], issues: list[MarkupIssue]) -> _Taken:
-    return _Taken([(m.start, m.end) for m in matches] + [(i.start, i.end) for i in issues if i.kind != 'cite_tag'])
+    # What an issue removes is claimed, not its whole region: markup after an unterminated opener is still markup.
+    return _Taken([(m.start, m.end) for m in matches] + [c for i in issues if i.kind != 'cite_tag' for c in i.cuts])
 
 
 def _may_hold_markup(text: str, numbered: bool) -> bool:
