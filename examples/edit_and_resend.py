@@ -20,9 +20,8 @@ from pydantic_ai import Agent, TextPart, WebCitationSource
 from pydantic_ai.conversation import Conversation
 from pydantic_ai.messages import ModelMessagesTypeAdapter
 
-from pydantic_ai_citations._history import CleanStaleCitations, find_stale
-from pydantic_ai_citations._store import SQLiteConversationStore
-from pydantic_ai_citations.testing._citing_model import CitingModel, ScriptedCitation
+from pydantic_ai_citations import CleanStaleCitations, SQLiteConversationStore, find_stale
+from pydantic_ai_citations.testing import CitingModel, ScriptedCitation
 
 ANSWER = 'K2 is 8,611 m tall. It was first climbed in 1954.'
 

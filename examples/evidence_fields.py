@@ -17,8 +17,7 @@ from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from pydantic_ai_citations._evidence import Claim, VerifyEvidence
-from pydantic_ai_citations._ledger import lookup
+from pydantic_ai_citations import Claim, TrackCitations, VerifyEvidence
 
 DOCUMENTS = [
     {'id': 'kb-101', 'title': 'Refund policy', 'text': 'Refunds are issued within 14 days of the return.'},
@@ -44,7 +43,8 @@ def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     return ModelResponse(parts=[ToolCallPart(info.output_tools[0].name, output, tool_call_id='o1')])
 
 
-agent = Agent(FunctionModel(model), output_type=SupportAnswer, capabilities=[VerifyEvidence()])
+track = TrackCitations()  # its report lists the problems every capability of the package recorded in the run
+agent = Agent(FunctionModel(model), output_type=SupportAnswer, capabilities=[VerifyEvidence(), track])
 
 
 @agent.tool_plain
@@ -56,8 +56,7 @@ def search_kb(query: str) -> list[dict[str, str]]:
 async def main() -> None:
     result = await agent.run('How long do refunds take?')
     print(result.output.model_dump_json(indent=2))
-    run = lookup(result.run_id)
-    print('problems recorded on the way:', [p.code for p in run.problems] if run else [])
+    print('problems recorded on the way:', [p.code for p in track.report(result).problems])
 
 
 if __name__ == '__main__':

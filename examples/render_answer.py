@@ -16,9 +16,8 @@ from pathlib import Path
 
 from pydantic_ai import Agent, DocumentCitationSource, WebCitationSource
 
-from pydantic_ai_citations._answer import CitedAnswer
-from pydantic_ai_citations._render import render_html, render_markdown
-from pydantic_ai_citations.testing._citing_model import CitingModel, ScriptedCitation
+from pydantic_ai_citations import CitedAnswer, render_html, render_markdown
+from pydantic_ai_citations.testing import CitingModel, ScriptedCitation
 
 TEXT = (
     'K2 is 8,611 m tall, the second-highest mountain on Earth. '

@@ -18,8 +18,7 @@ from pydantic_ai.capabilities import Citations
 from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from pydantic_ai_citations._guard import CitationsDisabledWarning, StripCitationMarkup, format_path, removed_markup
-from pydantic_ai_citations._ledger import lookup
+from pydantic_ai_citations import CitationsDisabledWarning, StripCitationMarkup, TrackCitations, removed_markup
 
 OPEN = '\x3ccite index="0-1">'  # `<cite index="0-1">`, as Claude writes it
 MARKER = '\ue200cite\ue202turn0search1\ue201'  # an OpenAI private-use citation marker
@@ -48,7 +47,8 @@ def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     return ModelResponse(parts=[ToolCallPart(info.output_tools[0].name, args, tool_call_id='out')])
 
 
-agent = Agent(FunctionModel(model), output_type=Report, capabilities=[Citations(), StripCitationMarkup()])
+track = TrackCitations()  # its report lists the problems every capability of the package recorded in the run
+agent = Agent(FunctionModel(model), output_type=Report, capabilities=[Citations(), StripCitationMarkup(), track])
 
 
 @agent.tool_plain
@@ -67,9 +67,10 @@ async def main() -> None:
     print(result.output.model_dump_json(indent=2))
     print('removed:')
     for removed in removed_markup(result):
-        print(f'  {removed.target:9} {format_path(removed.path):15} {removed.kind:14} ids={list(removed.source_ids)}')
-    run = lookup(result.run_id)
-    print('problems:', [p.code for p in run.problems] if run else [])
+        print(
+            f'  {removed.target:9} {".".join(map(str, removed.path)):15} {removed.kind:14} ids={list(removed.source_ids)}'
+        )
+    print('problems:', [p.code for p in track.report(result).problems])
 
 
 if __name__ == '__main__':

@@ -16,7 +16,7 @@ from pydantic_ai import Agent, Citation, MarkerCitationAnchor, TextPart, WebCita
 from pydantic_ai.messages import ModelMessage, ModelResponse
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from pydantic_ai_citations._answer import CitedAnswer
+from pydantic_ai_citations import CitedAnswer
 from pydantic_ai_citations.support import SnapshotStore, capture_answer, check_support
 
 PAGE = b"""<!DOCTYPE html><html><head><title>Solar school</title><script>track()</script></head><body>

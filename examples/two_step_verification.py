@@ -20,7 +20,7 @@ from pydantic_ai import Agent, Citation, ContentCitationAnchor, DocumentCitation
 from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart, UserPromptPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from pydantic_ai_citations._evidence import Claim, verify_claims
+from pydantic_ai_citations import Claim, verify_claims
 
 DOCUMENTS = {
     'q3-report': 'Revenue grew 12% in the third quarter. Operating costs fell by 3%.',
