@@ -5,7 +5,7 @@ term sets with the same `terms()` function (stems cached there too, so the ratio
 lazy stemming, not the stem cache) and the same features (terms, surface words, adjacent word pairs), sum the
 page-IDF weights of the shared ones (document frequencies counted once per page, up front), keep the most
 relevant passage sharing a term (ties to the earliest) and report its `|claim ∩ passage| / |claim|`. The fast
-path is `PassageIndex(passages).best(claim)`, i.e. what `best_passage` and `check_support` run. Both must choose
+path is `PassageIndex(passages).best(claim)`, i.e. what `best_passage` and `check_support_sync` run. Both must choose
 the same passages with the same scores.
 """
 

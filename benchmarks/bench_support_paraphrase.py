@@ -8,7 +8,7 @@ share of claims whose sentence is in some passage at all.
 
 Two methods, side by side, on the same claims:
 
-- *package*: `split_passages`, then `PassageIndex(passages).best(claim)` for every claim (what `check_support` runs);
+- *package*: `split_passages`, then `PassageIndex(passages).best(claim)` for every claim (what `check_support_sync` runs);
 - *straightforward*: `split_passages`, then for every claim and every passage the two term sets (`terms`) and the
   passage with the largest claim-normalised coverage, ties to the earliest (the package's method before issue 18).
 

@@ -63,7 +63,7 @@ async def main() -> list[str]:
     with tempfile.TemporaryDirectory() as folder:
         store = SnapshotStore(folder)
         await capture_answer(store, answer, transport=httpx2.MockTransport(fake_web))
-        report = check_support(answer, store)
+        report = await check_support(answer, store)
     lines = [
         f'[{c.source}] {c.verdict:<12} score={c.score if c.score is None else round(c.score, 2)!s:<5} {c.claim!r}'
         + (f'\n      best passage: {c.passage.text!r}' if c.passage else f'\n      {c.reason}')

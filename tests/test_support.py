@@ -22,9 +22,9 @@ from pydantic_ai_citations.support import (
     Passage,
     PassageIndex,
     SnapshotStore,
-    acheck_support,
     best_passage,
     check_support,
+    check_support_sync,
     claims_for,
     detect_language,
     split_passages,
@@ -336,7 +336,7 @@ def test_claims_never_crash_and_offsets_inside(text: str, raw: list[tuple[int, i
         assert 0 <= claim.start <= claim.end <= len(text)
 
 
-# --- check_support --------------------------------------------------------------------------------------------------
+# --- check_support_sync --------------------------------------------------------------------------------------------------
 
 CLAIM_OK = 'The president made an unscheduled trip to Walter Reed hospital for a quick exam and labs.'
 CLAIM_WEAK = 'Doctors found the visit routine but ordered surgery and a long hospital stay with rest.'
@@ -366,7 +366,7 @@ def make_answer(
 
 def test_check_support_verdicts_and_summary():
     answer = make_answer()
-    report = check_support(answer, {'https://news.test/a': TRAPS})
+    report = check_support_sync(answer, {'https://news.test/a': TRAPS})
     assert [(c.verdict, c.claim_kind, c.basis) for c in report.checks] == [
         ('supported', 'anchored', 'page'),
         ('weak', 'anchored', 'page'),
@@ -394,12 +394,12 @@ def test_check_support_verdicts_and_summary():
 
 def test_check_support_thresholds():
     answer = make_answer()
-    strict = check_support(answer, {'https://news.test/a': TRAPS}, threshold=0.95, weak_threshold=0.9)
+    strict = check_support_sync(answer, {'https://news.test/a': TRAPS}, threshold=0.95, weak_threshold=0.9)
     assert [c.verdict for c in strict.checks] == ['supported', 'unsupported', 'unsupported']
     with pytest.raises(UserError, match='threshold must be in'):
-        check_support(answer, {}, threshold=0)
+        check_support_sync(answer, {}, threshold=0)
     with pytest.raises(UserError, match='weak_threshold'):
-        check_support(answer, {}, threshold=0.5, weak_threshold=0.7)
+        check_support_sync(answer, {}, threshold=0.5, weak_threshold=0.7)
 
 
 def test_check_support_without_pages():
@@ -408,7 +408,7 @@ def test_check_support_without_pages():
     )
     bare = web(3, 'https://news.test/c')
     answer = make_answer(extra_sources=[excerpt, bare])
-    report = check_support(answer, {'https://news.test/a': TRAPS})
+    report = check_support_sync(answer, {'https://news.test/a': TRAPS})
     by_source = {c.source: c for c in report.checks}
     assert by_source[2].verdict == 'excerpt_only'
     assert by_source[2].basis == 'excerpt'
@@ -440,7 +440,7 @@ def test_check_support_unreachable_unreadable_empty():
         'https://news.test/empty': '<html><body><script>only script</script></body></html>',
         'https://news.test/dead-with-excerpt': dead,
     }
-    report = check_support(answer, pages)
+    report = check_support_sync(answer, pages)
     by_source = {c.source: c for c in report.checks}
     assert (by_source[2].verdict, by_source[2].liveness, by_source[2].reason) == (
         'unreachable',
@@ -471,22 +471,22 @@ def test_check_support_bad_encodings_and_huge_pages():
         body=russian.replace('<meta charset="windows-1251">', '').encode('koi8_r'), content_type='text/html; charset=koi8-r',
     )  # fmt: skip
     for page in (cp1251_meta, no_meta, koi8):
-        (check,) = check_support(answer, {'https://ru.test/': page}).checks
+        (check,) = check_support_sync(answer, {'https://ru.test/': page}).checks
         assert check.verdict == 'supported', (page if isinstance(page, bytes) else page.content_type, check.reason)
     huge = '<p>' + 'filler words here. ' * 600_000 + '</p><p>' + CLAIM_OK + '</p>'
     assert len(huge) > 10_000_000
     ans = CitedAnswer(CLAIM_OK, spans=[span(0, len(CLAIM_OK), 'content', [1])], sources=[web(1, 'https://big.test/')])
-    (check,) = check_support(ans, {'https://big.test/': huge}).checks
+    (check,) = check_support_sync(ans, {'https://big.test/': huge}).checks
     assert check.verdict == 'unsupported'
     assert 'page cut at 5000000 characters' in check.reason
-    (check,) = check_support(ans, {'https://big.test/': huge.encode()}).checks
+    (check,) = check_support_sync(ans, {'https://big.test/': huge.encode()}).checks
     assert 'page cut at 5000000 bytes' in check.reason
 
 
 def test_check_support_with_snapshot_store(tmp_path: Path):
     store = SnapshotStore(tmp_path)
     store.put(PageSnapshot.from_text('https://news.test/a', TRAPS))
-    report = check_support(make_answer(), store)
+    report = check_support_sync(make_answer(), store)
     assert [c.verdict for c in report.checks] == ['supported', 'weak', 'unsupported']
     assert all(c.liveness == 'ok' for c in report.checks)
 
@@ -499,7 +499,7 @@ def test_check_support_unanchored_and_unknown_sources():
         unanchored=[whole],
         sources=[web(1, 'https://news.test/a'), whole],
     )
-    checks = check_support(answer, {'https://news.test/a': TRAPS}).checks
+    checks = check_support_sync(answer, {'https://news.test/a': TRAPS}).checks
     assert [(c.source, c.claim_kind, c.verdict) for c in checks] == [
         (9, 'marker_sentence', 'no_snapshot'),
         (1, 'anchored', 'unsupported'),  # 'The' has no content words
@@ -526,7 +526,7 @@ async def test_check_support_from_agent_run():
 
     result = await Agent(FunctionModel(respond)).run('go')
     answer = CitedAnswer.from_result(result)
-    report = check_support(answer, {'https://news.test/a': TRAPS})
+    report = check_support_sync(answer, {'https://news.test/a': TRAPS})
     got = [(c.source, c.claim_kind, c.verdict) for c in report.checks]
     assert got == [
         (1, 'marker_sentence', 'supported'),
@@ -555,7 +555,7 @@ def test_judges_share_one_protocol():
 
 def test_llm_judge_quotes_the_passage():
     judge = LLMJudge(llm_model('supported', 1, 'unscheduled trip to Walter Reed hospital'))
-    report = check_support(make_answer(), {'https://news.test/a': TRAPS}, judge=judge)
+    report = check_support_sync(make_answer(), {'https://news.test/a': TRAPS}, judge=judge)
     first = report.checks[0]
     assert (first.verdict, first.judge, first.quote) == ('supported', 'llm', 'unscheduled trip to Walter Reed hospital')
     assert first.reason == 'the passage says so'
@@ -566,30 +566,30 @@ def test_llm_judge_quotes_the_passage():
 
 def test_llm_judge_untrusted_quote_and_missing_passage():
     invented = LLMJudge(llm_model('supported', 1, 'words that are nowhere on the page'))
-    check = check_support(make_answer(), {'https://news.test/a': TRAPS}, judge=invented).checks[0]
+    check = check_support_sync(make_answer(), {'https://news.test/a': TRAPS}, judge=invented).checks[0]
     assert check.verdict == 'unsupported'
     assert check.reason == "the model said 'supported' but its quote is not in the passage"
     nowhere = LLMJudge(llm_model('weak', 99, 'x'))
-    check = check_support(make_answer(), {'https://news.test/a': TRAPS}, judge=nowhere).checks[0]
+    check = check_support_sync(make_answer(), {'https://news.test/a': TRAPS}, judge=nowhere).checks[0]
     assert check.verdict == 'unsupported'
     assert 'named no passage' in check.reason
     says_no = LLMJudge(llm_model('unsupported', None, ''))
-    check = check_support(make_answer(), {'https://news.test/a': TRAPS}, judge=says_no).checks[0]
+    check = check_support_sync(make_answer(), {'https://news.test/a': TRAPS}, judge=says_no).checks[0]
     assert (check.verdict, check.passage) == ('unsupported', None)
-    empty = check_support(make_answer(), {'https://news.test/a': '<p>tiny</p>'}, judge=says_no).checks[0]
+    empty = check_support_sync(make_answer(), {'https://news.test/a': '<p>tiny</p>'}, judge=says_no).checks[0]
     assert (empty.verdict, empty.reason) == ('unsupported', 'the page has no passages of at least 6 words')
 
 
 @pytest.mark.anyio
 async def test_llm_judge_async_and_sync_in_loop():
     judge = LLMJudge(llm_model('weak', 1, 'Walter Reed hospital'))
-    report = await acheck_support(make_answer(), {'https://news.test/a': TRAPS}, judge=judge)
+    report = await check_support(make_answer(), {'https://news.test/a': TRAPS}, judge=judge)
     assert report.checks[0].verdict == 'weak'
-    with pytest.raises(UserError, match='acheck_support'):
-        check_support(make_answer(), {'https://news.test/a': TRAPS}, judge=judge)
+    with pytest.raises(UserError, match='check_support'):
+        check_support_sync(make_answer(), {'https://news.test/a': TRAPS}, judge=judge)
     # The lexical judge needs no loop, so it works here too.
     assert (
-        check_support(make_answer(), {'https://news.test/a': TRAPS}, judge=LexicalJudge()).checks[0].verdict
+        check_support_sync(make_answer(), {'https://news.test/a': TRAPS}, judge=LexicalJudge()).checks[0].verdict
         == 'supported'
     )
     assert asyncio.get_running_loop() is not None
@@ -622,9 +622,14 @@ def test_public_names():
 
     public = sorted(name for name in dir(support) if name.isidentifier() and not name.startswith('_'))
     assert sorted(support.__all__) == public
-    assert {'split_passages', 'best_passage', 'check_support', 'SnapshotStore', 'capture_answer', 'LLMJudge'} <= set(
-        support.__all__
-    )
+    assert {
+        'split_passages',
+        'best_passage',
+        'check_support_sync',
+        'SnapshotStore',
+        'capture_answer',
+        'LLMJudge',
+    } <= set(support.__all__)
 
 
 @settings(max_examples=100, deadline=None)
@@ -636,7 +641,7 @@ def test_check_support_never_crashes(answer_text: str, page: str, a: int, b: int
         unanchored=[web(1, 'u')],
         sources=[web(1, 'u')],
     )
-    report = check_support(answer, {'u': page})
+    report = check_support_sync(answer, {'u': page})
     for check in report.checks:
         assert check.reason
         assert check.score is None or 0 <= check.score <= 1

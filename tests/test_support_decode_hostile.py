@@ -11,7 +11,7 @@ from pydantic_ai import Citation, ContentCitationAnchor, TextPart, WebCitationSo
 from pydantic_ai.messages import ModelRequest, ModelResponse, UserPromptPart
 
 from pydantic_ai_citations import CitedAnswer
-from pydantic_ai_citations.support import PageSnapshot, check_support, decode_body
+from pydantic_ai_citations.support import PageSnapshot, check_support_sync, decode_body
 
 ARTICLE = '<p>The harbour bridge opened to traffic in March after seven years of construction work.</p>'
 CLAIM = 'The harbour bridge opened to traffic in March.'
@@ -99,7 +99,7 @@ def test_one_bad_page_is_one_bad_verdict_and_the_rest_is_checked() -> None:
         url: _snapshot(url, ARTICLE.encode(), f'text/html; charset={c}') for url, c in zip(bad, NOT_TEXT, strict=True)
     }
     pages[good] = _snapshot(good, ARTICLE.encode(), 'text/html; charset=utf-8')
-    report = check_support(answer, pages)
+    report = check_support_sync(answer, pages)
     verdicts = {c.url: c for c in report.checks}
     assert verdicts[good].verdict == 'supported'
     for url, charset in zip(bad, NOT_TEXT, strict=True):

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pydantic_ai_citations._answer import CitedAnswer, CitedSpan, SourceRef
-from pydantic_ai_citations.support import Passage, PassageIndex, best_passage, check_support, split_passages, terms
+from pydantic_ai_citations.support import Passage, PassageIndex, best_passage, check_support_sync, split_passages, terms
 from pydantic_ai_citations.support._score import coverage
 
 TRAPS = (Path(__file__).parent / 'pages' / 'traps.html').read_text(encoding='utf-8')
@@ -106,7 +106,7 @@ def answer_for(*claims: str) -> CitedAnswer:
 
 
 def test_low_overlap_is_weak_or_unsupported_with_the_best_candidate_shown():
-    report = check_support(
+    report = check_support_sync(
         answer_for(
             'Walter Reed doctors ordered surgery after the exam.',  # 3 of 6 terms: weak
             'Doctors at the hospital ordered surgery, chemotherapy and a month of rest.',  # 1 of 7: unsupported
@@ -188,7 +188,7 @@ def test_index_agrees_with_plain_terms(texts: list[str], claim: str, language: s
 @given(st.text(max_size=120), st.lists(TEXTS, min_size=1, max_size=5))
 def test_verdicts_never_claim_more_than_the_score(claim: str, texts: list[str]):
     answer = answer_for(claim) if claim else answer_for('x')
-    report = check_support(answer, {'https://e.test/a': '\n\n'.join(texts)})
+    report = check_support_sync(answer, {'https://e.test/a': '\n\n'.join(texts)})
     for check in report.checks:
         if check.verdict == 'supported':
             assert check.score is not None and check.score >= 0.6 - 1e-9

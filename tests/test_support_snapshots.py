@@ -17,7 +17,7 @@ from pydantic_ai_citations.support import (
     SnapshotStore,
     capture,
     capture_answer,
-    check_support,
+    check_support_sync,
     decode_body,
     page_snapshots_ta,
 )
@@ -187,7 +187,7 @@ async def test_capture_answer_then_check(tmp_path: Path):
     snaps = await capture_answer(store, answer, transport=httpx2.MockTransport(site))
     assert [s.url for s in snaps] == ['https://news.test/moved', 'https://news.test/dead']
     assert store.path == tmp_path / 'store.sqlite'
-    report = check_support(answer, store)
+    report = check_support_sync(answer, store)
     assert [(c.source, c.verdict) for c in report.checks] == [(1, 'supported'), (2, 'unreachable'), (3, 'no_snapshot')]
     assert report.summary.dead_links == ['https://news.test/dead (not_found)']
 
@@ -268,7 +268,7 @@ def test_check_support_never_crashes_on_bytes(body: bytes):
     answer = CitedAnswer(
         'A claim about something.', unanchored=[SourceRef(1, 'web', url='u')], sources=[SourceRef(1, 'web', url='u')]
     )
-    (check,) = check_support(answer, {'u': body}).checks
+    (check,) = check_support_sync(answer, {'u': body}).checks
     assert check.reason
 
 

@@ -1,7 +1,7 @@
 """Support check: does the cited page hold a passage that backs the claim?
 
 Split pages into passages (`split_passages`), score claim-vs-passage coverage (`best_passage`), check every
-citation of a `CitedAnswer` (`check_support`), keep snapshots of cited pages taken at answer time
+citation of a `CitedAnswer` (`check_support`, or `check_support_sync`), keep snapshots of cited pages taken at answer time
 (`SnapshotStore`, `capture`, `capture_answer`), and judge lexically (default) or with a model (`LLMJudge`).
 Needs the `[support]` extra (selectolax, snowballstemmer, httpx2).
 """
@@ -21,8 +21,8 @@ from ._report import (
     SupportSummary,
     ThresholdPoint,
     Verdict,
-    acheck_support,
     check_support,
+    check_support_sync,
     summarize,
     support_report_ta,
     support_reports_ta,
@@ -62,11 +62,11 @@ __all__ = (
     'SupportSummary',
     'ThresholdPoint',
     'Verdict',
-    'acheck_support',
+    'check_support',
     'best_passage',
     'capture',
     'capture_answer',
-    'check_support',
+    'check_support_sync',
     'claims_for',
     'decode_body',
     'detect_language',

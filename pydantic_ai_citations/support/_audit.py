@@ -15,7 +15,7 @@ from pydantic import TypeAdapter
 
 from .._answer import CitedAnswer
 from .._problems import shorten
-from ._report import VERDICTS, CitationCheck, Pages, SupportReport, SupportSummary, check_support, summarize
+from ._report import VERDICTS, CitationCheck, Pages, SupportReport, SupportSummary, check_support_sync, summarize
 
 __all__ = ('AuditReport', 'audit', 'audit_report_ta', 'audit_to_html', 'audit_to_markdown')
 
@@ -63,7 +63,9 @@ def audit(
     checks: list[CitationCheck] = []
     counts: dict[str, int] = {}
     for answer in answers:
-        report = check_support(answer, pages, threshold=threshold, weak_threshold=weak_threshold, language=language)
+        report = check_support_sync(
+            answer, pages, threshold=threshold, weak_threshold=weak_threshold, language=language
+        )
         audited.append(AuditedAnswer(answer.text, answer.provider_name, answer.model_name, report))
         checks.extend(report.checks)
         counts.update(report.page_passages)

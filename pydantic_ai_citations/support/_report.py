@@ -31,8 +31,8 @@ __all__ = (
     'THRESHOLDS',
     'ThresholdPoint',
     'Verdict',
-    'acheck_support',
     'check_support',
+    'check_support_sync',
     'summarize',
     'support_report_ta',
     'support_reports_ta',
@@ -411,7 +411,7 @@ class _Planner:
         )
 
 
-def check_support(
+def check_support_sync(
     answer: CitedAnswer,
     pages: Pages,
     *,
@@ -422,21 +422,17 @@ def check_support(
     min_words: int = DEFAULT_MIN_WORDS,
     max_bytes: int = DEFAULT_MAX_BYTES,
 ) -> SupportReport:
-    """Check every citation of `answer` against the cited pages.
+    """`check_support` for synchronous code.
 
-    Per citation the claim (see `claims_for`) is checked against the page stored for its source (by URL,
-    then document id, then title). Without a page, the provider's excerpts (`SourceRef.excerpts`) are used
-    and the verdict is `'excerpt_only'`; without either, `'no_snapshot'`. Dead links (per the snapshot's
-    liveness) are `'unreachable'`; binary pages `'unreadable'`. Broken or empty pages give a verdict with a
-    reason, never an exception.
+    A judge that needs an event loop (such as `LLMJudge`) is run with `anyio.run`, so inside a running event loop
+    use `await check_support(...)`.
 
     Args:
         answer: The answer to check.
         pages: Pages by URL / document id: snapshots, text or bytes, or a `SnapshotStore`.
         threshold: Score at or above which a claim is `'supported'` (default 0.6).
         weak_threshold: Score at or above which it is `'weak'` (default 0.3); below is `'unsupported'`.
-        judge: Who decides; default `LexicalJudge()` (no network). A judge that needs an event loop (such as
-            `LLMJudge`) is run with `anyio.run`; in async code use `acheck_support` instead.
+        judge: Who decides; default `LexicalJudge()` (no network).
         language: Language of the Latin-script words (see `terms`); `None` means English.
         min_words: Minimum passage length in words (see `split_passages`).
         max_bytes: Pages are cut at this size before parsing (the cut is mentioned in the reason).
@@ -463,11 +459,12 @@ def check_support(
         pass
     else:
         raise UserError(
-            f'check_support() cannot run judge {judge!r} inside a running event loop: use `await acheck_support(...)`.'
+            f'check_support_sync() cannot run judge {judge!r} inside a running event loop: '
+            'use `await check_support(...)`.'
         )
     return anyio.run(
         functools.partial(
-            acheck_support,
+            check_support,
             answer,
             pages,
             threshold=threshold,
@@ -480,7 +477,7 @@ def check_support(
     )
 
 
-async def acheck_support(
+async def check_support(
     answer: CitedAnswer,
     pages: Pages,
     *,
@@ -491,7 +488,25 @@ async def acheck_support(
     min_words: int = DEFAULT_MIN_WORDS,
     max_bytes: int = DEFAULT_MAX_BYTES,
 ) -> SupportReport:
-    """`check_support` for async code and async judges (the judge is awaited once per claim and page)."""
+    """Check every citation of `answer` against the cited pages.
+
+    Per citation the claim (see `claims_for`) is checked against the page stored for its source (by URL,
+    then document id, then title). Without a page, the provider's excerpts (`SourceRef.excerpts`) are used
+    and the verdict is `'excerpt_only'`; without either, `'no_snapshot'`. Dead links (per the snapshot's
+    liveness) are `'unreachable'`; binary pages `'unreadable'`. Broken or empty pages give a verdict with a
+    reason, never an exception.
+
+    Args:
+        answer: The answer to check.
+        pages: Pages by URL / document id: snapshots, text or bytes, or a `SnapshotStore`.
+        threshold: Score at or above which a claim is `'supported'` (default 0.6).
+        weak_threshold: Score at or above which it is `'weak'` (default 0.3); below is `'unsupported'`.
+        judge: Who decides; default `LexicalJudge()` (no network). An async judge (such as `LLMJudge`) is awaited
+            once per claim and page.
+        language: Language of the Latin-script words (see `terms`); `None` means English.
+        min_words: Minimum passage length in words (see `split_passages`).
+        max_bytes: Pages are cut at this size before parsing (the cut is mentioned in the reason).
+    """
     judge = judge or LexicalJudge()
     planner = _Planner(
         answer,
