@@ -35,6 +35,7 @@ from pydantic_ai import (
 from ._problems import CitationProblem, shorten
 
 __all__ = (
+    'FINISH_METADATA_KEY',
     'CitedAnswer',
     'CitedSpan',
     'PartSegment',
@@ -42,6 +43,9 @@ __all__ = (
     'SourceRef',
     'answer_parts',
     'cited_answer_ta',
+    'finish_signal',
+    'incomplete_reason',
+    'run_messages',
 )
 
 SourceKind = Literal['web', 'document']
@@ -166,25 +170,33 @@ class CitedAnswer:
     """Where each text part landed in `text`."""
 
     @classmethod
-    def from_messages(cls, messages: Sequence[ModelMessage], *, complete: bool = True) -> CitedAnswer:
+    def from_messages(cls, messages: Sequence[ModelMessage], *, complete: bool | None = None) -> CitedAnswer:
         """Build the answer from a run's messages: the last `ModelResponse` is the answer.
+
+        `complete` is decided by `incomplete_reason`: only a response that carries the provider's own finishing
+        signal is complete; otherwise the answer gets `complete=False` and a `stream_incomplete` problem saying
+        which signal is missing.
 
         Args:
             messages: The run's messages (`result.all_messages()` or `new_messages()`).
-            complete: Pass `False` when the response did not complete; a `stream_incomplete` problem is added.
+            complete: Pass `False` when you know the run did not complete (a `stream_incomplete` problem is added).
+                `True` or `None` cannot make a response complete that lacks its finishing signal.
         """
-        return _build(messages, complete=complete)
+        found = last_response(messages)
+        reason = incomplete_reason(found[1] if found is not None else None)
+        if reason is None and complete is False:
+            reason = 'The run did not complete; text and citations may be missing (citations often arrive last).'
+        return _build(messages, incomplete=reason)
 
     @classmethod
     def from_result(cls, result: _HasMessages) -> CitedAnswer:
         """Build the answer from the result of `run`, `run_sync`, `run_stream` (`StreamedRunResult`) or `iter` (`AgentRun`).
 
-        A streamed result that has not completed gives `complete=False` and a `stream_incomplete` problem.
+        A streamed result that has not completed (stopped early, broken) gives the text that arrived, with
+        `complete=False` and a `stream_incomplete` problem; so does an `AgentRun` that has not reached its end.
         """
-        complete = getattr(result, 'is_complete', True)
-        if getattr(result, 'next_node', None) is not None and getattr(result, 'result', True) is None:
-            complete = False  # an `AgentRun` that has not reached its `End` node
-        return _build(result.all_messages(), complete=bool(complete))
+        messages, stopped = run_messages(result)
+        return cls.from_messages(messages, complete=False if stopped else None)
 
     def source(self, number: int) -> SourceRef:
         """The source with this footnote number."""
@@ -318,18 +330,118 @@ def last_response(messages: Sequence[ModelMessage]) -> tuple[int, ModelResponse]
     return None
 
 
-def _build(messages: Sequence[ModelMessage], *, complete: bool) -> CitedAnswer:
+FINISH_METADATA_KEY = 'pydantic_ai_citations_finish'
+"""`ModelResponse.metadata` key where this package records what it saw of a response's end when the response alone
+cannot tell: `{'complete': False, 'reason': ...}` from a wire tap that saw no finishing event (the Perplexity Agent API
+without `response.completed`), or `{'complete': True, 'reason': ...}` for a non-streamed response without a finish
+reason (its body arrived whole). Metadata is never sent to a model."""
+
+_SIGNALS: dict[str, str] = {
+    'anthropic': "Anthropic's `message_delta.stop_reason`",
+    'bedrock': "Bedrock's `messageStop`",
+    'openai': "OpenAI's `response.completed` (Responses) or `finish_reason` (Chat Completions)",
+    'google': "Gemini's `finishReason`",
+    'google-gla': "Gemini's `finishReason`",
+    'google-vertex': "Gemini's `finishReason`",
+    'google-cloud': "Gemini's `finishReason`",
+    'xai': "xAI's finish reason",
+    'perplexity': "Perplexity's `finish_reason`",
+    'openrouter': "OpenRouter's `finish_reason`",
+    'mistral': "Mistral's `finish_reason`",
+    'groq': "Groq's `finish_reason`",
+    'cohere': "Cohere's `finish_reason`",
+}
+"""Providers whose Pydantic AI adapter records the provider's finishing signal, and what that signal is. For any
+other provider (`FunctionModel`, `TestModel`, custom models) Pydantic AI's `state` decides alone."""
+
+
+def finish_signal(response: ModelResponse) -> str | None:
+    """The provider's own finishing signal carried by `response` (its raw finish / stop reason), or `None`.
+
+    Pydantic AI records the provider's raw value in `provider_details['finish_reason']` (Anthropic
+    `message_delta.stop_reason`, Responses `response.completed` status, Chat `finish_reason`, Gemini `finishReason`,
+    Bedrock `messageStop`, ...). `ModelResponse.finish_reason` alone is not proof for `'stop'`: OpenAI-compatible
+    chat adapters write `'stop'` themselves when a stream ends without one. xAI records no raw value.
+    """
+    details = response.provider_details or {}
+    raw = details.get('finish_reason')
+    if isinstance(raw, str) and raw:
+        return raw
+    reason = response.finish_reason
+    if reason is None or (reason == 'stop' and response.provider_name != 'xai'):
+        return None
+    return reason
+
+
+def incomplete_reason(response: ModelResponse | None) -> str | None:
+    """THE completeness verdict: why `response` is not a complete answer, or `None` when it is.
+
+    A response is complete only when the provider's own finishing signal arrived (`finish_signal`), Pydantic AI
+    left it `'complete'`, and no wire tap of this package recorded otherwise (`FINISH_METADATA_KEY`). Responses
+    of providers whose adapter records no signal (`FunctionModel`, `TestModel`, custom models) are judged by
+    `state` alone, and so is a non-streamed response that `TrackCitations` saw arrive whole.
+    """
+    if response is None:
+        return 'No model response arrived; there is no answer.'
+    recorded = _recorded_finish(response)
+    if recorded is not None and not recorded[0]:
+        return recorded[1]
+    if response.state != 'complete':
+        return (
+            f'The response is {response.state!r}: it was stopped, cancelled or broke before the provider finished; '
+            'text and citations may be missing (citations often arrive last).'
+        )
+    signal = _SIGNALS.get(response.provider_name or '')
+    if signal is None or finish_signal(response) is not None:
+        return None
+    if recorded is not None:  # `TrackCitations` saw the whole body of a non-streamed response arrive
+        return None
+    return (
+        f'The response ended without {signal}: the stream was cut before the provider finished; '
+        'text and citations may be missing (citations often arrive last).'
+    )
+
+
+def _recorded_finish(response: ModelResponse) -> tuple[bool, str] | None:
+    recorded = (response.metadata or {}).get(FINISH_METADATA_KEY)
+    if not isinstance(recorded, dict):
+        return None
+    record = cast(dict[str, object], recorded)
+    return bool(record.get('complete')), str(record.get('reason') or 'The response did not complete.')
+
+
+def run_messages(result: _HasMessages, partial: ModelResponse | None = None) -> tuple[list[ModelMessage], bool]:
+    """The messages of a run's result, and whether the run stopped before its end.
+
+    A stopped run (`run_stream` left early or broken, an `AgentRun` that has not reached its `End` node) gets the
+    response that was being streamed appended when its messages lack it, so the text that arrived is kept.
+
+    Args:
+        result: The result of `run`, `run_stream`, `iter`, ...
+        partial: The response being streamed, when the caller knows it better than `result.response`.
+    """
+    messages = result.all_messages()
+    stopped = getattr(result, 'is_complete', True) is False
+    if getattr(result, 'next_node', None) is not None and getattr(result, 'result', True) is None:
+        stopped = True
+    if not stopped:
+        return messages, False
+    response = getattr(result, 'response', None)
+    response = response if isinstance(response, ModelResponse) and response.parts else partial
+    found = last_response(messages)
+    if response is None or (found is not None and found[0] == len(messages) - 1):
+        return messages, True
+    return [*messages, response], True
+
+
+def _build(messages: Sequence[ModelMessage], *, incomplete: str | None) -> CitedAnswer:
+    """The answer of `messages`; `incomplete` is the verdict's reason when it is not complete."""
     found = last_response(messages)
     message_index = found[0] if found is not None else None
     b = _Builder()
-    if not complete:
-        b.problems.append(
-            CitationProblem(
-                'stream_incomplete',
-                'The response did not complete; text and citations may be missing (citations often arrive last).',
-                message_index=message_index,
-            )
-        )
+    complete = incomplete is None
+    if incomplete is not None:
+        b.problems.append(CitationProblem('stream_incomplete', incomplete, message_index=message_index))
     if found is None:
         return CitedAnswer('', problems=b.problems, complete=complete)
     message_index, response = found

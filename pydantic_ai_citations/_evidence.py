@@ -454,7 +454,7 @@ def _verify(
     if not failures:
         return
     if ctx.run_id is not None:
-        record_problems(ctx.run_id, [f.to_problem() for f in failures])
+        record_problems(ctx, [f.to_problem() for f in failures])
     message = _retry_message(failures, sources, max_listed_ids)
     if ctx.retry >= ctx.max_retries:
         named = '; '.join(f.message for f in failures)

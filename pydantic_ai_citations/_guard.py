@@ -535,7 +535,7 @@ class StripCitationMarkup(AbstractCapability[object]):
         fields = [format_path(p) for p in result.fields]
         problems = _field_problems(removed, where, self.policy) + result.problems
         if ctx.run_id is not None:
-            record_problems(ctx.run_id, problems)
+            record_problems(ctx, problems)
             if self.policy == 'strip':
                 run = entry(ctx.run_id)
                 with run.lock:

@@ -1123,13 +1123,14 @@ class CleanStaleCitations(AbstractCapability[AgentDepsT]):
             by_identity.get(id(m), m) if isinstance(m, ModelResponse) else m for m in request_context.messages
         ]
         if ctx.run_id is not None:
-            record_problems(ctx.run_id, problems)
+            record_problems(ctx, problems)
         return request_context
 
     async def prepare_model_request(
         self, ctx: RunContext[AgentDepsT], request_context: ModelRequestContext
     ) -> ModelRequestContext:
         self._state.run_id = ctx.run_id
+        self._state.ctx = ctx
         model = request_context.model
         if self.on_provider_switch == 'keep' or isinstance(model, FallbackModel):
             return request_context  # a `FallbackModel`'s models are each cleaned by `get_wrapper_model`
@@ -1139,7 +1140,7 @@ class CleanStaleCitations(AbstractCapability[AgentDepsT]):
         if messages is not None:
             request_context.messages = messages  # a copy: the stored history keeps the markers
             if ctx.run_id is not None:
-                _record(ctx.run_id, problems, request_context.attempt, model)
+                _record(ctx, problems, request_context.attempt, model)
         return request_context
 
     def get_wrapper_model(self, model: Model) -> Model | None:
@@ -1178,6 +1179,8 @@ class _RunState:
     """What one run's `CleanStaleCitations` shares with the model wrappers it returns."""
 
     run_id: str | None = None
+    ctx: RunContext[Any] | None = None
+    """The run's context, so problems found by the model wrappers reach the run's `TrackCitations`."""
     streams: list[StreamedResponse] = field(default_factory=list[StreamedResponse])
     marked: tuple[int, _Marked] | None = None
     """This step's survey of parts that may hold markers: (length of the history surveyed, parts)."""
@@ -1188,9 +1191,9 @@ class _RunState:
         return self.marked[1]
 
 
-def _record(run_id: str, problems: list[CitationProblem], attempt: int, model: Model) -> None:
-    record_problems(run_id, problems)
-    run = entry(run_id)
+def _record(ctx: RunContext[Any] | str, problems: list[CitationProblem], attempt: int, model: Model) -> None:
+    record_problems(ctx, problems)  # a run context also hands them to the run's `TrackCitations`
+    run = entry(ctx if isinstance(ctx, str) else ctx.run_id or '')
     with run.lock:
         log = cast(list[dict[str, object]], run.extras.setdefault(LEDGER_KEY, []))
         log.append({'attempt': attempt, 'model': model.model_name, 'system': model.system, 'stripped': len(problems)})
@@ -1208,7 +1211,7 @@ class _CleanForProvider(WrapperModel):
         if cleaned is None:
             return messages
         if self._state.run_id is not None:
-            _record(self._state.run_id, problems, 0, self.wrapped)
+            _record(self._state.ctx or self._state.run_id, problems, 0, self.wrapped)
         return cleaned
 
     async def request(

@@ -36,7 +36,7 @@ from pydantic_ai.output import OutputDataT
 from pydantic_ai.run import AgentRunResultEvent
 from pydantic_ai.tools import AgentDepsT
 
-from ._answer import CitedAnswer, last_response
+from ._answer import CitedAnswer
 
 __all__ = (
     'CitedStream',
@@ -162,18 +162,12 @@ def _incomplete(response: ModelResponse | None) -> CitedAnswer:
     return CitedAnswer.from_messages([response] if response is not None else [], complete=False)
 
 
-def _completed(messages: Sequence[ModelMessage]) -> CitedAnswer:
-    last = last_response(messages)
-    # A provider that hit EOF without its terminal event leaves the response `'incomplete'`: not a finished answer.
-    return CitedAnswer.from_messages(messages, complete=last is not None and last[1].state == 'complete')
-
-
 async def _from_events(events: AsyncIterator[object], acc: _Accumulator) -> AsyncGenerator[StreamItem]:
     try:
         async for event in events:
             if isinstance(event, AgentRunResultEvent):
                 result = cast(AgentRunResultEvent[object], event).result
-                yield FinalAnswer(_completed(result.all_messages()))
+                yield FinalAnswer(CitedAnswer.from_messages(result.all_messages()))
                 return
             for chunk in acc.feed(cast(AgentStreamEvent, event)):
                 yield chunk
@@ -209,7 +203,7 @@ async def _from_run_stream(result: Any, snaps: _Snapshots) -> AsyncGenerator[Str
         if not result.is_complete:
             yield FinalAnswer(_incomplete(snaps.last))
             return
-        yield FinalAnswer(_completed(messages))
+        yield FinalAnswer(CitedAnswer.from_messages(messages))
     except Exception as exc:
         yield FinalAnswer(_incomplete(snaps.last), error=exc)
         raise

@@ -15,12 +15,13 @@ Hooks used, and why:
   `event_stream_handler`). The `has_wrap_run_event_stream` property is overridden to `False` so that a plain
   `agent.run()` is *not* switched to streaming just because this capability is present: a non-streamed request is
   recorded as `'response'` and goes on the wire exactly as it would without the capability.
-- `after_model_request` finalises the request's observation and maps raw formats *in place* (`part.citations = …`):
-  `agent.run_stream()` rebuilds its history from the parts manager, so only in-place changes to the part objects are
-  visible there.
+- `after_model_request` finalises the request's observation and has `_recover.recover_in_place` map raw formats
+  *in place* (`agent.run_stream()` rebuilds its history from the parts manager, so only in-place changes to the part
+  objects are visible there).
 
-Per-run state lives on the instance `for_run` returns and in the run ledger (keyed by `run_id`), so
-`TrackCitations.report(result)` works from the agent-level instance after the run.
+Per-run state lives on the instance `for_run` returns; the agent-level instance keeps each run's state in a bounded
+`RunRegistry` until `report(result)` / `report_run(run_id)` takes it, so reporting works from the agent-level
+instance after the run. Whether the answer is complete is decided by `_answer.incomplete_reason` alone.
 """
 
 from __future__ import annotations
@@ -28,11 +29,10 @@ from __future__ import annotations
 import dataclasses
 import threading
 import warnings
-from collections.abc import AsyncIterable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterable, Callable, Iterable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import Any, Literal, Protocol
 
-import httpx2
 from opentelemetry import trace
 from pydantic import TypeAdapter
 from pydantic_ai import (
@@ -47,30 +47,27 @@ from pydantic_ai import (
     TextPartDelta,
     WebCitationSource,
 )
+from pydantic_ai.agent import AbstractAgent
 from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import AgentStreamEvent
 from pydantic_ai.models import Model, ModelRequestContext, StreamedResponse
 from pydantic_ai.run import AgentRunResult
 
-from . import _ledger
-from ._answer import CitedAnswer
+from ._answer import CitedAnswer, incomplete_reason, run_messages
 from ._guard import OutputModeCheck
-from ._history import fingerprint_response
+from ._ledger import RunRegistry
 from ._models import ApiLabel, ModelInfo, describe_model, describe_serving_model
 from ._problems import CitationProblem
+from ._recover import record_whole_body, recover_in_place
 from ._wrappers import StreamWatch
-from .formats.openai_markers import MARKER_START, to_citations
-from .formats.perplexity import PerplexityTap, apply_sonar, apply_to_response
-from .formats.unmapped import recover
+from .formats.perplexity import PerplexityTap
 
 MarkerSources = (
     Mapping[str, 'WebCitationSource | DocumentCitationSource']
     | Callable[[RunContext[Any]], Mapping[str, 'WebCitationSource | DocumentCitationSource']]
 )
 """Sources by marker id, or a function of the run context returning them (see `TrackCitations.marker_sources`)."""
-
-if TYPE_CHECKING:
-    from .support._snapshots import SnapshotStore
 
 __all__ = (
     'Arrival',
@@ -140,7 +137,8 @@ class RequestObservation:
     attempt: int = 1
     """The attempt number (`> 1` after a fallback or retry)."""
     complete: bool = False
-    """Whether the response completed (a stream that was cancelled, broke or was closed early did not)."""
+    """Whether the response completed: the provider's finishing signal arrived (`_answer.incomplete_reason`), and the
+    stream was not cancelled, broken or closed early."""
     error: str | None = None
     """The error that ended the attempt, if any."""
     parts: list[PartArrival] = field(default_factory=list[PartArrival])
@@ -207,8 +205,12 @@ class _Request:
 
 @dataclass
 class _RunState:
+    """What one run's instance records; the agent-level instance keeps it until the report is taken."""
+
     run_id: str
     requests: list[_Request] = field(default_factory=list[_Request])
+    problems: list[CitationProblem] = field(default_factory=list[CitationProblem])
+    """Found during the run by recovery and by the package's other capabilities (`add_run_problems`)."""
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -224,7 +226,10 @@ class TrackCitations(AbstractCapability[Any]):
     ```
 
     Works the same for `run`, `run_sync`, `run_stream`, `iter` and `run_stream_events` (pass their result, or the
-    `run_id` you gave the run to `report_run`). Adding it never switches a plain `agent.run()` to streaming.
+    `run_id` you gave the run to `report_run`). Adding it never switches a plain `agent.run()` to streaming. For an
+    agent built elsewhere (`Agent.from_spec(..., custom_capability_types=[TrackCitations])`), get the instance with
+    `TrackCitations.of(agent)`. What the application does after the run (page snapshots:
+    `support.capture_answer(store, run.answer)`) is a call of its own.
     """
 
     _: KW_ONLY
@@ -232,24 +237,18 @@ class TrackCitations(AbstractCapability[Any]):
     """A `CapabilityMatrix` (or any `ObservationSink`) to add `'observed'` evidence to. Default `None`: nothing is shared."""
     perplexity_tap: PerplexityTap | None = None
     """The `PerplexityTap` your Perplexity (Agent API) provider's HTTP client was made with
-    (`perplexity_http_client(tap)`): its search results become `[N]` citations on the text. Default `None`."""
+    (`perplexity_http_client(tap)`): its search results become `[N]` citations on the text, and a stream it saw end
+    without `response.completed` makes the answer incomplete. Default `None`."""
     marker_sources: MarkerSources | None = None
     """Sources by id for OpenAI-style private-use markers (`\\ue200cite\\ue202<id>\\ue201`) that a model writes when
     it was given sources rendered with `formats.openai_markers.render_source`: a mapping, or a function of the run
     context returning one. Each marker becomes a citation anchored on the sentence it closes, and the markers are
-    removed from the part's text (in place). Unknown ids become `unresolved_marker` problems. Default `None`: text with
-    markers is left as it is."""
+    removed from the part's text (in place). Unknown ids become `unresolved_marker` problems. Default `None`: the
+    markers stay in the stored text and every answer built from it (`CitedAnswer`, `stream_cited`) removes them and
+    records each as a problem."""
     recover_raw: bool = True
     """Map citation data Pydantic AI leaves raw onto `TextPart.citations`, in place (Perplexity Sonar `[N]` markers,
     Anthropic `search_result_location`, …). Default `True`."""
-    fingerprint: bool = True
-    """Record a fingerprint of each cited part in `ModelResponse.metadata` (never sent to a model), so edits made
-    later without `edit_text` are detected by `find_stale` / `CleanStaleCitations`. Default `True`."""
-    snapshot: SnapshotStore | None = None
-    """Capture every cited web page into this `support.SnapshotStore` when a run ends (pages die within weeks and
-    Google grounding links expire, so capture at answer time). Default `None`: nothing is fetched. Needs `[support]`."""
-    snapshot_transport: httpx2.AsyncBaseTransport | None = None
-    """HTTP transport for `snapshot` captures (a proxy, or a mock in tests). Default `None`: a fresh real transport."""
     observe_stream_end: bool = True
     """Wrap the serving model to tell `'part_end'` from `'response_end'` arrival. Default `True`. Turn off under durable
     execution (Temporal, DBOS, Prefect reject model wrappers); arrival before `PartEndEvent` is then `'part_end'`."""
@@ -258,6 +257,33 @@ class TrackCitations(AbstractCapability[Any]):
 
     _run: _RunState | None = field(default=None, init=False, repr=False, compare=False)
     _output_mode: OutputModeCheck = field(default_factory=OutputModeCheck, init=False, repr=False, compare=False)
+    _runs: RunRegistry[_RunState] = field(default_factory=RunRegistry[_RunState], init=False, repr=False, compare=False)
+    """Runs of this (agent-level) instance whose report was not taken yet."""
+
+    @classmethod
+    def of(cls, agent: AbstractAgent[Any, Any], *, id: str | None = None) -> TrackCitations:
+        """The `TrackCitations` instance of `agent` (e.g. one built with `Agent.from_spec`), to call `report` on.
+
+        Args:
+            agent: The agent.
+            id: The capability's `id` when the agent has more than one.
+
+        Raises:
+            UserError: the agent has none, or several and `id` does not pick one.
+        """
+        found: list[TrackCitations] = []
+
+        def visit(capability: AbstractCapability[Any]) -> None:
+            if isinstance(capability, cls) and (id is None or capability.id == id):
+                found.append(capability)
+
+        agent.root_capability.apply(visit)
+        if len(found) == 1:
+            return found[0]
+        which = f' with id {id!r}' if id is not None else ''
+        if not found:
+            raise UserError(f'The agent has no `TrackCitations` capability{which}; add `TrackCitations()` to it.')
+        raise UserError(f'The agent has {len(found)} `TrackCitations` capabilities; pass `id=` to pick one.')
 
     @property
     def has_wrap_run_event_stream(self) -> bool:
@@ -270,10 +296,15 @@ class TrackCitations(AbstractCapability[Any]):
     async def for_run(self, ctx: RunContext[Any]) -> TrackCitations:
         run = dataclasses.replace(self)
         run._output_mode = self._output_mode  # warns once per agent: the agent's instance owns the check
-        run_id = ctx.run_id or _new_run_id()
-        run._run = _RunState(run_id)
-        _ledger.entry(run_id).extras['track'] = run._run
+        run._run = _RunState(ctx.run_id or _new_run_id())
+        self._runs.add(run._run.run_id, run._run)
         return run
+
+    def add_run_problems(self, problems: Iterable[CitationProblem]) -> None:
+        """Take problems the package's other capabilities found during this run (see `_ledger.record_problems`)."""
+        if (state := self._run) is not None:
+            with state.lock:
+                state.problems.extend(p for p in problems if p not in state.problems)
 
     async def prepare_model_request(
         self, ctx: RunContext[Any], request_context: ModelRequestContext
@@ -289,7 +320,9 @@ class TrackCitations(AbstractCapability[Any]):
             )
             with state.lock:
                 state.requests.append(request)
-            self._output_mode(ctx, request_context)
+            problem = self._output_mode(ctx, request_context)
+            if problem is not None:
+                self.add_run_problems([problem])
         return request_context
 
     def get_wrapper_model(self, model: Model) -> Model | None:
@@ -353,48 +386,45 @@ class TrackCitations(AbstractCapability[Any]):
         request.finished = True
         if request.info.api == 'other' or request.info.model_class == 'FallbackModel':
             request.info = describe_serving_model(request_context.model, response.model_name, response.provider_name)
-        if self.marker_sources is not None:
-            sources = self.marker_sources(ctx) if callable(self.marker_sources) else self.marker_sources
-            _ledger.record_problems(state.run_id, _markers_in_place(response, request, sources))
-        if self.recover_raw:
-            problems = _recover_in_place(response, request, self.perplexity_tap)
-            if problems:
-                _ledger.record_problems(state.run_id, problems)
-        if self.fingerprint:
-            fingerprint_response(response)
-        observation = _observe(request)
-        request.observation = observation
+        sources = self.marker_sources(ctx) if callable(self.marker_sources) else self.marker_sources
+        recovery = recover_in_place(
+            response, api=request.info.api, marker_sources=sources, raw=self.recover_raw, tap=self.perplexity_tap
+        )
+        for index, count in recovery.added.items():
+            request.recovered[index] = count
+            request.arrivals.setdefault(index, 'response_end' if request.streamed else 'response')
+        self.add_run_problems(recovery.problems)
+        if not request.streamed:
+            record_whole_body(response)
+        request.observation = _observe(request)
         if self.matrix is not None:
-            self.matrix.add_observation(observation)
+            self.matrix.add_observation(request.observation)
         return response
 
     async def after_run(self, ctx: RunContext[Any], *, result: AgentRunResult[Any]) -> AgentRunResult[Any]:
         # Telemetry: when the agent is instrumented, the run's span is current here; annotate it. No-op otherwise.
         state = self._run
-        if state is None:
-            return result
         span = trace.get_current_span()
-        if span.is_recording():
-            span.set_attributes(telemetry_attributes(self.report_run(state.run_id, result.all_messages())))
-        if self.snapshot is not None:
-            from .support._snapshots import capture_answer  # the support extra is only needed when asked for
-
-            answer = CitedAnswer.from_messages(result.all_messages())
-            captured = await capture_answer(self.snapshot, answer, transport=self.snapshot_transport)
-            _ledger.entry(state.run_id).extras['snapshots'] = captured
+        if state is not None and span.is_recording():
+            span.set_attributes(telemetry_attributes(_cited_run(state, result.all_messages())))
         return result
 
     def report(self, result: _RunResult) -> CitedRun:
         """The run's `CitedRun`, from the result of `run`, `run_sync`, `run_stream`, `iter` or `run_stream_events`.
 
-        A streamed result that did not complete, or a run whose last response did not complete, gives an answer
-        with `complete=False` and a `stream_incomplete` problem.
+        The answer is complete only when the provider's finishing signal arrived (see `CitedAnswer.complete`); a run
+        stopped early keeps the text that arrived. Taking the report releases what this instance kept of the run.
+
+        Raises:
+            UserError: this instance never saw the run (the agent that ran it has another `TrackCitations`, or none;
+                use `TrackCitations.of(agent)`), or its report was already taken.
         """
-        answer = CitedAnswer.from_result(result)
-        return self.report_run(result.run_id, result.all_messages(), complete=answer.complete)
+        state = self._take(result.run_id)
+        messages, stopped = run_messages(result, state.requests[-1].response if state.requests else None)
+        return _cited_run(state, messages, complete=False if stopped else None)
 
     def report_run(
-        self, run_id: str, messages: Sequence[ModelMessage] | None = None, *, complete: bool = True
+        self, run_id: str, messages: Sequence[ModelMessage] | None = None, *, complete: bool | None = None
     ) -> CitedRun:
         """The `CitedRun` of a run by its `run_id`, for runs that ended without a result (cancelled, broken stream).
 
@@ -402,22 +432,36 @@ class TrackCitations(AbstractCapability[Any]):
             run_id: The run's id (`agent.run(..., run_id=...)` sets it; results expose it as `.run_id`).
             messages: The run's messages; defaults to the last response this capability saw (partial if it broke).
             complete: Pass `False` if you know the run did not complete.
+
+        Raises:
+            UserError: this instance never saw a run with this id, or its report was already taken.
         """
-        entry = _ledger.lookup(run_id)
-        found = entry.extras.get('track') if entry is not None else None
-        state = found if isinstance(found, _RunState) else None
-        requests = [_observe(r) for r in state.requests] if state is not None else []
-        if requests and not requests[-1].complete:
-            complete = False
+        state = self._take(run_id)
         if messages is None:
-            last = state.requests[-1].response if state is not None and state.requests else None
+            last = state.requests[-1].response if state.requests else None
             messages = [last] if last is not None else []
-        answer = CitedAnswer.from_messages(messages, complete=complete)
-        problems = list(answer.problems)
-        if entry is not None:
-            with entry.lock:
-                problems.extend(p for p in entry.problems if p not in problems)
-        return CitedRun(run_id, answer, requests, problems)
+        return _cited_run(state, messages, complete=complete)
+
+    def _take(self, run_id: str) -> _RunState:
+        state = self._runs.take(run_id)
+        if state is not None:
+            return state
+        raise UserError(
+            f'This `TrackCitations` has no record of run {run_id!r}: it was not run by an agent with this instance '
+            "among its capabilities (get the agent's own with `TrackCitations.of(agent)`), or its report was "
+            'already taken.'
+        )
+
+
+def _cited_run(state: _RunState, messages: Sequence[ModelMessage], *, complete: bool | None = None) -> CitedRun:
+    requests = [_observe(r) for r in state.requests]
+    if requests and not requests[-1].complete:
+        complete = False
+    answer = CitedAnswer.from_messages(messages, complete=complete)
+    problems = list(answer.problems)
+    with state.lock:
+        problems.extend(p for p in state.problems if p not in problems)
+    return CitedRun(state.run_id, answer, requests, problems)
 
 
 def _output_mode(request_context: ModelRequestContext) -> str:
@@ -448,55 +492,6 @@ def telemetry_attributes(run: CitedRun) -> dict[str, str | int | bool | Sequence
         'pydantic_ai_citations.arrival': arrivals,
         'pydantic_ai_citations.complete': answer.complete,
     }
-
-
-def _markers_in_place(
-    response: ModelResponse, request: _Request, sources: Mapping[str, WebCitationSource | DocumentCitationSource]
-) -> list[CitationProblem]:
-    """Private-use markers become citations on the text without them.
-
-    In place: `run_stream` history shows only in-place changes, and markers must never be shown or sent back.
-    """
-    problems: list[CitationProblem] = []
-    for index, part in enumerate(response.parts):
-        if not isinstance(part, TextPart) or part.citations or MARKER_START not in part.content:
-            continue
-        conversion = to_citations(part.content, sources)
-        problems.extend(dataclasses.replace(p, part_index=index) for p in conversion.problems)
-        part.content = conversion.clean_text
-        part.id = None  # the text changed: a provider must not reuse its stored copy of this item
-        if conversion.citations:
-            part.citations = conversion.citations
-            request.recovered[index] = len(conversion.citations)
-            request.arrivals.setdefault(index, 'response_end' if request.streamed else 'response')
-    return problems
-
-
-def _recover_in_place(response: ModelResponse, request: _Request, tap: PerplexityTap | None) -> list[CitationProblem]:
-    """Fill `TextPart.citations` from raw formats, in place: `run_stream` history only shows in-place changes."""
-    before = {i: len(p.citations or []) for i, p in enumerate(response.parts) if isinstance(p, TextPart)}
-    problems: list[CitationProblem] = []
-    recovery = recover(response)
-    for part_index, citations in recovery.citations.items():
-        part = response.parts[part_index]
-        if isinstance(part, TextPart) and citations:
-            part.citations = [*(part.citations or []), *citations]
-    problems.extend(recovery.problems)
-    details = response.provider_details or {}
-    if request.info.api == 'perplexity-sonar' or 'unmapped' in details:
-        problems.extend(apply_sonar(response))
-    if tap is not None and response.provider_response_id is not None:
-        collector = tap.collector_for(response.provider_response_id)
-        if collector is not None:
-            problems.extend(apply_to_response(response, collector))
-    for index, count in before.items():
-        part = response.parts[index]
-        assert isinstance(part, TextPart)
-        added = len(part.citations or []) - count
-        if added > 0:
-            request.recovered[index] = added
-            request.arrivals.setdefault(index, 'response_end' if request.streamed else 'response')
-    return problems
 
 
 def _current(state: _RunState) -> _Request | None:
@@ -556,7 +551,10 @@ def _observe(request: _Request) -> RequestObservation:
         output_mode=request.output_mode,
         citations_requested=request.citations_requested,
         attempt=request.attempt,
-        complete=request.finished and not request.closed_early and request.error is None,
+        complete=request.finished
+        and not request.closed_early
+        and request.error is None
+        and incomplete_reason(response) is None,
         error=request.error,
         parts=parts,
     )

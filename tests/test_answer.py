@@ -161,9 +161,13 @@ def test_junk_on_parts_is_reported_not_crashing():
     assert [p.code for p in answer.problems] == ['unreadable_raw_data', 'unreadable_raw_data', 'unreadable_raw_data']
 
 
-def test_no_response():
+def test_no_response_is_not_a_complete_answer():
     answer = CitedAnswer.from_messages([ModelRequest(parts=[UserPromptPart('q')])])
-    assert answer == CitedAnswer('')
+    assert answer.text == ''
+    assert not answer.complete
+    assert [(p.code, p.message) for p in answer.problems] == [
+        ('stream_incomplete', 'No model response arrived; there is no answer.')
+    ]
 
 
 def test_json_round_trip():

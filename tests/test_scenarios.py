@@ -222,7 +222,7 @@ citation scenario 'no_sources' [anthropic] failed: The model answers without cit
             CleanStaleCitations,
             {
                 'history_to_another_provider': "second run: the 'openai-chat' model receives no raw citation markers from 'anthropic'",
-                'edited_and_resent': 'the history sent next has no stale citations (find_stale finds nothing)',
+                'edited_and_resent': 'find_stale reports stale_after_edit for each of the 2 edited cited part(s)',
             },
             id='without-CleanStaleCitations',
         ),

@@ -34,7 +34,6 @@ from pydantic_ai_citations._stream import (
     StreamItem,
     TextChunk,
     _Accumulator,  # pyright: ignore[reportPrivateUsage]
-    _completed,  # pyright: ignore[reportPrivateUsage]
     _from_events,  # pyright: ignore[reportPrivateUsage]
     stream_cited,
 )
@@ -148,10 +147,10 @@ def test_response_left_incomplete_is_not_complete():
     """A response whose `state` is not `'complete'` (e.g. a provider stream that hit EOF) gives no complete answer."""
     for state in ('incomplete', 'interrupted'):
         response = ModelResponse(parts=[TextPart('K2 is')], state=state)
-        answer = _completed([response])
+        answer = CitedAnswer.from_messages([response])
         assert not answer.complete
         assert [p.code for p in answer.problems] == ['stream_incomplete']
-    assert _completed([ModelResponse(parts=[TextPart('K2 is tall.')])]).complete
+    assert CitedAnswer.from_messages([ModelResponse(parts=[TextPart('K2 is tall.')])]).complete
 
 
 async def test_text_of_every_response_streams_and_final_answer_is_last_response():

@@ -244,10 +244,10 @@ async def test_no_span_no_attributes():
     assert result.output == TEXT
 
 
-async def test_snapshot_captures_cited_pages_after_the_run(tmp_path: object):
+async def test_snapshot_capture_is_a_post_run_call(tmp_path: object):
     import httpx2
 
-    from pydantic_ai_citations.support import SnapshotStore
+    from pydantic_ai_citations.support import SnapshotStore, capture_answer
 
     fetched: list[str] = []
 
@@ -256,8 +256,9 @@ async def test_snapshot_captures_cited_pages_after_the_run(tmp_path: object):
         return httpx2.Response(200, headers={'content-type': 'text/html'}, content=b'<p>K2 is 8,611 m tall.</p>')
 
     store = SnapshotStore(f'{tmp_path}/pages.sqlite')
-    track = TrackCitations(snapshot=store, snapshot_transport=httpx2.MockTransport(handler))
-    await Agent(_model('anthropic'), capabilities=[track]).run('q')
+    track = TrackCitations()
+    result = await Agent(_model('anthropic'), capabilities=[track]).run('q')
+    await capture_answer(store, track.report(result).answer, transport=httpx2.MockTransport(handler))
     assert fetched == ['https://example.com/k2']
     page = store.get('https://example.com/k2')
     assert page is not None
@@ -288,12 +289,13 @@ async def test_openai_private_use_markers_become_citations():
 
 
 async def test_fingerprint_survives_run_stream_history():
+    """Fingerprints belong to `CleanStaleCitations`; next to `TrackCitations` they still reach `run_stream` history."""
     from pydantic_ai import ModelResponse
 
-    from pydantic_ai_citations import find_stale
+    from pydantic_ai_citations import CleanStaleCitations, find_stale
     from pydantic_ai_citations._history import METADATA_KEY
 
-    agent = Agent(_model('anthropic'), capabilities=[TrackCitations()])
+    agent = Agent(_model('anthropic'), capabilities=[TrackCitations(), CleanStaleCitations()])
     async with agent.run_stream('q') as stream:
         await stream.get_output()
     messages = stream.all_messages()

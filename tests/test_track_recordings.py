@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 from inline_snapshot import snapshot
-from pydantic_ai import Agent, DocumentCitationSource, ModelResponse, TextPart, WebCitationSource
+from pydantic_ai import Agent, DocumentCitationSource, ModelMessage, ModelResponse, TextPart, WebCitationSource
 
-from pydantic_ai_citations._answer import CitedAnswer, answer_parts
+from pydantic_ai_citations._answer import CitedAnswer, answer_parts, last_response
 from pydantic_ai_citations._track import CitedRun, TrackCitations
 from pydantic_ai_citations.testing import load_recording
 from pydantic_ai_citations.testing._citing_model import CitingModel, CitingStyle, ScriptedCitation
@@ -43,7 +43,7 @@ RECORDINGS = [
 ]
 
 
-async def run_recording(path: Path) -> CitedRun:
+async def run_recording_messages(path: Path) -> tuple[CitedRun, list[ModelMessage]]:
     recording = load_recording(path)
     track = TrackCitations()
     agent = Agent(recording.model(), capabilities=[track])
@@ -52,9 +52,13 @@ async def run_recording(path: Path) -> CitedRun:
         async with agent.run_stream(prompt, model_settings=recording.model_settings) as stream:
             async for _ in stream.stream_output(debounce_by=None):
                 pass
-        return track.report(stream)
+        return track.report(stream), stream.all_messages()
     result = await agent.run(prompt, model_settings=recording.model_settings)
-    return track.report(result)
+    return track.report(result), result.all_messages()
+
+
+async def run_recording(path: Path) -> CitedRun:
+    return (await run_recording_messages(path))[0]
 
 
 def _key(source: WebCitationSource | DocumentCitationSource) -> str:
@@ -96,22 +100,15 @@ def _check_accounting(run: CitedRun, response: ModelResponse) -> None:
 
 @pytest.mark.parametrize('name', RECORDINGS, ids=[Path(r).stem for r in RECORDINGS])
 async def test_recording_through_track_citations(corpus: Path, name: str):
-    run = await run_recording(corpus / name)
-    _check_accounting(run, _last_response(run))
+    run, messages = await run_recording_messages(corpus / name)
+    _check_accounting(run, _last_response(messages))
     assert run.answer.complete
 
 
-def _last_response(run: CitedRun) -> ModelResponse:
-    from pydantic_ai_citations import _ledger
-    from pydantic_ai_citations._track import _RunState  # pyright: ignore[reportPrivateUsage]
-
-    entry = _ledger.lookup(run.run_id)
-    assert entry is not None
-    state = entry.extras['track']
-    assert isinstance(state, _RunState)
-    response = state.requests[-1].response
-    assert response is not None
-    return response
+def _last_response(messages: list[ModelMessage]) -> ModelResponse:
+    found = last_response(messages)
+    assert found is not None
+    return found[1]
 
 
 def _observation(run: CitedRun) -> tuple[str, bool, list[str], list[str], list[str]]:
@@ -256,8 +253,8 @@ async def test_citing_model_matches_real_recording(corpus: Path, style: CitingSt
 def test_answer_from_messages_of_recording_equals_report(corpus: Path):
     import anyio
 
-    run = anyio.run(run_recording, corpus / RECORDINGS[3])
-    again = CitedAnswer.from_messages([_last_response(run)])
+    run, messages = anyio.run(run_recording_messages, corpus / RECORDINGS[3])
+    again = CitedAnswer.from_messages([_last_response(messages)])
     assert (again.text, again.sources) == (run.answer.text, run.answer.sources)
     assert [(s.start, s.end, s.sources) for s in again.spans] == [(s.start, s.end, s.sources) for s in run.answer.spans]
 

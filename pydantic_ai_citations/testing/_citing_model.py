@@ -66,6 +66,17 @@ _STYLE_PROVIDER: dict[CitingStyle, str] = {
     'xai': 'xai',
 }
 
+_RAW_FINISH: dict[CitingStyle, str] = {
+    'anthropic': 'end_turn',
+    'bedrock': 'end_turn',
+    'openai-responses': 'completed',
+    'openai-chat': 'stop',
+    'openrouter': 'stop',
+    'google': 'STOP',
+    'xai': 'stop',
+}
+"""The raw finish reason each provider sends (`provider_details['finish_reason']`, as Pydantic AI records it)."""
+
 Source = WebCitationSource | DocumentCitationSource
 
 
@@ -217,9 +228,11 @@ class CitingModel(Model):
         yield _CitingStream(model_request_parameters, model=self)
 
     def _response_details(self) -> dict[str, Any] | None:
-        if self.style != 'openrouter':
-            return None
-        return {'annotations': _merge(self._segments).raw or []}
+        # The provider's own finishing signal, as the real adapter records it (xAI's is `finish_reason` only).
+        details: dict[str, Any] = {'finish_reason': _RAW_FINISH[self.style]} if self.style != 'xai' else {}
+        if self.style == 'openrouter':
+            details['annotations'] = _merge(self._segments).raw or []
+        return details or None
 
 
 @dataclass
@@ -272,8 +285,7 @@ class _CitingStream(StreamedResponse):
         if style == 'google' and not model.part_after_text:
             for event in _google_search_events(self):
                 yield event
-        if style == 'openrouter':
-            self.provider_details = model._response_details()  # pyright: ignore[reportPrivateUsage]
+        self.provider_details = model._response_details()  # pyright: ignore[reportPrivateUsage]
         self._usage = RequestUsage(input_tokens=10, output_tokens=len(model.text) // 4 + 1)
 
     def _citations_for_single_part(self, provider: str) -> list[ModelResponseStreamEvent]:

@@ -298,6 +298,18 @@ class _Check:
         )
 
 
+def _report(track: TrackCitations, result: Any) -> CitedRun:
+    """`track.report(result)`, or `report_run` for a run id.
+
+    A run `track` never saw gives an empty `CitedRun`, so the scenario says the capabilities were not applied.
+    """
+    try:
+        return track.report_run(result) if isinstance(result, str) else track.report(result)
+    except UserError:
+        run_id = result if isinstance(result, str) else result.run_id
+        return CitedRun(run_id, CitedAnswer(''))
+
+
 @dataclass
 class _Runner:
     """Builds agents with the user's factory and runs them, turning surprises into readable failures."""
@@ -469,7 +481,7 @@ class _NoSources(Scenario):
         agent = runner.agent(model, [track])
         result = await runner.run(agent, _PROMPT)
         runner.used(model)
-        report = track.report(result)
+        report = _report(track, result)
         runner.tracked(report)
         answer = report.answer
         runner.output_is_answer(result.output, answer)
@@ -513,7 +525,7 @@ class _SourcesWithoutPositions(Scenario):
         agent = runner.agent(model, [track])
         result = await runner.run(agent, _PROMPT)
         runner.used(model)
-        report = track.report(result)
+        report = _report(track, result)
         runner.tracked(report)
         answer = report.answer
         runner.output_is_answer(result.output, answer)
@@ -564,7 +576,7 @@ class _MergedTextParts(Scenario):
         agent = runner.agent(model, [track])
         result = await runner.run(agent, _PROMPT)
         runner.used(model)
-        report = track.report(result)
+        report = _report(track, result)
         runner.tracked(report)
         answer = report.answer
         if style in ('anthropic', 'bedrock'):
@@ -648,7 +660,7 @@ class _StreamCancelled(Scenario):
         check.that(final is not None, 'stream_cited yields a FinalAnswer before the error', 'no FinalAnswer')
         assert final is not None
         incomplete(final.answer, 'broken stream, stream_cited')
-        report = track.report_run(run_id)
+        report = _report(track, run_id)
         runner.tracked(report)
         incomplete(report.answer, 'broken stream, TrackCitations.report_run')
 
@@ -664,7 +676,7 @@ class _StreamCancelled(Scenario):
             check.fail('closing a run_stream early is clean', f'{type(exc).__name__}: {_short(str(exc))}')
         runner.used(model)
         incomplete(CitedAnswer.from_result(streamed), 'closed early, CitedAnswer.from_result')
-        report = track.report(streamed)
+        report = _report(track, streamed)
         runner.tracked(report)
         incomplete(report.answer, 'closed early, TrackCitations.report')
 
@@ -732,7 +744,7 @@ class _MarkupInToolArgs(Scenario):
             'the model was not offered the injected tool',
             _CAPS_HINT,
         )
-        report = track.report(result)
+        report = _report(track, result)
         runner.tracked(report)
         check.that(len(received) == 1, 'the tool is called once', f'it was called {len(received)} time(s)')
         body = received[0]['body']
@@ -797,7 +809,7 @@ class _StructuredOutput(Scenario):
                     f'{how}: the run returns the structured output',
                     f'output: {_short(result.output)}',
                 )
-                runs.append((how, track.report(result)))
+                runs.append((how, _report(track, result)))
         runner.used(model)
         for how, report in runs:
             runner.tracked(report)
@@ -836,7 +848,7 @@ class _HistoryToAnotherProvider(Scenario):
         agent = runner.agent(first, [track, CleanStaleCitations()])
         result = await runner.run(agent, _PROMPT)
         runner.used(first)
-        runner.tracked(track.report(result))
+        runner.tracked(_report(track, result))
         history = result.all_messages()
         check.that(
             any(scan_citation_markup(p.content).found for _, _, p in _text_parts(history)),
@@ -856,7 +868,7 @@ class _HistoryToAnotherProvider(Scenario):
             agent = runner.agent(model, [track, CleanStaleCitations()])
             result = await runner.run(agent, 'How many people live there?', message_history=history)
             runner.used(second)
-            report = track.report(result)
+            report = _report(track, result)
             runner.tracked(report)
             sent = second.requests[-1]
             leftover = [(mi, pi, p.content) for mi, pi, p in _text_parts(sent) if scan_citation_markup(p.content).found]
@@ -913,7 +925,7 @@ class _EditedAndResent(Scenario):
         agent = runner.agent(model, [track, CleanStaleCitations()])
         result = await runner.run(agent, _PROMPT)
         runner.used(model)
-        runner.tracked(track.report(result))
+        runner.tracked(_report(track, result))
         history = list(result.all_messages())
         found = last_response(history)
         assert found is not None
@@ -934,8 +946,7 @@ class _EditedAndResent(Scenario):
             len(stale) == edited,
             f'find_stale reports stale_after_edit for each of the {edited} edited cited part(s)',
             f'it reported {_codes(find_stale(history))}',
-            'Answers are fingerprinted by TrackCitations and CleanStaleCitations (both injected): without them '
-            'edits cannot be detected.',
+            'Answers are fingerprinted by CleanStaleCitations (injected): without it edits cannot be detected.',
         )
 
         second = CitingModel('Noted.', style=style)
@@ -943,7 +954,7 @@ class _EditedAndResent(Scenario):
         agent = runner.agent(second, [track, CleanStaleCitations()])
         result = await runner.run(agent, 'Thanks. Anything else?', message_history=history)
         runner.used(second)
-        report = track.report(result)
+        report = _report(track, result)
         runner.tracked(report)
         sent = second.requests[-1]
         still = find_stale(sent)

@@ -25,9 +25,8 @@ from pydantic_ai.ui.vercel_ai import VercelAIAdapter, VercelAIEventStream
 from pydantic_ai.ui.vercel_ai.request_types import RequestData
 from pydantic_ai.ui.vercel_ai.response_types import BaseChunk, DataChunk, SourceUrlChunk
 
-from .._answer import cited_answer_ta, shift_citation
+from .._answer import CitedAnswer, cited_answer_ta, shift_citation
 from .._redact import redact as _redact
-from .._stream import _completed  # pyright: ignore[reportPrivateUsage]  # the one "did the run complete" verdict
 
 __all__ = (
     'CITATIONS_DATA_TYPE',
@@ -59,7 +58,7 @@ def cited_answer_chunk(result: AgentRunResult[object], *, redact: bool = False) 
         result: The completed run.
         redact: Hide document excerpts (see `redact`) before sending.
     """
-    answer = _completed(result.all_messages())
+    answer = CitedAnswer.from_messages(result.all_messages())  # the one completeness verdict decides `complete`
     if redact:
         answer = _redact(answer)
     data = cast(JsonValue, cited_answer_ta.dump_python(answer, mode='json'))

@@ -1,0 +1,136 @@
+"""Recovery: map citation data Pydantic AI leaves raw onto `TextPart.citations`, in place, after each model request.
+
+`TrackCitations` calls `recover_in_place` from its `after_model_request` hook (recovery is on by default, so the
+one-line setup keeps working). What it does, in order:
+
+- OpenAI-style private-use markers (`\\ue200cite\\ue202<id>\\ue201`), when the application gave their sources
+  (`TrackCitations(marker_sources=...)`): each marker becomes a citation on the sentence it closes and is removed from
+  the text;
+- raw formats (`formats.unmapped.recover`: Anthropic `search_result_location`, container-file citations, xAI
+  tool-output lists, ...), Perplexity Sonar `[N]` markers (`formats.perplexity.apply_sonar`), and the Perplexity Agent
+  API through the HTTP tap's collector (`formats.perplexity.apply_to_response`). When the tap saw the stream end
+  without `response.completed`, its verdict is recorded on the response (`FINISH_METADATA_KEY`) so that every answer
+  built from these messages says `complete=False`.
+
+Everything is in place on purpose: `agent.run_stream()` rebuilds its history from the parts manager, so only changes to
+the very part objects are visible there.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from pydantic_ai import DocumentCitationSource, ModelResponse, TextPart, WebCitationSource
+
+from ._answer import FINISH_METADATA_KEY, incomplete_reason
+from ._models import ApiLabel
+from ._problems import CitationProblem
+from .formats.openai_markers import MARKER_START, to_citations
+from .formats.perplexity import PerplexityTap, apply_sonar, apply_to_response
+from .formats.unmapped import recover
+
+__all__ = ('Recovery', 'record_whole_body', 'recover_in_place')
+
+Sources = Mapping[str, WebCitationSource | DocumentCitationSource]
+
+
+@dataclass
+class Recovery:
+    """What `recover_in_place` did to one response."""
+
+    added: dict[int, int] = field(default_factory=dict[int, int])
+    """Citations added, by text part index."""
+    problems: list[CitationProblem] = field(default_factory=list[CitationProblem])
+    """What could not be recovered (unresolved markers, unreadable raw data, ...)."""
+
+
+def recover_in_place(
+    response: ModelResponse,
+    *,
+    api: ApiLabel,
+    marker_sources: Sources | None = None,
+    raw: bool = True,
+    tap: PerplexityTap | None = None,
+) -> Recovery:
+    """Fill `response`'s `TextPart.citations` from data Pydantic AI left raw, IN PLACE (see the module docstring).
+
+    Args:
+        response: The response, changed in place.
+        api: The provider API that served it (Perplexity Sonar data is only read for Sonar, or when unmapped data
+            was kept).
+        marker_sources: Sources by id for private-use markers; `None` leaves markers to the answer's own cleaning.
+        raw: Recover raw formats.
+        tap: The Perplexity Agent API tap the provider's HTTP client was made with.
+    """
+    before = {i: len(p.citations or []) for i, p in enumerate(response.parts) if isinstance(p, TextPart)}
+    recovery = Recovery()
+    if marker_sources is not None:
+        recovery.problems.extend(_markers_in_place(response, marker_sources))
+    if raw:
+        recovery.problems.extend(_raw_in_place(response, api, tap))
+    for index, count in before.items():
+        part = response.parts[index]
+        assert isinstance(part, TextPart)
+        added = len(part.citations or []) - count
+        if added > 0:
+            recovery.added[index] = added
+    return recovery
+
+
+def _markers_in_place(response: ModelResponse, sources: Sources) -> list[CitationProblem]:
+    """Private-use markers become citations on the text without them; the markers are removed."""
+    problems: list[CitationProblem] = []
+    for index, part in enumerate(response.parts):
+        if not isinstance(part, TextPart) or part.citations or MARKER_START not in part.content:
+            continue
+        conversion = to_citations(part.content, sources)
+        problems.extend(dataclasses.replace(p, part_index=index) for p in conversion.problems)
+        part.content = conversion.clean_text
+        part.id = None  # the text changed: a provider must not reuse its stored copy of this item
+        if conversion.citations:
+            part.citations = conversion.citations
+    return problems
+
+
+def _raw_in_place(response: ModelResponse, api: ApiLabel, tap: PerplexityTap | None) -> list[CitationProblem]:
+    recovery = recover(response)
+    for part_index, citations in recovery.citations.items():
+        part = response.parts[part_index]
+        if isinstance(part, TextPart) and citations:
+            part.citations = [*(part.citations or []), *citations]
+    problems = list(recovery.problems)
+    details = response.provider_details or {}
+    if api == 'perplexity-sonar' or 'unmapped' in details:
+        problems.extend(apply_sonar(response))
+    if tap is not None and response.provider_response_id is not None:
+        collector = tap.collector_for(response.provider_response_id)
+        if collector is not None:
+            for problem in apply_to_response(response, collector):
+                if problem.code == 'stream_incomplete':  # the tap's verdict: kept on the response, reported once
+                    _record_finish(response, False, problem.message)
+                else:
+                    problems.append(problem)
+    return problems
+
+
+def _record_finish(response: ModelResponse, complete: bool, reason: str) -> None:
+    """Record what this package saw of the response's end, in `ModelResponse.metadata` (never sent to a model).
+
+    In place into an existing dict: under `run_stream` the history's response shares the stream's metadata dict.
+    """
+    record = {'complete': complete, 'reason': reason}
+    if response.metadata is None:
+        response.metadata = {FINISH_METADATA_KEY: record}
+    else:
+        response.metadata[FINISH_METADATA_KEY] = record
+
+
+def record_whole_body(response: ModelResponse) -> None:
+    """A non-streamed response arrived as one whole body: record that, when it carries no finishing signal itself.
+
+    (OpenAI-compatible chat endpoints may omit `finish_reason`; a non-streamed body cannot have been cut.)
+    """
+    if response.state == 'complete' and incomplete_reason(response) is not None:
+        _record_finish(response, True, 'The non-streamed response body arrived whole.')
