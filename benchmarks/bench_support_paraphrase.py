@@ -17,9 +17,10 @@ round, best of three, in CPU time. Acceptance: top-1 >= 0.99 at 50 % and >= 0.97
 package no slower than the straightforward method.
 
 `test_verdict_thresholds_calibration` prints the table behind the documented verdict thresholds (docs/support.md):
-the share of claims scoring at least each threshold, for the claims above, for a harder paraphrase proxy (65 %
-dropped and a third of the kept words swapped for words of other pages) and for *foreign* claims (a sentence of
-another page checked against this one), which must not come out `supported`.
+the share of claims scoring at least each threshold and the verdicts `check_support_sync` gives at its defaults, for the
+claims above, for a harder paraphrase proxy (65 % dropped and a third of the kept words swapped for words of other
+pages), for short claims (3 or 5 consecutive words of a sentence, like short anchored spans), and for the same
+claims checked against *another* page, which does not state them and must not come out `supported`.
 """
 
 from __future__ import annotations
@@ -36,12 +37,22 @@ from pathlib import Path
 import pytest
 from pytest_benchmark.fixture import BenchmarkFixture
 
-from pydantic_ai_citations.support import THRESHOLDS, Passage, PassageIndex, decode_body, split_passages, terms
+from pydantic_ai_citations._answer import CitedAnswer, CitedSpan, SourceRef
+from pydantic_ai_citations.support import (
+    THRESHOLDS,
+    CitationCheck,
+    Passage,
+    PassageIndex,
+    check_support_sync,
+    decode_body,
+    split_passages,
+    terms,
+)
 from pydantic_ai_citations.support._terms import _term  # pyright: ignore[reportPrivateUsage]
 
 ROOT = Path(__file__).resolve().parents[1].parent / 'shared' / 'corpus' / 'article-extraction-benchmark'
 LEVELS = (0.3, 0.5, 0.65)
-TARGETS = {0.5: 0.99, 0.65: 0.97}
+TARGETS = {'50%': 0.99, '65%': 0.97}  # top-1; at 30 % (and the swapped proxy): no loss
 ROUNDS = 5
 PER_PAGE = 4
 # Ground-truth paragraphs split into sentences (benchmark-side only: the package never splits HTML with regexes).
@@ -114,13 +125,6 @@ def swapped_claims(pages: list[Page], round_: int) -> list[ClaimCase]:
     return out
 
 
-def foreign_claims(pages: list[Page], round_: int) -> list[ClaimCase]:
-    """Each claim of the 30 % level checked against the next page: nothing there states it."""
-    return [
-        ClaimCase((case.page + 1) % len(pages), case.sentence, case.claim) for case in make_claims(pages, 0.3, round_)
-    ]
-
-
 Choice = tuple[Passage, float] | None
 Method = Callable[[list[Passage], list[str]], list[Choice]]
 
@@ -190,11 +194,13 @@ def oracle(pages: list[Page], cases: list[ClaimCase]) -> float:
 
 def test_paraphrased_claims_find_their_passage(benchmark: BenchmarkFixture):
     pages = load_pages()
-    levels = {share: [make_claims(pages, share, r) for r in range(ROUNDS)] for share in LEVELS}
+    levels = {f'{share:.0%}': [make_claims(pages, share, r) for r in range(ROUNDS)] for share in LEVELS}
+    # Not in the acceptance, a harder proxy for paraphrase: shown, and the package must not lose there either.
+    levels['65%, 1/3 swapped'] = [swapped_claims(pages, r) for r in range(ROUNDS)]
     rows: list[str] = []
     failures: list[str] = []
     total = {'package': 0.0, 'straightforward': 0.0}
-    for share, rounds in levels.items():
+    for label, rounds in levels.items():
         cases = [c for r in rounds for c in r]
         best: dict[str, tuple[float, list[Choice]]] = {}
         for _ in range(3):  # best of three, the two methods interleaved (a shared machine is noisy)
@@ -203,22 +209,25 @@ def test_paraphrased_claims_find_their_passage(benchmark: BenchmarkFixture):
                 if name not in best or seconds < best[name][0]:
                     best[name] = (seconds, choices)
         top1 = {name: found(choices, cases) for name, (_, choices) in best.items()}
-        for name in total:
-            total[name] += best[name][0]
+        if label in TARGETS or label == '30%':  # the acceptance levels decide the time ratio
+            for name in total:
+                total[name] += best[name][0]
         rows.append(
-            f'| {share:.0%} | {len(cases)} | {top1["package"]:.4f} | {top1["straightforward"]:.4f} | '
+            f'| {label} | {len(cases)} | {top1["package"]:.4f} | {top1["straightforward"]:.4f} | '
             f'{oracle(pages, cases):.4f} | {best["package"][0] * 1000:.0f} | {best["straightforward"][0] * 1000:.0f} |'
         )
-        target = TARGETS.get(share, top1['straightforward'])
+        target = TARGETS.get(label, top1['straightforward'])
         if top1['package'] < target:
-            failures.append(f'top-1 {top1["package"]:.4f} at {share:.0%} dropped (target {target})')
-        benchmark.extra_info[f'top1_{share}'] = round(top1['package'], 4)
-        benchmark.extra_info[f'top1_straightforward_{share}'] = round(top1['straightforward'], 4)
+            failures.append(f'top-1 {top1["package"]:.4f} at {label} dropped (target {target})')
+        benchmark.extra_info[f'top1 {label}'] = round(top1['package'], 4)
+        benchmark.extra_info[f'top1 straightforward {label}'] = round(top1['straightforward'], 4)
     ratio = total['straightforward'] / total['package']
     benchmark.extra_info['speed_ratio'] = round(ratio, 2)
     print(
         '\n| dropped | claims | top-1 package | top-1 straightforward | oracle | package ms | straightforward ms |\n'
-        '|---|---|---|---|---|---|---|\n' + '\n'.join(rows) + f'\nstraightforward / package time: {ratio:.2f}x'
+        '|---|---|---|---|---|---|---|\n'
+        + '\n'.join(rows)
+        + f'\nstraightforward / package CPU time (30 %, 50 %, 65 %): {ratio:.2f}x'
     )
     all_cases = [r for rounds in levels.values() for r in rounds]
     benchmark.pedantic(lambda: [run(package, pages, cases) for cases in all_cases], rounds=1, iterations=1)
@@ -226,28 +235,85 @@ def test_paraphrased_claims_find_their_passage(benchmark: BenchmarkFixture):
     assert ratio >= 1.0, f'the package check is slower than the straightforward method ({ratio:.2f}x)'
 
 
+def snippet_claims(pages: list[Page], words: int, round_: int) -> list[ClaimCase]:
+    """`words` consecutive words of each sentence (short anchored spans such as `'Walter Reed hospital'`)."""
+    rng = random.Random(f'snippet-{words}-{round_}')
+    out: list[ClaimCase] = []
+    for case in make_claims(pages, 0.0, round_):
+        split = case.sentence.split()
+        start = rng.randrange(0, len(split) - words)
+        out.append(ClaimCase(case.page, case.sentence, ' '.join(split[start : start + words])))
+    return out
+
+
+def elsewhere(cases: list[ClaimCase], n_pages: int) -> list[ClaimCase]:
+    """The same claims checked against the next page, which does not state them."""
+    return [ClaimCase((c.page + 1) % n_pages, c.sentence, c.claim) for c in cases]
+
+
+def check(pages: list[Page], cases: list[ClaimCase]) -> list[CitationCheck]:
+    """`check_support_sync` (defaults) on one answer per page holding that page's claims, each cited as a content span."""
+    by_page: dict[int, list[ClaimCase]] = {}
+    for case in cases:
+        by_page.setdefault(case.page, []).append(case)
+    out: list[CitationCheck] = []
+    for n, page_cases in by_page.items():
+        text = ''
+        spans: list[CitedSpan] = []
+        for case in page_cases:
+            start = len(text)
+            text += case.claim + ' '
+            spans.append(
+                CitedSpan(
+                    start, start + len(case.claim), 'content', [1], message_index=1, part_index=0, citation_index=0
+                )
+            )
+        answer = CitedAnswer(text, spans=spans, unanchored=[], sources=[SourceRef(1, 'web', url=f'https://e.test/{n}')])
+        out += check_support_sync(answer, {f'https://e.test/{n}': pages[n].html}).checks
+    return out
+
+
 def test_verdict_thresholds_calibration(benchmark: BenchmarkFixture):
+    """The table behind the default thresholds (0.6 supported, 0.3 weak, two shared terms for supported)."""
     pages = load_pages()
-    sets = {f'{share:.0%} dropped': [make_claims(pages, share, r) for r in range(ROUNDS)] for share in LEVELS}
-    sets['65 % dropped, 1/3 swapped'] = [swapped_claims(pages, r) for r in range(ROUNDS)]
-    sets['foreign (other page)'] = [foreign_claims(pages, r) for r in range(ROUNDS)]
-    scores: dict[str, list[float]] = {}
-    for name, rounds in sets.items():
-        cases = [c for r in rounds for c in r]
-        scores[name] = [0.0 if c is None else c[1] for r in rounds for c in run(package, pages, r)]
-        assert len(scores[name]) == len(cases)
+    n = len(pages)
+    sets: dict[str, list[ClaimCase]] = {}
+    for share in LEVELS:
+        sets[f'{share:.0%} dropped'] = [c for r in range(ROUNDS) for c in make_claims(pages, share, r)]
+    sets['65% dropped, 1/3 swapped'] = [c for r in range(ROUNDS) for c in swapped_claims(pages, r)]
+    for words in (5, 3):
+        sets[f'{words} words'] = [c for r in range(ROUNDS) for c in snippet_claims(pages, words, r)]
+    for name in ('30% dropped', '5 words', '3 words'):
+        sets[f'{name}, other page'] = elsewhere(sets[name], n)
     shown = [t for t in THRESHOLDS if t in (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8)]
-    lines = ['| claims | ' + ' | '.join(f'≥ {t:g}' for t in shown) + ' |', '|---' * (len(shown) + 1) + '|']
-    for name, values in scores.items():
-        shares = [sum(v >= t - 1e-9 for v in values) / len(values) for t in shown]
-        lines.append(f'| {name} | ' + ' | '.join(f'{s:.3f}' for s in shares) + ' |')
-    print('\nshare of claims scoring at least each threshold\n' + '\n'.join(lines))
-    foreign = scores['foreign (other page)']
-    supported = sum(v >= 0.6 - 1e-9 for v in foreign) / len(foreign)
-    weak_or_better = [
-        sum(v >= 0.3 - 1e-9 for v in scores[f'{s:.0%} dropped']) / len(scores[f'{s:.0%} dropped']) for s in LEVELS
+    lines = [
+        '| claims | n | ' + ' | '.join(f'≥ {t:g}' for t in shown) + ' | supported | weak | unsupported |',
+        '|---' * (len(shown) + 5) + '|',
     ]
-    benchmark.extra_info.update({'foreign_supported': round(supported, 4), 'true_weak_or_better': weak_or_better})
+    verdicts: dict[str, dict[str, float]] = {}
+    for name, cases in sets.items():
+        checks = check(pages, cases)
+        assert len(checks) == len(cases)
+        scores = [c.score or 0.0 for c in checks]
+        curve = [sum(v >= t - 1e-9 for v in scores) / len(scores) for t in shown]
+        verdicts[name] = {
+            v: sum(c.verdict == v for c in checks) / len(checks) for v in ('supported', 'weak', 'unsupported')
+        }
+        assert all(c.passage is not None for c in checks if c.verdict == 'weak')  # the best candidate is shown
+        lines.append(
+            f'| {name} | {len(cases)} | '
+            + ' | '.join(f'{s:.3f}' for s in curve)
+            + ' | '
+            + ' | '.join(f'{verdicts[name][v]:.3f}' for v in ('supported', 'weak', 'unsupported'))
+            + ' |'
+        )
+    print('\nshare of claims scoring at least each threshold, and verdicts at the defaults\n' + '\n'.join(lines))
+    benchmark.extra_info['verdicts'] = verdicts
     benchmark.pedantic(lambda: None, rounds=1, iterations=1)
-    assert supported <= 0.01, f'{supported:.3f} of foreign claims reach the default supported threshold'
-    assert min(weak_or_better) >= 0.99
+    for name in sets:
+        if name.endswith('other page'):
+            assert verdicts[name]['supported'] <= 0.01, (name, verdicts[name])
+    for share in LEVELS:  # claims left with one term by the drop are `weak`: the rest must be `supported`
+        found = verdicts[f'{share:.0%} dropped']
+        assert found['supported'] >= 0.95, (share, found)
+        assert found['unsupported'] <= 0.01, (share, found)

@@ -192,6 +192,17 @@ def test_verdicts_never_claim_more_than_the_score(claim: str, texts: list[str]):
     for check in report.checks:
         if check.verdict == 'supported':
             assert check.score is not None and check.score >= 0.6 - 1e-9
+            assert check.passage is not None
+            assert len(terms(check.claim) & terms(check.passage.text)) >= 2
         if check.score:
             assert check.passage is not None
             assert 0 <= check.passage.position <= 1
+
+
+def test_one_shared_term_is_weak_at_best():
+    report = check_support_sync(answer_for('Walter Reed', 'Hospital.', 'Hospital exams.'), {'https://e.test/a': TRAPS})
+    assert [(c.verdict, c.score) for c in report.checks] == [('supported', 1.0), ('weak', 1.0), ('supported', 1.0)]
+    assert report.checks[1].reason == (
+        'score 1.00 but 1 shared term (supported at 0.6 with at least 2 shared terms, weak at 0.3)'
+    )
+    assert report.checks[1].passage is not None

@@ -55,6 +55,10 @@ Markdown or plain text, or raw bytes (charset detected); or a `SnapshotStore`.""
 THRESHOLDS: tuple[float, ...] = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 """Where the threshold curve is sampled."""
 
+MIN_SHARED_TERMS = 2
+"""A lexical `supported` also needs this many of the claim's terms in the passage, whatever the score: a claim
+with one term (`'Paris'`) found on a page is `weak` at best. See docs/support.md for how the defaults were chosen."""
+
 
 @dataclass(frozen=True)
 class CitationCheck:
@@ -342,14 +346,24 @@ class _Planner:
             jobs.append(_Job(claim, source, 'page', page.index, page, None))
         return jobs
 
-    def verdict_for(self, score: float | None) -> Verdict:
+    def verdict_for(self, score: float | None, shared: int) -> Verdict:
         if score is None:
             return 'unsupported'
-        if score >= self.threshold - 1e-9:
+        if score >= self.threshold - 1e-9 and shared >= MIN_SHARED_TERMS:
             return 'supported'
         if score >= self.weak_threshold - 1e-9:
             return 'weak'
         return 'unsupported'
+
+    def lexical_reason(self, score: float | None, shared: int) -> str:
+        if score is None:
+            return 'no passage shares a word with the claim'
+        if score >= self.threshold - 1e-9 and shared < MIN_SHARED_TERMS:
+            return (
+                f'score {score:.2f} but {shared} shared term (supported at {self.threshold:g} with at least '
+                f'{MIN_SHARED_TERMS} shared terms, weak at {self.weak_threshold:g})'
+            )
+        return f'score {score:.2f} (supported at {self.threshold:g}, weak at {self.weak_threshold:g})'
 
     def finish(self, job: _Job, judgement: Judgement | None, judge_name: str) -> CitationCheck:
         if job.fixed is not None:
@@ -357,12 +371,17 @@ class _Planner:
         assert judgement is not None
         assert job.source is not None
         source = job.source
-        judged = judgement.verdict or self.verdict_for(judgement.score)
+        shared = (
+            0
+            if judgement.score is None
+            else round(judgement.score * len(terms(job.claim.text, language=self.language)))
+        )
+        judged = judgement.verdict or self.verdict_for(judgement.score, shared)
         score_text = (
             'no passage shares a word with the claim' if judgement.score is None else f'score {judgement.score:.2f}'
         )
         reason = judgement.reason or (
-            f'{score_text} (supported at {self.threshold:g}, weak at {self.weak_threshold:g})'
+            self.lexical_reason(judgement.score, shared)
             if judgement.verdict is None
             else f'{judge_name} judge: {judged}'
         )
@@ -430,8 +449,11 @@ def check_support_sync(
     Args:
         answer: The answer to check.
         pages: Pages by URL / document id: snapshots, text or bytes, or a `SnapshotStore`.
-        threshold: Score at or above which a claim is `'supported'` (default 0.6).
-        weak_threshold: Score at or above which it is `'weak'` (default 0.3); below is `'unsupported'`.
+        threshold: Score at or above which a claim is `'supported'` (default 0.6), if at least two of its terms
+            are in the passage (one shared term is `'weak'` at best). The defaults are calibrated on real pages;
+            see docs/support.md.
+        weak_threshold: Score at or above which it is `'weak'` (default 0.3); below is `'unsupported'`. The best
+            passage is shown with every lexical verdict, so a reader can judge a weak one.
         judge: Who decides; default `LexicalJudge()` (no network).
         language: Language of the Latin-script words (see `terms`); `None` means English.
         min_words: Minimum passage length in words (see `split_passages`).
@@ -499,8 +521,11 @@ async def check_support(
     Args:
         answer: The answer to check.
         pages: Pages by URL / document id: snapshots, text or bytes, or a `SnapshotStore`.
-        threshold: Score at or above which a claim is `'supported'` (default 0.6).
-        weak_threshold: Score at or above which it is `'weak'` (default 0.3); below is `'unsupported'`.
+        threshold: Score at or above which a claim is `'supported'` (default 0.6), if at least two of its terms
+            are in the passage (one shared term is `'weak'` at best). The defaults are calibrated on real pages;
+            see docs/support.md.
+        weak_threshold: Score at or above which it is `'weak'` (default 0.3); below is `'unsupported'`. The best
+            passage is shown with every lexical verdict, so a reader can judge a weak one.
         judge: Who decides; default `LexicalJudge()` (no network). An async judge (such as `LLMJudge`) is awaited
             once per claim and page.
         language: Language of the Latin-script words (see `terms`); `None` means English.
