@@ -23,7 +23,6 @@ import copy
 import dataclasses
 import json
 import os
-import re
 import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -50,6 +49,7 @@ from .._models import ApiLabel
 from .._problems import shorten
 from .._replay import Recording, RecordingError, load_recording, perplexity_tap_for
 from .._track import CitedRun, TrackCitations
+from ..formats.markup import scan_markup
 from ..formats.unmapped import anthropic_search_result_locations_from_body, cohere_citations_from_body
 from ..formats.wire import WIRE_APIS, WireCitation, count_wire_citations
 from ._fixtures import FIXTURE_APIS, load_fixture, scenarios
@@ -100,12 +100,6 @@ KNOWN_UNMAPPED: dict[tuple[ApiLabel, str], str] = {
 
 _HANDOFF_TARGET: ApiLabel = 'openai-chat'
 _HANDOFF_FALLBACK: ApiLabel = 'anthropic-messages'
-
-_MARKERS = re.compile(
-    r'\ue200|【\d|<cite\b|\(cite\s|\[\[\d+\]\]\(|\[\d+(?:,\s*\d+)*\]|\]\(https?://',
-)
-"""Citation markers a model writes into its text: private-use markers, 【…】, cite tags, `[[1]](url)`, `[1]`,
-markdown links."""
 
 
 class _ProbeOutput(BaseModel):
@@ -428,7 +422,13 @@ async def _probe_handoff(matrix: CapabilityMatrix, api: ApiLabel, cited: _RunOut
         raise RecordingError(str(target.path), 'the hand-off request was not captured')
     body = sent[-1]
     answer = CitedAnswer.from_messages(cited.messages)
-    markers = [m.group(0) for m in _MARKERS.finditer(answer.text)]
+    # Citation markup as the package's grammar reads it (numbered markers too), and what citations are anchored on as
+    # markers (an OpenAI link), each piece as JSON would write it.
+    pieces = [
+        *scan_markup(answer.text, numbered=True).cuts,
+        *((s.start, s.end) for s in answer.spans if s.kind == 'marker'),
+    ]
+    markers = [json.dumps(answer.text[a:b], ensure_ascii=False)[1:-1] for a, b in pieces if a < b]
     dumped = json.dumps(body, ensure_ascii=False)
     if _has_citation_data(body):
         value = 'text + citation data'
