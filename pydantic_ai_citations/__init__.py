@@ -17,6 +17,7 @@ from ._lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from ._answer import CitedAnswer, CitedSpan, RawCitation, SourceRef
+    from ._edit import edit_response, edit_text, find_stale
     from ._evidence import (
         Claim,
         ClaimVerification,
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
         StripCitationMarkup,
         removed_markup,
     )
-    from ._history import CleanStaleCitations, edit_text, find_stale
+    from ._history import CleanStaleCitations
     from ._problems import CitationProblem, ProblemCode
     from ._redact import redact
     from ._render import render_html, render_markdown
@@ -79,8 +80,9 @@ _HOMES: dict[str, str] = {
     'verify_claims_sync': '_evidence',
     'ClaimVerification': '_evidence',
     # history
-    'edit_text': '_history',
-    'find_stale': '_history',
+    'edit_text': '_edit',
+    'edit_response': '_edit',
+    'find_stale': '_edit',
     'SQLiteConversationStore': '_store',
     'StoredAnswer': '_store',
     'StoreCorruptionError': '_store',
@@ -116,6 +118,7 @@ __all__ = (
     'TrackCitations',
     'UnverifiedEvidenceError',
     'VerifyEvidence',
+    'edit_response',
     'edit_text',
     'find_stale',
     'redact',

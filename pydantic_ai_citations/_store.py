@@ -16,7 +16,6 @@ step in its own transaction, and logs it in `schema_migrations`.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import importlib.metadata
 import sqlite3
@@ -42,7 +41,7 @@ from pydantic_ai.conversation_store import (
 from pydantic_ai.exceptions import UserError
 
 from ._answer import CitedAnswer, answer_parts
-from ._history import METADATA_KEY, edit_text_with_report, fingerprint_response
+from ._edit import edit_response
 from ._problems import PROBLEM_CODES, CitationProblem, ProblemCode
 from ._urls import bare_host, url_host
 
@@ -569,11 +568,12 @@ class SQLiteConversationStore(ConversationStore):
         expected_revision: str | None = None,
         scope: str | None = None,
     ) -> tuple[Conversation, list[CitationProblem]]:
-        """Edit a stored answer's text part with `edit_text`, atomically, as a new branch of the conversation.
+        """Edit a stored answer's text part with `edit_response`, atomically, as a new branch of the conversation.
 
         The edited response and the messages after it are stored as new entries branching off the message before
         it; the old history stays stored as a branch (`ConversationRecord.branches`), like Pydantic AI's `branch`.
-        The edited part's citations are realigned (or dropped and reported), its fingerprint refreshed.
+        The edited part's citations are realigned (or dropped and reported), and the response is fingerprinted afresh
+        (so `find_stale` catches later edits made outside the store, also for answers not fingerprinted before).
 
         Args:
             conversation_id: The conversation.
@@ -608,16 +608,7 @@ class SQLiteConversationStore(ConversationStore):
             assert isinstance(response, ModelResponse)
             if not 0 <= part_index < len(response.parts) or not isinstance(response.parts[part_index], TextPart):
                 raise UserError(f'`part_index` {part_index!r} does not name a `TextPart` of message {message_index}.')
-            old_part = response.parts[part_index]
-            assert isinstance(old_part, TextPart)
-            new_part, problems = edit_text_with_report(old_part, new_text)
-            parts = list(response.parts)
-            parts[part_index] = new_part
-            metadata = copy.deepcopy(response.metadata)
-            had_prints = bool(metadata and metadata.pop(METADATA_KEY, None) is not None)
-            edited = dataclasses.replace(response, parts=parts, metadata=metadata or None)
-            if had_prints:
-                fingerprint_response(edited)
+            edited, problems = edit_response(response, part_index, new_text)
             messages = [e.message for e in history]
             messages[message_index] = edited
             parent_id = history[message_index - 1].id if message_index else None

@@ -23,13 +23,10 @@ from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import ModelMessagesTypeAdapter
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from pydantic_ai_citations import _ledger
-from pydantic_ai_citations._history import (
+from pydantic_ai_citations import CleanStaleCitations, _ledger, edit_response, edit_text, find_stale
+from pydantic_ai_citations._edit import (
     METADATA_KEY,
-    CleanStaleCitations,
-    edit_text,
     edit_text_with_report,
-    find_stale,
     fingerprint_response,
     strip_citation_markers,
 )
@@ -312,8 +309,14 @@ def test_strip_citation_markers() -> None:
         ],
     )
     stripped, removed = strip_citation_markers(part)
-    assert stripped.content == 'Fact . Other. Claim .'
-    assert len(removed) == 5
+    assert stripped.content == 'Fact. Other. Claim.'
+    # the marker with the space before it, the bracket marker, the opening tag, `</cite>` + ' ' + `[1]`
+    assert [text[s:e] for s, e in removed] == [
+        ' \ue200cite\ue202turn0search0\ue201',
+        '【4:0†source】',
+        '<cite index="0-1">',
+        '</cite> [1]',
+    ]
     assert stripped.citations is None  # its marker is gone
     plain = TextPart('See [1] and [2].', provider_name='x')  # not marker-anchored: left alone
     assert strip_citation_markers(plain) == (plain, [])
@@ -329,8 +332,8 @@ def test_strip_list_marker_that_a_citation_is_anchored_on() -> None:
         citations=[Citation([web('https://a'), web('https://b')], anchor=MarkerCitationAnchor(start=start, end=end))],
     )
     stripped, removed = strip_citation_markers(part)
-    assert stripped.content == 'Both facts hold . Next.'  # spacing is kept, as for every marker
-    assert removed == [(start, end)]
+    assert stripped.content == 'Both facts hold. Next.'  # the space before it goes too, as for every marker
+    assert removed == [(start - 1, end)]
     not_a_marker = TextPart(
         'Range [1-2].',
         provider_name='x',
@@ -548,3 +551,147 @@ async def test_example_edit_and_resend() -> None:
         'find_stale: stale_after_edit at message 1',
         'realigned before sending: ["\'K2 is 8,611 m tall.\' -> https://ex.com/k2"]',
     ]
+
+
+# --- issue 12: every provider's markup removed for another provider ---------------------------------------------------
+
+
+def sent_text(messages: list[ModelMessage]) -> str:
+    return ' '.join(
+        p.content for m in messages if isinstance(m, ModelResponse) for p in m.parts if isinstance(p, TextPart)
+    )
+
+
+async def resend(history: list[ModelMessage]) -> str:
+    """What the next request sends of `history` to another provider (`FunctionModel`), through `CleanStaleCitations`."""
+    seen: list[list[ModelMessage]] = []
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        seen.append(messages)
+        return ModelResponse(parts=[TextPart('ok')])
+
+    await Agent(FunctionModel(model), capabilities=[CleanStaleCitations()]).run('next', message_history=history)
+    return sent_text(seen[0])
+
+
+XAI_TEXT = 'K2 is 8,611 m tall. [[1]](https://en.wikipedia.org/wiki/K2) It is in the Karakoram.'
+
+
+@pytest.mark.anyio
+async def test_xai_numbered_link_markers_not_handed_on() -> None:
+    """Regression: xAI's `[[1]](url)` markers were sent on to the next provider as they were."""
+    start = XAI_TEXT.index('[[1]]')
+    end = XAI_TEXT.index(' It is')
+    part = TextPart(
+        XAI_TEXT,
+        provider_name='xai',
+        citations=[
+            Citation([web('https://en.wikipedia.org/wiki/K2')], anchor=MarkerCitationAnchor(start=start, end=end)),
+            Citation([web('https://k2.example')], anchor=ContentCitationAnchor(start=0, end=19)),
+        ],
+    )
+    history: list[ModelMessage] = [
+        ModelRequest(parts=[UserPromptPart('q')]),
+        ModelResponse(parts=[part], provider_name='xai'),
+    ]
+    sent = await resend(history)
+    assert sent == 'K2 is 8,611 m tall. It is in the Karakoram.'
+    assert history[1].parts[0] is part  # the stored history keeps them
+    stripped, _ = strip_citation_markers(part)
+    assert anchored(stripped) == {'https://k2.example': 'K2 is 8,611 m tall.'}  # shifted, not diffed
+
+
+@pytest.mark.anyio
+async def test_paren_cite_tag_not_half_removed() -> None:
+    """Regression: `(cite index="0-1">x</cite>` lost only its `</cite>`, and the next provider got the half tag."""
+    text = 'Everest is 8,849 m (cite index="0-1">tall</cite>. Other prose (cite sources) stays.'
+    part = TextPart(
+        text,
+        provider_name='anthropic',
+        citations=[Citation([web('https://e.example')], anchor=ContentCitationAnchor(start=37, end=41))],
+    )
+    assert text[37:41] == 'tall'
+    history: list[ModelMessage] = [ModelRequest(parts=[UserPromptPart('q')]), ModelResponse(parts=[part])]
+    sent = await resend(history)
+    assert sent == 'Everest is 8,849 m tall. Other prose (cite sources) stays.'
+    stripped, _ = strip_citation_markers(part)
+    assert anchored(stripped) == {'https://e.example': 'tall'}
+
+
+def test_strip_leaves_no_private_use_character_or_half_tag() -> None:
+    text = 'A \ue200cite\ue202turn9 unterminated. B </cite> stray. C \ue201.'
+    stripped, removed = strip_citation_markers(TextPart(text, provider_name='openai'))
+    assert removed
+    assert not any(ch in stripped.content for ch in '\ue200\ue201\ue202')
+    assert 'cite' not in stripped.content
+
+
+# --- edit_response, and fingerprints with TrackCitations ---------------------------------------------------------------
+
+
+def test_edit_response_refreshes_fingerprints() -> None:
+    messages = history()
+    response = messages[1]
+    assert isinstance(response, ModelResponse)
+    edited, problems = edit_response(response, 1, TEXT.replace('It is fast', 'It is very fast'))
+    assert [(p.code, p.part_index, p.citation_index) for p in problems] == [
+        ('citation_dropped_after_edit', 1, 1),
+        ('citation_dropped_after_edit', 1, None),  # Google's raw data cannot follow
+    ]
+    assert response.parts[1].content == TEXT  # type: ignore[union-attr]  # not changed
+    assert find_stale([messages[0], edited]) == []
+    assert edited.metadata is not None
+    assert edited.metadata[METADATA_KEY] != response.metadata[METADATA_KEY]  # type: ignore[index]
+    unprinted = ModelResponse(parts=[cited_part()])
+    edited, _ = edit_response(unprinted, 0, 'Note. ' + TEXT)
+    assert edited.metadata is not None
+    assert METADATA_KEY in edited.metadata  # now fingerprinted: later edits are caught
+    with pytest.raises(UserError, match='`part_index` 0 does not name a `TextPart`'):
+        edit_response(ModelResponse(parts=[]), 0, 'x')
+
+
+def test_find_stale_without_fingerprints_checks_anchors_only() -> None:
+    """A history no fingerprinting capability saw (e.g. made with `TrackCitations` alone)."""
+    part = cited_part()
+    messages: list[ModelMessage] = [ModelRequest(parts=[UserPromptPart('q')]), ModelResponse(parts=[part])]
+    assert find_stale(messages) == []
+    part.content = 'short'
+    assert [(p.code, p.citation_index) for p in find_stale(messages)] == [
+        ('anchor_out_of_range', 0),
+        ('anchor_out_of_range', 1),
+        ('anchor_out_of_range', 2),
+    ]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize('clean_first', [True, False], ids=['clean-then-track', 'track-then-clean'])
+@pytest.mark.parametrize('streamed', [False, True], ids=['run', 'run_stream'])
+async def test_fingerprints_with_track_citations_in_either_order(clean_first: bool, streamed: bool) -> None:
+    """`TrackCitations` changes responses in place (here: OpenAI markers become citations); the fingerprint
+    `CleanStaleCitations` records is of the final response, whichever hook runs first, in `run` and `run_stream`."""
+    from pydantic_ai.models.test import TestModel
+
+    from pydantic_ai_citations import TrackCitations
+
+    text = 'K2 is 8,611 m tall. \ue200cite\ue202turn0search0\ue201'
+    sources = {'turn0search0': web('https://k2.example')}
+    track = TrackCitations(marker_sources=sources)
+    clean = CleanStaleCitations()
+    agent = Agent(TestModel(custom_output_text=text), capabilities=[clean, track] if clean_first else [track, clean])
+    if streamed:
+        async with agent.run_stream('q') as run:
+            await run.get_output()
+        messages = run.all_messages()
+    else:
+        messages = (await agent.run('q')).all_messages()
+    response = messages[-1]
+    assert isinstance(response, ModelResponse)
+    part = response.parts[0]
+    assert isinstance(part, TextPart)
+    assert part.citations
+    assert '\ue200' not in part.content
+    assert response.metadata is not None
+    assert response.metadata[METADATA_KEY]['fingerprints']
+    assert find_stale(messages) == []
+    part.content += ' (edited)'
+    assert [p.code for p in find_stale(messages)] == ['stale_after_edit']

@@ -29,8 +29,8 @@ from pydantic_ai.messages import ModelMessagesTypeAdapter
 from pydantic_ai.models import Model
 from pydantic_ai.models.fallback import FallbackModel
 
-from pydantic_ai_citations import _ledger
-from pydantic_ai_citations._history import METADATA_KEY, CleanStaleCitations, fingerprint_response
+from pydantic_ai_citations import CleanStaleCitations, _ledger
+from pydantic_ai_citations._edit import METADATA_KEY, fingerprint_response
 
 Sent = list[dict[str, Any]]
 

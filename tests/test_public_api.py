@@ -45,6 +45,7 @@ def test_root_all_is_pinned():
             'TrackCitations',
             'UnverifiedEvidenceError',
             'VerifyEvidence',
+            'edit_response',
             'edit_text',
             'find_stale',
             'redact',

@@ -22,7 +22,8 @@ from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import ModelMessagesTypeAdapter
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from pydantic_ai_citations._history import METADATA_KEY, CleanStaleCitations, find_stale
+from pydantic_ai_citations import CleanStaleCitations, find_stale
+from pydantic_ai_citations._edit import METADATA_KEY
 from pydantic_ai_citations._store import (
     SCHEMA_VERSION,
     SQLiteConversationStore,

@@ -293,7 +293,7 @@ async def test_fingerprint_survives_run_stream_history():
     from pydantic_ai import ModelResponse
 
     from pydantic_ai_citations import CleanStaleCitations, find_stale
-    from pydantic_ai_citations._history import METADATA_KEY
+    from pydantic_ai_citations._edit import METADATA_KEY
 
     agent = Agent(_model('anthropic'), capabilities=[TrackCitations(), CleanStaleCitations()])
     async with agent.run_stream('q') as stream:

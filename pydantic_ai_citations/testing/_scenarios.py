@@ -79,8 +79,9 @@ from pydantic_ai.models.fallback import FallbackModel
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from .._answer import CitedAnswer, last_response
+from .._edit import find_stale
 from .._guard import CitationsDisabledWarning, StripCitationMarkup, removed_markup, scan_citation_markup
-from .._history import CleanStaleCitations, find_stale
+from .._history import CleanStaleCitations
 from .._problems import CitationProblem, shorten
 from .._render import render_html, render_markdown
 from .._track import CitedRun, TrackCitations

@@ -1,0 +1,775 @@
+"""Editing cited text and finding stale citations: pure functions over Pydantic AI's message values.
+
+- `edit_text(part, new_text)` edits a cited `TextPart` and realigns its citations: the old and new texts are
+  diffed, a citation whose anchored words are unchanged is shifted, one whose words changed is dropped (and
+  reported). `provider_details['citations']` is kept in step, `id` cleared (OpenAI Responses would otherwise use its
+  stored copy of the item), `provider_name` kept (Anthropic only replays citations of its own parts).
+  `edit_response(response, part_index, new_text)` does the same to one part of a response and refreshes the
+  response's fingerprints; the conversation store edits through it.
+- Fingerprints catch edits made *without* `edit_text` (a UI storing edited text, a JSON file edited by hand):
+  `fingerprint_response` records, in `ModelResponse.metadata` (never sent to a model, kept by
+  `ModelMessagesTypeAdapter`), a short hash of each cited part's text and of each anchored span. `find_stale`
+  compares them with the text as it is now, in one plain pass (no cache: a pass over a 10,000-message history costs
+  a few percent of serialising it).
+- `strip_citation_markers(part)` removes raw citation markup (through the one grammar, `formats.markup`) and shifts
+  the citations by the removed lengths: the removed ranges are known, so no diff is needed.
+
+`CleanStaleCitations` (in `_history`) wires these into agent runs.
+
+Fingerprints are the first 16 hex digits of a SHA-256. Like `ModelResponse.history_digest`, a plain hash lets
+someone holding the stored history test guesses at text redacted from it later: clear
+`metadata['pydantic_ai_citations']` together with the text you redact.
+"""
+
+from __future__ import annotations
+
+import bisect
+import copy
+import difflib
+import hashlib
+import itertools
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import replace
+from typing import Any, Literal, TypeVar, cast
+
+from pydantic_ai import (
+    Citation,
+    ContentCitationAnchor,
+    MarkerCitationAnchor,
+    ModelMessage,
+    ModelResponse,
+    TextPart,
+)
+from pydantic_ai.exceptions import UserError
+
+from ._problems import CitationProblem
+from .formats.markup import scan_markup, strip_markup
+from .formats.numbered import is_numbered_marker
+
+__all__ = (
+    'METADATA_KEY',
+    'edit_response',
+    'edit_text',
+    'edit_text_with_report',
+    'find_stale',
+    'fingerprint_response',
+    'refresh_fingerprints',
+    'strip_citation_markers',
+)
+
+METADATA_KEY = 'pydantic_ai_citations'
+"""Key of this package's data in `ModelResponse.metadata`: `{'fingerprints': {part_index: hash}, 'anchors': {...}}`."""
+
+_MAX_DIFF_WORK = 50_000_000
+"""Above this `len(old) * len(new)` of the changed middle, the middle counts as rewritten (no diff is run)."""
+
+_MAX_LOCATE_WORK = 20_000_000
+"""Above this `len(text) * len(anchored text)`, a repair does not search an edited part for an anchored span."""
+
+Range = tuple[int, int]
+
+
+def _hash(text: str) -> str:
+    try:
+        data = text.encode()
+    except UnicodeEncodeError:  # lone surrogates, e.g. from JSON escapes
+        data = text.encode('utf-8', 'surrogatepass')
+    return hashlib.sha256(data).hexdigest()[:16]
+
+
+# --- mapping old ranges onto new text -------------------------------------------------------------------------------
+
+
+def _common_length(same: Callable[[int], bool], limit: int) -> int:
+    """The largest `k <= limit` with `same(k)` (monotone), by bisection: slice comparisons run at C speed."""
+    lo, hi = 0, limit
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if same(mid):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def _diff_blocks(old: str, new: str) -> list[tuple[int, int, int]]:
+    """Blocks `(old start, new start, size)` the two texts share: common prefix and suffix, `difflib` in between."""
+    n_old, n_new = len(old), len(new)
+    limit = min(n_old, n_new)
+    prefix = _common_length(lambda k: old[:k] == new[:k], limit)
+    suffix = _common_length(lambda k: old[n_old - k :] == new[n_new - k :], limit - prefix)
+    blocks: list[tuple[int, int, int]] = [(0, 0, prefix)] if prefix else []
+    a, b = old[prefix : n_old - suffix], new[prefix : n_new - suffix]
+    if a and b and len(a) * len(b) <= _MAX_DIFF_WORK:
+        matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
+        blocks.extend((prefix + i, prefix + j, size) for i, j, size in matcher.get_matching_blocks() if size)
+    if suffix:
+        blocks.append((n_old - suffix, n_new - suffix, suffix))
+    merged: list[tuple[int, int, int]] = []
+    for i, j, size in blocks:
+        if merged and sum(merged[-1][::2]) == i and sum(merged[-1][1:]) == j:
+            merged[-1] = (merged[-1][0], merged[-1][1], merged[-1][2] + size)
+        else:
+            merged.append((i, j, size))
+    return merged
+
+
+def _diff_mapper(old: str, new: str) -> Callable[[int, int], Range | None]:
+    """Maps a range of `old` to where its text is in `new`, or `None` when that text did not survive unchanged."""
+    blocks = _diff_blocks(old, new)
+
+    def move(start: int, end: int) -> Range | None:
+        if end > len(old):
+            return None
+        for i, j, size in blocks:
+            if i <= start and end <= i + size:
+                return j + start - i, j + end - i
+        return None
+
+    return move
+
+
+def _cut_mapper(cuts: Sequence[Range]) -> Callable[[int, int], Range | None]:
+    """Maps a range across the removal of `cuts` (sorted, disjoint): shifted by what was removed before it.
+
+    A range that overlaps a cut did not survive unchanged (`None`).
+    """
+    starts = [start for start, _ in cuts]
+    removed_before = list(itertools.accumulate((end - start for start, end in cuts), initial=0))
+
+    def move(start: int, end: int) -> Range | None:
+        k = bisect.bisect_right(starts, start)  # cuts starting at or before `start`
+        if k and cuts[k - 1][1] > start:
+            return None  # starts inside a cut
+        if k < len(cuts) and cuts[k][0] < end:
+            return None  # a cut starts inside the range
+        shift = removed_before[k]
+        return start - shift, end - shift
+
+    return move
+
+
+# --- edit_text ------------------------------------------------------------------------------------------------------
+
+
+def edit_text(part: TextPart, new_text: str) -> TextPart:
+    """A copy of `part` with `new_text` as its content and its citations realigned to it.
+
+    A citation whose anchored text is unchanged by the edit is shifted to where that text now is; one whose text
+    changed is dropped. Citations without an anchor are kept. `provider_details['citations']` is kept in step
+    (entries of dropped citations removed, positions shifted), or removed when it cannot be. `id` is cleared (OpenAI
+    Responses uses its stored copy of an item sent with its id, whatever the text), `provider_name` is kept.
+
+    Use `edit_text_with_report` to learn what was dropped, and `edit_response` to edit a part of a response and keep
+    its fingerprints true.
+    """
+    return edit_text_with_report(part, new_text)[0]
+
+
+def edit_text_with_report(part: TextPart, new_text: str) -> tuple[TextPart, list[CitationProblem]]:
+    """`edit_text`, also returning a `citation_dropped_after_edit` problem for each citation (or raw data) dropped.
+
+    Problems carry `citation_index` (into the *old* part's citations) and the old anchor's offsets.
+
+    Raises:
+        UserError: `part` is not a `TextPart` or `new_text` is not a `str`.
+    """
+    if not isinstance(part, TextPart):  # pyright: ignore[reportUnnecessaryIsInstance]
+        raise UserError(f'`edit_text` edits a `TextPart`, got {part!r}.')
+    if not isinstance(new_text, str):  # pyright: ignore[reportUnnecessaryIsInstance]
+        raise UserError(f'`new_text` must be a `str`, got {new_text!r}.')
+    move = _diff_mapper(part.content, new_text)
+    return _realign(
+        part,
+        new_text,
+        lambda _index, start, end: move(start, end),
+        reason='the edit changed the words it anchors (or its anchor did not fit the old text)',
+    )
+
+
+def edit_response(
+    response: ModelResponse, part_index: int, new_text: str
+) -> tuple[ModelResponse, list[CitationProblem]]:
+    """A copy of `response` whose text part `part_index` is edited with `edit_text`, and what the edit dropped.
+
+    The copy is fingerprinted afresh (see `fingerprint_response`), so `find_stale` vouches for the edited text and
+    catches later edits made without `edit_text`. Problems carry `part_index`; `response` is not changed.
+
+    Raises:
+        UserError: `part_index` does not name a `TextPart` of `response`, or `new_text` is not a `str`.
+    """
+    parts = response.parts
+    in_range = isinstance(part_index, int) and 0 <= part_index < len(parts)  # pyright: ignore[reportUnnecessaryIsInstance]
+    part = parts[part_index] if in_range else None
+    if not isinstance(part, TextPart):
+        raise UserError(f'`part_index` {part_index!r} does not name a `TextPart` of the response.')
+    new_part, problems = edit_text_with_report(part, new_text)
+    problems = [replace(p, part_index=part_index) for p in problems]
+    return replace_parts(response, {part_index: new_part}), problems
+
+
+def replace_parts(response: ModelResponse, parts: Mapping[int, TextPart]) -> ModelResponse:
+    """A copy of `response` with `parts` (by index) replaced and its fingerprints recorded afresh."""
+    new_parts = list(response.parts)
+    for index, part in parts.items():
+        new_parts[index] = part
+    metadata = copy.deepcopy(response.metadata)
+    if metadata:
+        metadata.pop(METADATA_KEY, None)
+    new_response = replace(response, parts=new_parts, metadata=metadata or None)
+    fingerprint_response(new_response)
+    return new_response
+
+
+_Mover = Callable[[int, int, int], Range | None]
+"""`(citation index, old start, old end) -> new range`, or `None` to drop the citation."""
+
+
+def _realign(part: TextPart, new_text: str, move: _Mover, *, reason: str) -> tuple[TextPart, list[CitationProblem]]:
+    """Rebuild `part` on `new_text`, each anchored citation moved by `move` (or dropped and reported)."""
+    problems: list[CitationProblem] = []
+    old_citations = _citations(part)
+    kept: list[Citation] = []
+    moved: dict[Range, Range] = {}
+    for index, citation in enumerate(old_citations):
+        anchor = citation.anchor
+        if anchor is None:
+            kept.append(citation)
+            continue
+        start, end = _anchor_range(anchor)
+        new_range = move(index, start, end) if start is not None and end is not None else None
+        if new_range is None or start is None or end is None:
+            problems.append(
+                CitationProblem(
+                    'citation_dropped_after_edit',
+                    f'Citation {index} was dropped: {reason}.',
+                    citation_index=index,
+                    start=start,
+                    end=end,
+                )
+            )
+            continue
+        moved[(start, end)] = new_range
+        if new_range == (start, end):
+            kept.append(citation)  # unchanged: shared, as values are never changed in place here
+            continue
+        anchor_type = MarkerCitationAnchor if isinstance(anchor, MarkerCitationAnchor) else ContentCitationAnchor
+        kept.append(copy_with(citation, anchor=anchor_type(start=new_range[0], end=new_range[1])))
+    changed = bool(problems) or any(old != new for old, new in moved.items())
+    details = _details_in_step(part, len(old_citations), len(kept) == len(old_citations), moved, changed, problems)
+    new_part = copy_with(part, content=new_text, id=None, citations=kept or None, provider_details=details)
+    return new_part, problems
+
+
+_T = TypeVar('_T')
+
+
+def copy_with(value: _T, **changes: object) -> _T:
+    """A shallow copy of the dataclass instance `value` with `changes` set.
+
+    `dataclasses.replace` without running `__init__` again: faster, and every field is kept (also fields a later
+    Pydantic AI adds).
+    """
+    try:
+        new = object.__new__(value.__class__)
+        new.__dict__.update(value.__dict__, **changes)
+    except (AttributeError, TypeError):  # no instance `__dict__` (slots)
+        new = copy.copy(value)
+        for name, field_value in changes.items():
+            setattr(new, name, field_value)
+    return new
+
+
+def _details_in_step(
+    part: TextPart,
+    n_citations: int,
+    all_kept: bool,
+    moved: dict[Range, Range],
+    changed: bool,
+    problems: list[CitationProblem],
+) -> dict[str, Any] | None:
+    """`part.provider_details` with its raw citations kept in step with the realigned citations."""
+    details = dict(part.provider_details) if part.provider_details is not None else None
+    if details is None or 'citations' not in details or not changed:
+        return details or None
+    raw = _raw_in_step(details['citations'], n_citations, all_kept, moved)
+    if raw is None:
+        del details['citations']
+        problems.append(
+            CitationProblem(
+                'citation_dropped_after_edit',
+                "The raw provider citation data (`provider_details['citations']`) could not be kept in step "
+                'with the edited text and was removed.',
+                detail="provider_details['citations']",
+            )
+        )
+    elif raw:
+        details['citations'] = raw
+    else:
+        del details['citations']  # every entry belonged to a dropped citation, each reported
+    return details or None
+
+
+def _citations(part: TextPart) -> list[Citation]:
+    citations = cast(object, part.citations)
+    if isinstance(citations, list):
+        return [c for c in cast(list[object], citations) if isinstance(c, Citation)]
+    return []
+
+
+def _anchor_range(anchor: object) -> tuple[int | None, int | None]:
+    if anchor.__class__ is MarkerCitationAnchor or anchor.__class__ is ContentCitationAnchor:
+        start, end = cast(MarkerCitationAnchor, anchor).start, cast(MarkerCitationAnchor, anchor).end
+        if start.__class__ is int and end.__class__ is int and 0 <= start < end:
+            return start, end
+    start: object = getattr(anchor, 'start', None)
+    end: object = getattr(anchor, 'end', None)
+    if isinstance(start, int) and isinstance(end, int) and 0 <= start < end:
+        return start, end
+    return None, None
+
+
+def _range_holder(entry: object) -> dict[str, object] | None:
+    """The dict holding `start_index`/`end_index` (character offsets) of a raw entry, if any.
+
+    OpenAI Responses and xAI keep them at the top level, OpenAI Chat under `url_citation`. Google's `segment`
+    offsets are UTF-8 bytes and are deliberately not read here.
+    """
+    if not isinstance(entry, dict):
+        return None
+    entry = cast(dict[str, object], entry)
+    for holder in (entry, entry.get('url_citation')):
+        if isinstance(holder, dict):
+            holder = cast(dict[str, object], holder)
+            if isinstance(holder.get('start_index'), int) and isinstance(holder.get('end_index'), int):
+                return holder
+    return None
+
+
+def _raw_in_step(raw: object, n_citations: int, all_kept: bool, moved: dict[Range, Range]) -> list[object] | None:
+    """The raw citation list kept in step with the realigned citations, or `None` if that cannot be done."""
+    if not isinstance(raw, list):
+        return None
+    entries = cast(list[object], raw)
+    holders = [_range_holder(e) for e in entries]
+    if all(h is not None for h in holders):
+        out: list[object] = []
+        for item, holder in zip(entries, holders, strict=True):
+            assert holder is not None
+            new = moved.get((cast(int, holder['start_index']), cast(int, holder['end_index'])))
+            if new is None:
+                continue  # the citation at this range was dropped (or never mapped): its raw entry goes too
+            new_holder = {**holder, 'start_index': new[0], 'end_index': new[1]}
+            out.append(new_holder if holder is item else {**cast(dict[str, object], item), 'url_citation': new_holder})
+        return out
+    if n_citations == 1:
+        # Anthropic and Bedrock: one citation per block, every raw entry belongs to it.
+        return list(entries) if all_kept and moved else []
+    return None
+
+
+# --- fingerprints ---------------------------------------------------------------------------------------------------
+
+
+def _is_cited(part: object) -> bool:
+    if not isinstance(part, TextPart):
+        return False
+    return bool(part.citations) or bool(part.provider_details and 'citations' in part.provider_details)
+
+
+def _anchor_prints(part: TextPart) -> list[list[str | int] | None]:
+    prints: list[list[str | int] | None] = []
+    for citation in _citations(part):
+        start, end = _anchor_range(citation.anchor) if citation.anchor is not None else (None, None)
+        if start is None or end is None or end > len(part.content):
+            prints.append(None)
+        else:
+            prints.append([_hash(part.content[start:end]), end - start])
+    return prints
+
+
+def fingerprint_response(response: ModelResponse) -> None:
+    """Record, in place, a fingerprint of each cited text part of `response` in `response.metadata`.
+
+    Stored under `metadata['pydantic_ai_citations']` as `{'fingerprints': {'<part index>': '<hash>'}, 'anchors':
+    {'<part index>': [[<hash of anchored text>, <length>] | None, ...]}}`, plus `'out_of_range': {'<part index>':
+    [[<citation index>, <start>, <end>], ...]}` when an anchor does not fit its text, and `'markup': ['<part
+    index>', ...]`, the parts whose text may hold raw citation markup (so that a history checked later need not
+    look for markup in text its fingerprint vouches for): JSON-safe, kept by `ModelMessagesTypeAdapter` round
+    trips, and never sent to a model (`ModelResponse.metadata` is not). Parts without citations are not
+    fingerprinted. Mutates `response.metadata` in place when it is a dict, so a dict shared with a
+    `StreamedResponse` carries the fingerprint into `run_stream` history too.
+    """
+    prints: dict[str, str] = {}
+    anchors: dict[str, list[list[str | int] | None]] = {}
+    out_of_range: dict[str, list[list[int | None]]] = {}
+    markup: list[str] = []
+    for index, part in enumerate(response.parts):
+        if not _is_cited(part):
+            continue
+        assert isinstance(part, TextPart)
+        key = str(index)
+        prints[key] = _hash(part.content)
+        if _may_have_markup(part.content, part.citations):
+            markup.append(key)
+        anchors[key] = _anchor_prints(part)
+        bad = _anchor_findings(part.citations, len(part.content))
+        if bad:
+            out_of_range[key] = [[ci, start, end] for _, ci, start, end in bad]
+    if not prints:
+        return
+    if response.metadata is None:
+        response.metadata = {}
+    ours: dict[str, object] = {'fingerprints': prints, 'anchors': anchors, 'markup': markup}
+    if out_of_range:
+        ours['out_of_range'] = out_of_range
+    response.metadata[METADATA_KEY] = ours
+
+
+def refresh_fingerprints(response: ModelResponse) -> None:
+    """Fingerprint `response` again, in place, if it carries fingerprints: for code that changes a response in place.
+
+    A capability that rewrites a response's text or citations in `after_model_request` calls this after its change,
+    so the fingerprint `CleanStaleCitations` may have recorded first (hooks run in either order) stays true.
+    """
+    if response.metadata and METADATA_KEY in response.metadata:
+        del response.metadata[METADATA_KEY]
+        fingerprint_response(response)
+
+
+def _stored_anchors(response: ModelResponse, part_index: int) -> list[object] | None:
+    metadata = cast(dict[str, object], response.metadata or {})
+    ours = metadata.get(METADATA_KEY)
+    if not isinstance(ours, dict):
+        return None
+    anchors = cast(dict[str, object], ours).get('anchors')
+    if not isinstance(anchors, dict):
+        return None
+    found = cast(dict[str, object], anchors).get(str(part_index))
+    return cast(list[object], found) if isinstance(found, list) else None
+
+
+# --- find_stale -----------------------------------------------------------------------------------------------------
+
+_Finding = tuple[Literal['stale_after_edit', 'anchor_out_of_range'], int | None, int | None, int | None]
+"""(code, citation index, start, end) for one part; message and part indexes are added by the caller."""
+
+_STALE: tuple[_Finding, ...] = (('stale_after_edit', None, None, None),)
+
+Found = tuple[int, int, TextPart | None, tuple[_Finding, ...]]
+"""(message index, part index, the part or `None` if it is gone, findings) for a part with findings."""
+
+Marked = list[tuple[int, ModelResponse, int, TextPart]]
+"""(message index, response, part index, part) for each text part that may hold raw citation markup."""
+
+
+def _anchor_findings(citations: object, size: int) -> tuple[_Finding, ...]:
+    findings: list[_Finding] = []
+    for index, citation in enumerate(cast(list[object], citations) if isinstance(citations, list) else []):
+        anchor = cast(object, getattr(citation, 'anchor', None))
+        if anchor is None:
+            continue
+        start = cast(object, getattr(anchor, 'start', None))
+        end = cast(object, getattr(anchor, 'end', None))
+        if isinstance(start, int) and isinstance(end, int) and 0 <= start < end <= size:
+            continue
+        findings.append(
+            (
+                'anchor_out_of_range',
+                index,
+                start if isinstance(start, int) else None,
+                end if isinstance(end, int) else None,
+            )
+        )
+    return tuple(findings)
+
+
+def _stored_findings(out_of_range: object, key: str) -> tuple[_Finding, ...]:
+    found = cast(dict[str, object], out_of_range).get(key) if isinstance(out_of_range, dict) else None
+    findings: list[_Finding] = []
+    for item in cast(list[object], found) if isinstance(found, list) else []:
+        if isinstance(item, list) and len(cast(list[object], item)) == 3:
+            ci, start, end = cast(list[object], item)
+            findings.append(
+                (
+                    'anchor_out_of_range',
+                    ci if isinstance(ci, int) else None,
+                    start if isinstance(start, int) else None,
+                    end if isinstance(end, int) else None,
+                )
+            )
+    return tuple(findings)
+
+
+def _may_have_markup(content: object, citations: object) -> bool:
+    """Whether `strip_citation_markers` might change a part with this text and these citations (cheap tests first)."""
+    if not isinstance(content, str):
+        return False
+    # `isascii()` is O(1) on CPython's compact strings: private-use and `【` markers are not ASCII.
+    if not content.isascii() and ('\ue200' in content or '\ue201' in content or '【' in content):
+        return True
+    return 'cite' in content or (
+        bool(citations) and '[' in content and next(_numbered_cuts(citations, content), None) is not None
+    )
+
+
+_NOTHING: tuple[Any, Any, Any] = (None, None, None)
+
+
+def _read_ours(metadata: Any) -> tuple[Any, Any, Any]:
+    """(fingerprints, out-of-range findings, parts that may hold markup) from a response's metadata, if readable.
+
+    Untyped JSON data, read through `Any` on the hot path (`cast()` is a call).
+    """
+    try:
+        ours = metadata[METADATA_KEY]
+        prints, out_of_range, markup = ours['fingerprints'], ours.get('out_of_range'), ours.get('markup')
+    except (KeyError, TypeError, AttributeError, IndexError):
+        return _NOTHING
+    return (
+        prints if prints.__class__ is dict and prints else None,
+        out_of_range,
+        markup if markup.__class__ is list else None,
+    )
+
+
+def _vouched(content: Any, value: object) -> bool:
+    """Whether `content` is the text fingerprinted as `value`."""
+    try:
+        return value == hashlib.sha256(content.encode()).hexdigest()[:16]
+    except UnicodeEncodeError:  # lone surrogates, e.g. from JSON escapes
+        return value == _hash(content)
+    except AttributeError:  # not text at all
+        return False
+
+
+_KEYS = tuple(str(i) for i in range(64))
+
+
+def _survey_response(message_index: int, response: ModelResponse, found: list[Found], marked: Marked | None) -> None:
+    """Check one response's text parts against its fingerprints; note parts that may hold markup in `marked`.
+
+    The hot path of `find_stale` and `CleanStaleCitations`: one hash per fingerprinted part, the citations of a part
+    whose text is vouched for are not read again (their anchors were checked when it was fingerprinted).
+    """
+    metadata: Any = response.metadata
+    prints, out_of_range, markup_keys = _read_ours(metadata) if metadata else _NOTHING
+    seen = 0
+    for part_index, part in enumerate(response.parts):
+        if not isinstance(part, TextPart):
+            continue
+        content, citations = part.content, part.citations
+        key = _KEYS[part_index] if part_index < 64 else str(part_index)
+        value = prints.get(key) if prints else None
+        vouched = False
+        if value is not None:
+            seen += 1
+            vouched = _vouched(content, value)
+            findings = (_stored_findings(out_of_range, key) if out_of_range else ()) if vouched else _STALE
+        else:
+            findings = _anchor_findings(citations, len(content)) if citations else ()
+        if findings:
+            found.append((message_index, part_index, part, findings))
+        if marked is not None and (
+            key in markup_keys if vouched and markup_keys is not None else _may_have_markup(content, citations)
+        ):
+            marked.append((message_index, response, part_index, part))
+    if prints and seen < len(prints):
+        found.extend(_gone(message_index, response, prints))
+
+
+def _gone(message_index: int, response: ModelResponse, prints: dict[str, object]) -> Iterator[Found]:
+    """A fingerprinted part that is gone, or is no longer a text part."""
+    parts = response.parts
+    for name in prints:
+        index = int(name) if name.isdigit() else -1
+        if not (0 <= index < len(parts) and isinstance(parts[index], TextPart)):
+            yield message_index, index, None, _STALE
+
+
+def survey(messages: Sequence[ModelMessage], marked: Marked | None = None) -> list[Found]:
+    """One pass over a history: the parts with findings; with `marked`, also appends the parts that may hold markup."""
+    found: list[Found] = []
+    for message_index, message in enumerate(messages):
+        if isinstance(message, ModelResponse):
+            _survey_response(message_index, message, found, marked)
+    return found
+
+
+_MESSAGES = {
+    'stale_after_edit': 'The text of this cited part changed since its citations were made (fingerprint mismatch); '
+    'its anchors and raw citation data may point at the wrong words.',
+    'anchor_out_of_range': 'A citation anchor does not fit the text of its part.',
+}
+
+
+def find_stale(messages: Sequence[ModelMessage]) -> list[CitationProblem]:
+    """Check a history for cited parts whose text changed since their citations were made.
+
+    Reports `stale_after_edit` for a fingerprinted part (see `fingerprint_response`) whose text no longer matches
+    its fingerprint (or that is gone), and `anchor_out_of_range` for an anchor that does not fit its part's text.
+    Parts that were never fingerprinted (a history made without `CleanStaleCitations`, `edit_response` or
+    `fingerprint_response`) are only checked for anchors out of range: nothing records what their text was.
+    One pass over the history, nothing cached and nothing changed.
+    """
+    return [
+        CitationProblem(
+            code,
+            _MESSAGES[code],
+            message_index=message_index,
+            part_index=part_index,
+            citation_index=citation_index,
+            start=start,
+            end=end,
+        )
+        for message_index, part_index, _part, findings in survey(messages)
+        for code, citation_index, start, end in findings
+    ]
+
+
+# --- repairing edited parts (no old text) -------------------------------------------------------------------------
+
+
+def _locate(text: str, print_: object) -> Range | None:
+    """The unique range of `text` whose hash is the stored anchor fingerprint `[hash, length]`, if any."""
+    if not isinstance(print_, list) or len(cast(list[object], print_)) != 2:
+        return None
+    digest, length = cast(list[object], print_)
+    if not isinstance(digest, str) or not isinstance(length, int) or length <= 0 or length > len(text):
+        return None
+    if len(text) * length > _MAX_LOCATE_WORK:
+        return None
+    found: Range | None = None
+    for start in range(len(text) - length + 1):
+        if _hash(text[start : start + length]) == digest:
+            if found is not None:
+                return None  # not unique
+            found = (start, start + length)
+    return found
+
+
+def repair_part(
+    response: ModelResponse, part_index: int, part: TextPart, on_edit: Literal['realign', 'clear']
+) -> tuple[TextPart, list[CitationProblem]]:
+    """`part`, edited without `edit_text`, with its citations cleared or realigned by their anchor fingerprints."""
+    if on_edit == 'clear':
+        details = dict(part.provider_details) if part.provider_details else {}
+        details.pop('citations', None)
+        return copy_with(part, id=None, citations=None, provider_details=details or None), []
+    stored = _stored_anchors(response, part_index) or []
+    text = part.content
+    n_citations = len(_citations(part))
+
+    def move(index: int, start: int, end: int) -> Range | None:
+        fits = end <= len(text)
+        if not stored:
+            # No anchor fingerprints (history from before this package, or written by hand): nothing says the
+            # anchors are stale, so keep those that fit the text.
+            return (start, end) if fits else None
+        print_ = stored[index] if index < len(stored) and len(stored) == n_citations else None
+        if not isinstance(print_, list) or not print_:
+            return None
+        if fits and _hash(text[start:end]) == cast(list[object], print_)[0]:
+            return start, end  # still in place and unchanged
+        return _locate(text, cast(object, print_))
+
+    return _realign(part, text, move, reason='its anchored text could not be found exactly once in the edited text')
+
+
+def repair_history(
+    messages: Sequence[ModelMessage], on_edit: Literal['realign', 'clear'], marked: Marked | None = None
+) -> tuple[dict[int, ModelResponse], list[CitationProblem]]:
+    """New responses (by message index) with edited cited parts repaired, and what was found.
+
+    An anchor the provider got wrong (`anchor_out_of_range`) is not changed. With `marked`, the parts that may hold
+    raw citation markup are appended to it (see `survey`).
+    """
+    grouped: dict[int, list[tuple[int, TextPart | None]]] = {}
+    for message_index, part_index, part, findings in survey(messages, marked):
+        if findings[0][0] == 'stale_after_edit':
+            grouped.setdefault(message_index, []).append((part_index, part))
+    replaced: dict[int, ModelResponse] = {}
+    problems: list[CitationProblem] = []
+    action = 'cleared' if on_edit == 'clear' else 'realigned'
+    for message_index, items in grouped.items():
+        response = messages[message_index]
+        assert isinstance(response, ModelResponse)
+        new_parts: dict[int, TextPart] = {}
+        for part_index, part in items:
+            problems.append(
+                CitationProblem(
+                    'stale_after_edit',
+                    f'{_MESSAGES["stale_after_edit"]} Its citations were {action} before the next request.',
+                    message_index=message_index,
+                    part_index=part_index,
+                )
+            )
+            if part is not None:
+                new_parts[part_index], dropped = repair_part(response, part_index, part, on_edit)
+                problems.extend(replace(p, message_index=message_index, part_index=part_index) for p in dropped)
+        replaced[message_index] = replace_parts(response, new_parts)
+    return replaced, problems
+
+
+# --- raw citation markup --------------------------------------------------------------------------------------------
+
+
+def numbered_marker_at(text: str, start: int, end: int) -> bool:
+    """Whether `text[start:end]` is, as a whole, one numbered marker of the grammar: `[1]`, `[1, 2]`, `[[1]](url)`."""
+    if is_numbered_marker(text, start, end):
+        return True
+    if not text.startswith('[[', start):
+        return False  # the cheap tests first: most marker anchors are on links or sentences
+    found = scan_markup(text[start:end], numbered=True).matches
+    return len(found) == 1 and found[0].start == 0 and found[0].end == end - start
+
+
+def _numbered_cuts(citations: object, text: str) -> Iterator[Range]:
+    """Where citations are marker-anchored exactly on a numbered marker (`[1]`, `[1, 2]`, xAI's `[[1]](url)`)."""
+    for citation in cast(list[object], citations) if isinstance(citations, list) else []:
+        anchor = cast(object, getattr(citation, 'anchor', None))
+        if isinstance(anchor, MarkerCitationAnchor):
+            start, end = _anchor_range(anchor)
+            if start is not None and end is not None and numbered_marker_at(text, start, end):
+                yield start, end
+
+
+def _merge(ranges: list[Range]) -> list[Range]:
+    ranges.sort()
+    merged: list[Range] = []
+    for start, end in ranges:
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def strip_citation_markers(part: TextPart) -> tuple[TextPart, list[Range]]:
+    """A copy of `part` without raw citation markup, and the removed ranges (offsets into the old text).
+
+    Removes what the package's one markup grammar (`formats.markup.strip_markup`) removes: OpenAI private-use markers
+    (`\ue200…\ue201`, also unterminated or malformed ones), `【…†…】` markers, Anthropic-style cite tags (`<cite …>`
+    or `(cite …>` and `</cite>`; the cited words stay), and one space before a removed marker where it separated a
+    word from punctuation. Numbered markers (`[1]`, `[1, 2]`, xAI's `[[1]](url)`) are removed from a part with a
+    citation marker-anchored exactly on one (its provider writes numbered markers, as Perplexity and xAI do); in other
+    parts `[1]` may be prose and stays. Citations are shifted by the removed lengths; one anchored on removed markup is dropped. Returns `part`
+    itself when nothing was found.
+    """
+    text = part.content
+    anchored = list(_numbered_cuts(part.citations, text))
+    stripped = strip_markup(text, numbered=bool(anchored))
+    cuts = _merge([*stripped.cuts, *anchored]) if anchored else list(stripped.cuts)
+    if not cuts:
+        return part, []
+    new_text = stripped.text if len(cuts) == len(stripped.cuts) else _apply_cuts(text, cuts)
+    move = _cut_mapper(cuts)
+    new_part, _ = _realign(
+        part, new_text, lambda _index, start, end: move(start, end), reason='its citation markup was removed'
+    )
+    return new_part, cuts
+
+
+def _apply_cuts(text: str, cuts: list[Range]) -> str:
+    bounds = [0, *itertools.chain.from_iterable(cuts), len(text)]
+    return ''.join(text[bounds[k] : bounds[k + 1]] for k in range(0, len(bounds), 2))
