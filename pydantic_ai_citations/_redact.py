@@ -4,19 +4,25 @@ Excerpts of user documents (Anthropic `cited_text`, Bedrock `sourceContent`, Goo
 collection chunks) can hold private text. `redact` replaces them with a placeholder that keeps only their length;
 URLs, titles and document ids are kept so the report still says *what* was cited. Raw provider data kept for audit
 (`raw_only`) is redacted the same way: any entry that is not clearly a web citation is treated as a document one.
+
+`clean_markup` removes the citation markup a reader must never see (cite tags, OpenAI private-use markers, `【…†…】`
+markers, as `formats.markup` reads them) from an answer's text, shifts every offset onto the new text and reports
+each removal as a problem; `redact` and the renderers apply it to every answer, hand-built or loaded from JSON too.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 from pydantic import JsonValue
 from pydantic_ai.exceptions import UserError
 
 from ._answer import CitedAnswer, RawCitation, SourceRef
-from ._problems import CitationProblem
+from ._problems import CitationProblem, shorten
+from .formats.markup import MarkupIssue, MarkupMatch, offset_shifter, remove_cuts, scan_markup, strip_markup
 
-__all__ = ('placeholder', 'redact')
+__all__ = ('clean_markup', 'placeholder', 'redact')
 
 # Keys of raw provider citation data that hold quoted text (not URLs, titles or ids).
 _TEXT_KEYS = frozenset(
@@ -48,7 +54,7 @@ def placeholder(text: str) -> str:
 def redact(answer: CitedAnswer, *, documents: bool = True, web: bool = False) -> CitedAnswer:
     """A copy of the answer with private excerpts replaced by `'[redacted: N chars]'`.
 
-    The answer text, URLs, titles and document ids are kept.
+    The answer text (without citation markup, see `clean_markup`), URLs, titles and document ids are kept.
 
     Args:
         answer: The answer to redact (not modified).
@@ -58,6 +64,7 @@ def redact(answer: CitedAnswer, *, documents: bool = True, web: bool = False) ->
     """
     if not isinstance(answer, CitedAnswer):  # pyright: ignore[reportUnnecessaryIsInstance]
         raise UserError(f'Expected a `CitedAnswer`, got {answer!r}.')
+    answer = clean_markup(answer)
     if not documents and not web:
         return answer
 
@@ -124,3 +131,60 @@ def _redact_text(value: JsonValue) -> JsonValue:
     if isinstance(value, dict):
         return {k: _redact_text(v) for k, v in value.items()}
     return value
+
+
+def clean_markup(answer: CitedAnswer) -> CitedAnswer:
+    """A copy of the answer without the citation markup left in its text, each removal reported as a problem.
+
+    Cite tags lose their tags (their words stay); OpenAI private-use markers and `【…†…】` markers go whole, and what
+    cannot be read as markup loses its markup characters. Markup a citation is anchored on as a marker (the renderers
+    replace it with their own mark) stays. Span, part-segment and problem offsets are moved onto the new text. Each
+    removal adds a problem (`markup_in_output` for well-formed markup, `malformed_marker` / `unterminated_marker`
+    otherwise) at the place it was, with the markup as `detail`. The answer itself when there is nothing to remove.
+    """
+    text = answer.text
+    scan = scan_markup(text)
+    if not scan.found:
+        return answer
+    anchored = [(s.start, s.end) for s in answer.spans if s.kind == 'marker']
+
+    def free(item: MarkupMatch | MarkupIssue) -> bool:
+        return not any(a < e and s < b for a, b in item.cuts for s, e in anchored)
+
+    items = [item for item in (*scan.matches, *scan.issues) if free(item)]
+    if not items:
+        return answer
+    if len(items) == len(scan.matches) + len(scan.issues):
+        stripped = strip_markup(text)
+        cuts, new_text = stripped.cuts, stripped.text
+    else:
+        cuts = tuple(sorted(c for item in items for c in item.cuts))
+        new_text = remove_cuts(text, cuts)
+    shift = offset_shifter(cuts)
+    problems = [_moved(p, shift) for p in answer.problems]
+    problems += [_removal_problem(item, text, shift(item.start)) for item in sorted(items, key=lambda i: i.start)]
+    return replace(
+        answer,
+        text=new_text,
+        spans=[replace(s, start=shift(s.start), end=shift(s.end)) for s in answer.spans],
+        segments=[replace(g, start=shift(g.start), end=shift(g.end)) for g in answer.segments],
+        problems=problems,
+    )
+
+
+def _moved(problem: CitationProblem, shift: Callable[[int], int]) -> CitationProblem:
+    if problem.start is None and problem.end is None:
+        return problem
+    start = None if problem.start is None else shift(problem.start)
+    end = None if problem.end is None else shift(problem.end)
+    return replace(problem, start=start, end=end)
+
+
+def _removal_problem(item: MarkupMatch | MarkupIssue, text: str, at: int) -> CitationProblem:
+    raw = shorten(text[item.start : item.end])
+    if isinstance(item, MarkupMatch):
+        message = f'citation markup ({item.kind}) left in the answer text was removed: it is not a citation here'
+        return CitationProblem('markup_in_output', message, start=at, end=at, detail=raw)
+    return CitationProblem(
+        item.code, f'{item.reason}; its markup was removed from the answer text', start=at, end=at, detail=raw
+    )

@@ -32,6 +32,7 @@ from pydantic_ai.exceptions import UserError
 
 from ._answer import CitedAnswer, SourceRef
 from ._problems import CitationProblem, shorten
+from ._redact import clean_markup
 from ._redact import redact as _redact
 from ._urls import url_host
 
@@ -256,7 +257,16 @@ def _prepare(answer: CitedAnswer, allowed_schemes: Sequence[str], redact: bool) 
     if not isinstance(answer, CitedAnswer):  # pyright: ignore[reportUnnecessaryIsInstance]
         raise UserError(f'Expected a `CitedAnswer`, got {answer!r}. Build one with `CitedAnswer.from_result(result)`.')
     schemes = _check_schemes(allowed_schemes)
-    return (_redact(answer) if redact else answer), schemes
+    # Readers never see raw citation markup, whatever built the answer; each removal is a problem (see `_removed_note`).
+    return (_redact(answer) if redact else clean_markup(answer)), schemes
+
+
+def _removed_markup(original: CitedAnswer, shown: CitedAnswer) -> int:
+    """How many pieces of citation markup `clean_markup` removed from the text shown."""
+    return len(shown.problems) - len(original.problems)
+
+
+_REMOVED_NOTE = 'citation markup the model left in the text was removed and recorded as problems'
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -361,6 +371,7 @@ def render_markdown(
     """
     if style not in ('inline', 'footnotes'):
         raise UserError(f'Unknown Markdown citation style {style!r}; use `"inline"` or `"footnotes"`.')
+    original = answer
     answer, schemes = _prepare(answer, allowed_schemes, redact)
     refs = {s.number: s for s in answer.sources}
     body: list[str] = []
@@ -382,6 +393,8 @@ def render_markdown(
         blocks.append(
             '*⚠ This answer is incomplete: the response did not finish, so text and citations may be missing.*'
         )
+    if removed := _removed_markup(original, answer):
+        blocks.append(f'*Note: {removed} piece(s) of {_REMOVED_NOTE}.*')
     anchored = [refs[n] for n in _anchored_numbers(answer)]
     if style == 'footnotes' and anchored:
         blocks.append('\n'.join(f'[^{s.number}]: {_md_source_line(s, schemes)}' for s in anchored))
@@ -447,6 +460,7 @@ def render_html(
         redact: Hide document excerpts first (see `redact`), for logs and stored reports.
         document: Return a complete HTML page with a Content-Security-Policy that forbids scripts and remote loads.
     """
+    original = answer
     answer, schemes = _prepare(answer, allowed_schemes, redact)
     refs = {s.number: s for s in answer.sources}
     body: list[str] = []
@@ -464,6 +478,10 @@ def render_html(
         out.append(
             '<p class="cited-answer-incomplete" role="status" style="color:#8a4b00">'
             '⚠ This answer is incomplete: the response did not finish, so text and citations may be missing.</p>'
+        )
+    if removed := _removed_markup(original, answer):
+        out.append(
+            f'<p class="cited-answer-markup-removed" role="note">Note: {removed} piece(s) of {_REMOVED_NOTE}.</p>'
         )
     anchored = [refs[n] for n in _anchored_numbers(answer)]
     if anchored:

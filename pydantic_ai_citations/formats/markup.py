@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import KW_ONLY, dataclass
 from typing import Literal
 
@@ -52,7 +52,9 @@ __all__ = (
     'OpenAIBody',
     'StreamCleaner',
     'StrippedMarkup',
+    'offset_shifter',
     'parse_openai_body',
+    'remove_cuts',
     'scan_markup',
     'strip_markup',
 )
@@ -648,3 +650,33 @@ class StreamCleaner:
 def _shifted(issue: MarkupIssue, base: int) -> MarkupIssue:
     cuts = tuple((start + base, end + base) for start, end in issue.cuts)
     return MarkupIssue(issue.code, issue.kind, issue.start + base, issue.end + base, issue.reason, cuts)
+
+
+# --- using cuts -------------------------------------------------------------------------------------------------------
+
+
+def remove_cuts(text: str, cuts: Sequence[Cut]) -> str:
+    """`text` without the given ranges (sorted, non-overlapping, as `StrippedMarkup.cuts`)."""
+    return _apply(text, tuple(cuts))
+
+
+def offset_shifter(cuts: Sequence[Cut]) -> Callable[[int], int]:
+    """A function that moves an offset of the input onto the text without `cuts` (sorted, non-overlapping ranges).
+
+    An offset inside a removed range lands where the range was. Each call costs `O(log len(cuts))`.
+    """
+    starts = [start for start, _ in cuts]
+    removed_before: list[int] = []  # total length removed by the cuts before each one
+    total = 0
+    for start, end in cuts:
+        removed_before.append(total)
+        total += end - start
+
+    def shift(offset: int) -> int:
+        k = bisect_right(starts, offset) - 1
+        if k < 0:
+            return offset
+        start, end = cuts[k]
+        return offset - removed_before[k] - (min(offset, end) - start)
+
+    return shift

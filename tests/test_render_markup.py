@@ -1,0 +1,76 @@
+"""Readers never see raw citation markup: `render_markdown`, `render_html` and `redact` clean any answer's text."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from inline_snapshot import snapshot
+from pydantic_ai import Citation, ContentCitationAnchor, MarkerCitationAnchor, WebCitationSource
+from pydantic_ai.messages import ModelResponse, TextPart
+
+from pydantic_ai_citations import CitedAnswer, redact, render_html, render_markdown
+from pydantic_ai_citations._redact import clean_markup
+
+OAI = '\ue200cite\ue202turn0search0\ue201'
+TEXT = f'Paris is big {OAI}. It is old (cite index="0-1">since Roman times</cite>. Lyon 【4:0†source】 too \ue200cite\ue202t9'
+RAW = re.compile('[\ue200-\ue202]|[<(]cite[^>]*>|</cite>|【[^】]*†')
+
+
+def _answer(text: str) -> CitedAnswer:
+    start = text.index('It is old')
+    citation = Citation(
+        [WebCitationSource('https://a.example/p', title='A')], anchor=ContentCitationAnchor(start=start, end=start + 9)
+    )
+    return CitedAnswer.from_messages([ModelResponse(parts=[TextPart(text, citations=[citation])])])
+
+
+@pytest.mark.parametrize('how', ['hand-built', 'from-json'])
+def test_rendered_text_holds_no_markup(how: str):
+    answer = _answer(TEXT)
+    if how == 'from-json':
+        answer = CitedAnswer.from_json(answer.to_json())
+    markdown = render_markdown(answer)
+    html = render_html(answer)
+    assert RAW.search(markdown) is None
+    assert RAW.search(html) is None
+    assert markdown == snapshot("""\
+Paris is big. It is old[[1]](https://a.example/p) since Roman times. Lyon too
+
+*Note: 4 piece(s) of citation markup the model left in the text was removed and recorded as problems.*
+""")
+    assert 'cited-answer-markup-removed' in html
+
+
+def test_clean_markup_reports_each_removal_and_moves_offsets():
+    answer = _answer(TEXT)
+    cleaned = clean_markup(answer)
+    assert cleaned.text == 'Paris is big. It is old since Roman times. Lyon too'
+    [span] = cleaned.spans
+    assert cleaned.text[span.start : span.end] == 'It is old'
+    assert [(p.code, p.detail) for p in cleaned.problems] == [
+        ('markup_in_output', OAI),
+        ('markup_in_output', '(cite index="0-1">since Roman times</cite>'),
+        ('markup_in_output', '【4:0†source】'),
+        ('unterminated_marker', '\ue200cite\ue202t9'),
+    ]
+    for p in cleaned.problems:
+        assert p.start is not None and 0 <= p.start <= len(cleaned.text)
+    assert clean_markup(cleaned) is cleaned
+
+
+def test_redact_cleans_markup_too():
+    redacted = redact(_answer(TEXT), documents=False)
+    assert RAW.search(redacted.text) is None
+    assert [p.code for p in redacted.problems].count('markup_in_output') == 3
+
+
+def test_markup_a_citation_is_anchored_on_stays_for_the_renderer_to_replace():
+    text = 'Lyon is big【4:0†source】.'
+    start = text.index('【')
+    citation = Citation(
+        [WebCitationSource('https://l.example')], anchor=MarkerCitationAnchor(start=start, end=start + 12)
+    )
+    answer = CitedAnswer.from_messages([ModelResponse(parts=[TextPart(text, citations=[citation])])])
+    assert clean_markup(answer) is answer
+    assert render_markdown(answer) == snapshot('Lyon is big[[1]](https://l.example).\n')
