@@ -5,7 +5,15 @@ Private home of what `pydantic_ai_citations.testing` (`load_recording`, `replay_
 class over an offline transport (`_build`) and the AWS event-stream framing (`_eventstream`).
 """
 
-from ._build import ReplayTransport, build_model, copy_settings, httpx2_client, mock_transport, perplexity_tap_for
+from ._build import (
+    ReplayTransport,
+    build_model,
+    copy_settings,
+    httpx2_client,
+    mock_transport,
+    perplexity_tap_for,
+    sharing_sdk_setup,
+)
 from ._eventstream import EventStreamFormatError, EventStreamFrame, decode_event_stream, encode_event_stream
 from ._recording import (
     ENDPOINT_PATHS,
@@ -43,6 +51,7 @@ __all__ = (
     'perplexity_tap_for',
     'render_stream',
     'replay_recording',
+    'sharing_sdk_setup',
     'xai_chunks_from_json',
     'xai_response_from_json',
 )

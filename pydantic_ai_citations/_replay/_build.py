@@ -15,9 +15,12 @@ from __future__ import annotations
 
 import importlib
 import json
+import ssl
 import threading
 import weakref
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Generator, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urlsplit
 
@@ -31,7 +34,15 @@ if TYPE_CHECKING:
 
     from ..formats.perplexity import PerplexityTap
 
-__all__ = ('ReplayTransport', 'build_model', 'copy_settings', 'httpx2_client', 'mock_transport', 'perplexity_tap_for')
+__all__ = (
+    'ReplayTransport',
+    'build_model',
+    'copy_settings',
+    'httpx2_client',
+    'mock_transport',
+    'perplexity_tap_for',
+    'sharing_sdk_setup',
+)
 
 _DUMMY_KEY = 'replay-dummy-key'
 
@@ -103,6 +114,34 @@ def _error_answer(message: str) -> _Answer:
 def copy_settings(recording: Recording) -> ModelSettings:
     """The recording's model settings, as a copy: a model must not share (and could not change) the frozen dict."""
     return cast(ModelSettings, dict(recording.model_settings))
+
+
+_SHARED: ContextVar[dict[str, object] | None] = ContextVar('pydantic_ai_citations_replay_shared', default=None)
+
+
+@contextmanager
+def sharing_sdk_setup() -> Generator[None]:
+    """Within this block, replay models share the SDK setup that is costly to build and holds nothing per model.
+
+    Today that is the botocore session (the service definitions it loads, about 100 ms per session); each model
+    still gets its own client and transport. What is shared lives as long as the block: a matrix run wraps its
+    probes in one.
+    """
+    token = _SHARED.set({})
+    try:
+        yield
+    finally:
+        _SHARED.reset(token)
+
+
+def shared(key: str, make: Callable[[], object]) -> Any:
+    """The value `make()` built once per `sharing_sdk_setup` block (built afresh outside one)."""
+    pool = _SHARED.get()
+    if pool is None:
+        return make()
+    if key not in pool:
+        pool[key] = make()
+    return pool[key]
 
 
 def build_model(recording: Recording, sent: list[dict[str, JsonValue]] | None) -> Model:
@@ -180,18 +219,30 @@ def _openai(recording: Recording, transport: ReplayTransport) -> Model:
 
 
 def _google(recording: Recording, transport: ReplayTransport) -> Model:
+    from google.genai import Client
+    from google.genai.types import HttpOptions
+    from pydantic_ai.models import get_user_agent
     from pydantic_ai.models.google import GoogleModel
     from pydantic_ai.providers.google import GoogleProvider
     from pydantic_ai.providers.google_cloud import GoogleCloudProvider
 
-    # An explicit timeout: google-genai warns about httpx's short default otherwise.
-    http_client = httpx2_client(transport, timeout=600)
-    if recording.api == 'google-vertex':
-        # Vertex AI express mode (API key): no project, location or Application Default Credentials lookup.
-        provider = GoogleCloudProvider(api_key=_DUMMY_KEY, http_client=http_client)
-        return GoogleModel(recording.model_name, provider=provider, settings=copy_settings(recording))
-    gemini = GoogleProvider(api_key=_DUMMY_KEY, http_client=http_client)
-    return GoogleModel(recording.model_name, provider=gemini, settings=copy_settings(recording))
+    # The client is built here, as the providers would build it, for one difference: google-genai makes two SSL
+    # contexts per client that load the CA bundle (tens of ms each) for connections replay never opens; it gets
+    # one that loads nothing (and so could verify no server).
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    options = HttpOptions(
+        headers={'user-agent': get_user_agent()},
+        # An explicit timeout: google-genai warns about httpx's short default otherwise.
+        httpx_async_client=httpx2_client(transport, timeout=600),
+        timeout=600_000,
+        client_args={'verify': context},
+        async_client_args={'verify': context, 'ssl': context},
+    )
+    # Vertex AI in express mode (API key): no project, location or Application Default Credentials lookup.
+    vertex = recording.api == 'google-vertex'
+    client = Client(vertexai=vertex, api_key=_DUMMY_KEY, http_options=options)
+    provider = GoogleCloudProvider(client=client) if vertex else GoogleProvider(client=client)
+    return GoogleModel(recording.model_name, provider=provider, settings=copy_settings(recording))
 
 
 def _cohere(recording: Recording, transport: ReplayTransport) -> Model:
@@ -226,6 +277,11 @@ class _BotoRawBody:
         self._body = b''
 
 
+def _boto3_session(boto3: Any) -> Any:
+    # A private session with dummy credentials: no profile, environment or instance-metadata lookup.
+    return boto3.session.Session(aws_access_key_id='replay', aws_secret_access_key='replay', region_name='us-east-1')
+
+
 def _bedrock(recording: Recording, transport: ReplayTransport) -> Model:
     from pydantic_ai.models.bedrock import BedrockConverseModel
     from pydantic_ai.providers.bedrock import BedrockProvider
@@ -239,9 +295,10 @@ def _bedrock(recording: Recording, transport: ReplayTransport) -> Model:
     host = urlsplit(recording.responses[0].uri or '').hostname or ''
     if host.startswith('bedrock-runtime.') and host.endswith('.amazonaws.com'):
         region = host.split('.')[1]
-    # A private session with dummy credentials: no profile, environment or instance-metadata lookup.
-    session: Any = boto3.session.Session(aws_access_key_id='replay', aws_secret_access_key='replay', region_name=region)
-    client: Any = session.client('bedrock-runtime', config=config(retries={'total_max_attempts': 1}))
+    session: Any = shared('boto3-session', lambda: _boto3_session(boto3))
+    client: Any = session.client(
+        'bedrock-runtime', region_name=region, config=config(retries={'total_max_attempts': 1})
+    )
 
     def before_send(request: Any, **_kwargs: object) -> Any:
         body: object = request.body
@@ -405,12 +462,19 @@ def perplexity_tap_for(model: Model) -> PerplexityTap | None:
 
 
 def _mistral(recording: Recording, transport: ReplayTransport) -> Model:
+    import httpx2
+    from mistralai.client import Mistral
     from pydantic_ai.models.mistral import MistralModel
     from pydantic_ai.providers.mistral import MistralProvider
 
-    provider = MistralProvider(
-        api_key=_DUMMY_KEY, base_url='https://api.mistral.ai', http_client=httpx2_client(transport)
+    # The SDK's own sync client would build an SSL context that loads the CA bundle; replay's never connects.
+    client = Mistral(
+        api_key=_DUMMY_KEY,
+        server_url='https://api.mistral.ai',
+        client=httpx2.Client(transport=mock_transport(transport, httpx2)),
+        async_client=httpx2_client(transport),
     )
+    provider = MistralProvider(mistral_client=client)
     return MistralModel(recording.model_name, provider=provider, settings=copy_settings(recording))
 
 

@@ -47,7 +47,7 @@ from .._answer import CitedAnswer, last_response
 from .._guard import scan_citation_markup
 from .._models import ApiLabel
 from .._problems import shorten
-from .._replay import Recording, RecordingError, load_recording, perplexity_tap_for
+from .._replay import Recording, RecordingError, load_recording, perplexity_tap_for, sharing_sdk_setup
 from .._track import CitedRun, TrackCitations
 from ..formats.markup import scan_markup
 from ..formats.unmapped import anthropic_search_result_locations_from_body, cohere_citations_from_body
@@ -139,13 +139,14 @@ async def build_matrix(
     """
     matrix = CapabilityMatrix()
     say: Progress = progress or _quiet
-    if probes:
-        for api in apis or FIXTURE_APIS:
-            say(f'probing {api}')
-            await probe_api(matrix, api)
-    for path in _recording_files(recordings):
-        say(f'replaying {path}')
-        await probe_recording(matrix, path)
+    with sharing_sdk_setup():  # the many replay models of one run share what is costly to set up
+        if probes:
+            for api in apis or FIXTURE_APIS:
+                say(f'probing {api}')
+                await probe_api(matrix, api)
+        for path in _recording_files(recordings):
+            say(f'replaying {path}')
+            await probe_recording(matrix, path)
     for name in live:
         say(f'live {name}')
         await probe_live(matrix, name, progress=say)
