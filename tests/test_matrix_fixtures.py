@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, cast
 
@@ -574,58 +574,86 @@ def _add(shapes: Shapes, kind: str, obj: dict[str, Any]) -> None:
     shapes.setdefault(kind, set()).add(frozenset(obj))
 
 
+def _anthropic_shapes(payload: object, shapes: Shapes) -> None:
+    for key in ('citations', 'citation'):
+        for c in _items(payload, key):
+            _add(shapes, str(c.get('type')), c)
+
+
+def _bedrock_shapes(payload: object, shapes: Shapes) -> None:
+    for key in ('citations', 'citation'):
+        for c in _items(payload, key):
+            location = c.get('location', {})
+            _add(shapes, 'citation', c)
+            for kind, inner in location.items():
+                _add(shapes, f'location.{kind}', inner)
+
+
+def _openai_shapes(payload: object, shapes: Shapes) -> None:
+    for key in ('annotations', 'annotation'):
+        for a in _items(payload, key):
+            kind = str(a.get('type'))
+            _add(shapes, kind, a)
+            if isinstance(inner := a.get(kind), dict):
+                _add(shapes, f'{kind}.inner', inner)  # pyright: ignore[reportUnknownArgumentType]
+
+
+def _google_shapes(payload: object, shapes: Shapes) -> None:
+    for chunk in _items(payload, 'groundingChunks'):
+        for kind, inner in chunk.items():
+            _add(shapes, f'chunk.{kind}', inner)
+    for support in _items(payload, 'groundingSupports'):
+        _add(shapes, 'support', support)
+        _add(shapes, 'segment', support['segment'])
+
+
+def _xai_shapes(payload: object, shapes: Shapes) -> None:
+    for c in _items(payload, 'citations'):
+        inline = 'start_index' in c
+        (source,) = (k for k in c if k.endswith('_citation'))
+        _add(
+            shapes, 'inline' if inline else 'tool_output', {('<source>' if k == source else k): v for k, v in c.items()}
+        )
+        _add(shapes, 'web_or_x_source' if source in ('web_citation', 'x_citation') else source, c[source])
+
+
+def _sonar_shapes(payload: object, shapes: Shapes) -> None:
+    for found in _find(payload, 'citations'):
+        assert isinstance(found, list)
+        assert all(isinstance(u, str) for u in cast(list[object], found))
+        shapes.setdefault('citations', set()).add(frozenset({'<list of url strings>'}))
+    for r in _items(payload, 'search_results'):
+        _add(shapes, 'search_result', r)
+
+
+def _cohere_shapes(payload: object, shapes: Shapes) -> None:
+    for c in _items(payload, 'citations'):
+        _add(shapes, 'citation', c)
+        for s in c.get('sources', []):
+            _add(shapes, 'source', s)
+            if isinstance(doc := s.get('document'), dict):
+                _add(shapes, 'document', doc)  # pyright: ignore[reportUnknownArgumentType]
+
+
+_SHAPE_READERS: dict[str, Callable[[object, Shapes], None]] = {
+    'anthropic-messages': _anthropic_shapes,
+    'bedrock-converse': _bedrock_shapes,
+    'openai-responses': _openai_shapes,
+    'openai-chat': _openai_shapes,
+    'openrouter': _openai_shapes,
+    'google-gemini': _google_shapes,
+    'google-vertex': _google_shapes,
+    'xai': _xai_shapes,
+    'perplexity-sonar': _sonar_shapes,
+    'cohere': _cohere_shapes,
+}
+
+
 def _shapes(api: ApiLabel, payload: object) -> Shapes:
     """Kind of citation object -> the key sets seen for it."""
     shapes: Shapes = {}
-    if api == 'anthropic-messages':
-        for key in ('citations', 'citation'):
-            for c in _items(payload, key):
-                _add(shapes, str(c.get('type')), c)
-    elif api == 'bedrock-converse':
-        for key in ('citations', 'citation'):
-            for c in _items(payload, key):
-                location = c.get('location', {})
-                _add(shapes, 'citation', c)
-                for kind, inner in location.items():
-                    _add(shapes, f'location.{kind}', inner)
-    elif api in ('openai-responses', 'openai-chat', 'openrouter'):
-        for key in ('annotations', 'annotation'):
-            for a in _items(payload, key):
-                kind = str(a.get('type'))
-                _add(shapes, kind, a)
-                if isinstance(inner := a.get(kind), dict):
-                    _add(shapes, f'{kind}.inner', inner)  # pyright: ignore[reportUnknownArgumentType]
-    elif api in ('google-gemini', 'google-vertex'):
-        for chunk in _items(payload, 'groundingChunks'):
-            for kind, inner in chunk.items():
-                _add(shapes, f'chunk.{kind}', inner)
-        for support in _items(payload, 'groundingSupports'):
-            _add(shapes, 'support', support)
-            _add(shapes, 'segment', support['segment'])
-    elif api == 'xai':
-        for c in _items(payload, 'citations'):
-            inline = 'start_index' in c
-            (source,) = (k for k in c if k.endswith('_citation'))
-            _add(
-                shapes,
-                'inline' if inline else 'tool_output',
-                {('<source>' if k == source else k): v for k, v in c.items()},
-            )
-            _add(shapes, 'web_or_x_source' if source in ('web_citation', 'x_citation') else source, c[source])
-    elif api == 'perplexity-sonar':
-        for found in _find(payload, 'citations'):
-            assert isinstance(found, list)
-            assert all(isinstance(u, str) for u in cast(list[object], found))
-            shapes.setdefault('citations', set()).add(frozenset({'<list of url strings>'}))
-        for r in _items(payload, 'search_results'):
-            _add(shapes, 'search_result', r)
-    elif api == 'cohere':
-        for c in _items(payload, 'citations'):
-            _add(shapes, 'citation', c)
-            for s in c.get('sources', []):
-                _add(shapes, 'source', s)
-                if isinstance(doc := s.get('document'), dict):
-                    _add(shapes, 'document', doc)  # pyright: ignore[reportUnknownArgumentType]
+    if (reader := _SHAPE_READERS.get(api)) is not None:
+        reader(payload, shapes)
     return shapes
 
 

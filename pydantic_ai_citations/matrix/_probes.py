@@ -51,7 +51,7 @@ from .._replay import Recording, RecordingError, load_recording, perplexity_tap_
 from .._track import CitedRun, TrackCitations
 from ..formats.markup import scan_markup
 from ..formats.unmapped import anthropic_search_result_locations_from_body, cohere_citations_from_body
-from ..formats.wire import WIRE_APIS, WireCitation, count_wire_citations
+from ..formats.wire import WireApi, WireCitation, count_wire_citations
 from ._fixtures import FIXTURE_APIS, load_fixture, scenarios
 from ._matrix import CapabilityMatrix, Evidence
 
@@ -550,17 +550,14 @@ def _account_wire(
     recovered_by_part: dict[int, int],
     evidence: Evidence,
 ) -> None:
-    wire_api = api if api in WIRE_APIS else None
-    if wire_api is None:
+    if api == 'other':
         matrix.note(api, 'wire', f'no wire counter for {api}')
         return
-    wire: list[WireCitation] = []
-    seen: set[str] = set()
+    wire_api: WireApi = api
+    wire: dict[str, WireCitation] = {}
     for raw in recording.responses[:1]:  # one agent run consumes the first response
         for citation in count_wire_citations(wire_api, raw.payload):
-            if citation.key not in seen:
-                seen.add(citation.key)
-                wire.append(citation)
+            wire.setdefault(citation.key, citation)
     if not wire:
         matrix.add(api, 'wire', 'no wire citations', evidence)
         return
@@ -568,32 +565,18 @@ def _account_wire(
     listed_ids: set[str] = set()
     for raw_only in report.answer.raw_only:
         listed_ids |= _ids(raw_only.data)
-    body_recovered: set[str] = set()
-    for raw in recording.responses[:1]:
-        payload = raw.payload
-        if isinstance(payload, dict):
-            if api == 'cohere':
-                _, recovery = cohere_citations_from_body(payload)
-                body_recovered |= _recovery_ids(recovery)
-            if api == 'anthropic-messages':
-                body_recovered |= _recovery_ids(anthropic_search_result_locations_from_body(payload))
+    known = (normalised_ids, recovered_ids | _body_recovered_ids(api, recording), listed_ids)
     counts = {'normalised': 0, 'recovered': 0, 'listed': 0, 'unaccounted': 0}
     unaccounted: list[str] = []
     reasons: set[str] = set()
-    for citation in wire:
-        ids = _wire_ids(citation)
-        if ids & normalised_ids:
-            counts['normalised'] += 1
-        elif ids & (recovered_ids | body_recovered):
-            counts['recovered'] += 1
-        elif ids & listed_ids:
-            counts['listed'] += 1
-        elif (api, citation.kind) in KNOWN_UNMAPPED:
-            counts['listed'] += 1
+    for citation in wire.values():
+        outcome = _wire_outcome(api, citation, *known)
+        if outcome == 'known unmapped':
             reasons.add(f'{citation.kind}: {KNOWN_UNMAPPED[api, citation.kind]}')
-        else:
-            counts['unaccounted'] += 1
+            outcome = 'listed'
+        elif outcome == 'unaccounted':
             unaccounted.append(citation.kind)
+        counts[outcome] += 1
     share = 100 * (len(wire) - counts['unaccounted']) // len(wire)
     matrix.add(api, 'wire', f'{share}%', evidence)
     matrix.note(
@@ -604,6 +587,32 @@ def _account_wire(
         + (f' + {counts["unaccounted"]} unaccounted ({", ".join(sorted(set(unaccounted)))})' if unaccounted else '')
         + (f'; listed: {"; ".join(sorted(reasons))}' if reasons else ''),
     )
+
+
+def _wire_outcome(
+    api: ApiLabel, citation: WireCitation, normalised: set[str], recovered: set[str], listed: set[str]
+) -> str:
+    """What became of one wire citation: normalised, recovered, listed, known unmapped, or unaccounted for."""
+    ids = _wire_ids(citation)
+    if ids & normalised:
+        return 'normalised'
+    if ids & recovered:
+        return 'recovered'
+    if ids & listed:
+        return 'listed'
+    return 'known unmapped' if (api, citation.kind) in KNOWN_UNMAPPED else 'unaccounted'
+
+
+def _body_recovered_ids(api: ApiLabel, recording: Recording) -> set[str]:
+    """Identity tokens of what this package recovers from a non-streamed body Pydantic AI does not map."""
+    ids: set[str] = set()
+    for raw in recording.responses[:1]:
+        payload = raw.payload
+        if isinstance(payload, dict) and api == 'cohere':
+            ids |= _recovery_ids(cohere_citations_from_body(payload)[1])
+        elif isinstance(payload, dict) and api == 'anthropic-messages':
+            ids |= _recovery_ids(anthropic_search_result_locations_from_body(payload))
+    return ids
 
 
 def _wire_ids(citation: WireCitation) -> set[str]:
