@@ -114,8 +114,7 @@ def _forbidden(name: str) -> bool:
 LOWER = sorted(
     name
     for name in MODULES
-    if name.startswith((f'{PACKAGE}.formats', f'{PACKAGE}.support'))
-    or name in {f'{PACKAGE}.{v}' for v in VALUES}
+    if name.startswith((f'{PACKAGE}.formats', f'{PACKAGE}.support')) or name in {f'{PACKAGE}.{v}' for v in VALUES}
 )
 
 
