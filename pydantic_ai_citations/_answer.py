@@ -33,6 +33,9 @@ from pydantic_ai import (
 )
 
 from ._problems import CitationProblem, shorten
+from .formats.markup import MARKER_END, MARKER_SEPARATOR, MARKER_START, strip_markup
+
+Cut = tuple[int, int]
 
 __all__ = (
     'FINISH_METADATA_KEY',
@@ -452,7 +455,7 @@ def _build(messages: Sequence[ModelMessage], *, incomplete: str | None) -> Cited
     for part_index in answer_parts(response):
         part = response.parts[part_index]
         assert isinstance(part, TextPart)
-        content = part.content
+        content, cuts = _strip_part(b, part.content, message_index, part_index)
         segments.append(
             PartSegment(
                 offset,
@@ -462,7 +465,7 @@ def _build(messages: Sequence[ModelMessage], *, incomplete: str | None) -> Cited
                 provider_name=part.provider_name,
             )
         )
-        _add_part(b, part, message_index, part_index, offset)
+        _add_part(b, part, _Text(content, cuts), message_index, part_index, offset)
         text_pieces.append(content)
         offset += len(content)
     _add_response_raw(b, response, message_index)
@@ -487,9 +490,76 @@ def _build(messages: Sequence[ModelMessage], *, incomplete: str | None) -> Cited
     )
 
 
-def _add_part(b: _Builder, part: TextPart, message_index: int, part_index: int, offset: int) -> None:
+_MARKUP_HINTS = (MARKER_START, MARKER_END, MARKER_SEPARATOR, '【', 'cite')
+"""Characters without which a text holds no citation markup (`formats.markup`'s forms, numbered markers aside)."""
+
+
+def _strip_part(b: _Builder, content: str, message_index: int, part_index: int) -> tuple[str, tuple[Cut, ...]]:
+    """The part's text without citation markup a reader must never see, and the ranges removed.
+
+    Markup that was resolved was already turned into citations (`TrackCitations(marker_sources=...)`); what is left
+    names no source this answer knows, so it is removed and reported with its offsets into the part's text.
+    """
+    if not any(hint in content for hint in _MARKUP_HINTS):
+        return content, ()
+    stripped = strip_markup(content)
+    if not stripped.changed:
+        return content, ()
+    where = f'in response {message_index}, part {part_index}'
+    for match in stripped.matches:
+        kept = ' (the text it wraps is kept)' if match.kind == 'cite_tag' else ''
+        b.problems.append(
+            CitationProblem(
+                'unresolved_marker',
+                f'Citation markup ({match.kind}, ids {", ".join(match.source_ids) or "none"}) {where} names no source '
+                f"this answer knows; it was removed from the text{kept}. Offsets are into the part's text.",
+                message_index=message_index,
+                part_index=part_index,
+                start=match.start,
+                end=match.end,
+                detail=shorten(repr(content[match.start : match.end])),
+            )
+        )
+    for issue in stripped.issues:
+        b.problems.append(
+            CitationProblem(
+                issue.code,
+                f"{issue.reason} {where}; its markup was removed from the text. Offsets are into the part's text.",
+                message_index=message_index,
+                part_index=part_index,
+                start=issue.start,
+                end=issue.end,
+                detail=shorten(repr(content[issue.start : issue.end])),
+            )
+        )
+    return stripped.text, stripped.cuts
+
+
+@dataclass(frozen=True)
+class _Text:
+    """A part's text as shown in the answer, and the ranges of `TextPart.content` removed to make it."""
+
+    content: str
+    cuts: tuple[Cut, ...]
+
+    def shift(self, position: object) -> object:
+        """`position` (an offset into `TextPart.content`) as an offset into `content`; non-integers pass through."""
+        if not self.cuts or not isinstance(position, int):
+            return position
+        removed = 0
+        for start, end in self.cuts:
+            if end <= position:
+                removed += end - start
+            elif start < position:  # inside a removed range: lands where it was
+                removed += position - start
+            else:
+                break
+        return position - removed
+
+
+def _add_part(b: _Builder, part: TextPart, text: _Text, message_index: int, part_index: int, offset: int) -> None:
     citations = cast(object, part.citations)  # read defensively: hand-built parts may hold anything
-    content = part.content
+    content = text.content
     identities: set[str] = set()
     if citations is not None and not isinstance(citations, list):
         b.problems.append(
@@ -527,8 +597,8 @@ def _add_part(b: _Builder, part: TextPart, message_index: int, part_index: int, 
             b.unanchored.extend(numbers)
             continue
         # Read defensively: parts built with `model_construct` or by hand may hold anything.
-        start = cast(object, anchor.start)
-        end = cast(object, anchor.end)
+        start = text.shift(cast(object, anchor.start))
+        end = text.shift(cast(object, anchor.end))
         if not (isinstance(start, int) and isinstance(end, int) and 0 <= start < end <= len(content)):
             b.problems.append(
                 CitationProblem(

@@ -4,9 +4,12 @@ Providers send citations in a text-less delta, and several (Google, OpenAI Chat,
 of the whole response: after the cited part's `PartEndEvent` when another part started in between. A consumer must
 keep applying deltas to parts that have already ended, and must not treat the text as final until the run is over.
 
-- `stream_cited(agent, prompt)` yields `TextChunk`s as text arrives and then exactly one `FinalAnswer`: a complete
-  `CitedAnswer` built from the run's messages when the run finished and its last response is `'complete'`;
-  otherwise an answer built from what arrived, with `complete=False` and a `stream_incomplete` problem.
+- `stream_cited(agent, prompt)` yields `TextChunk`s as text arrives and then exactly one `FinalAnswer`: the
+  `CitedAnswer` built from the run's messages when the run finished (complete only when the provider's finishing
+  signal arrived, see `CitedAnswer.complete`); otherwise an answer built from what arrived, with `complete=False` and
+  a `stream_incomplete` problem. Chunks never carry citation markup: each text part goes through a
+  `formats.markup.StreamCleaner`, which holds back a possible opening of markup (and trailing spaces) until it is
+  decided, so a chunk may arrive a little later than its delta; the `FinalAnswer`'s text is cleaned the same way.
   **Errors:** if the run raises, the incomplete `FinalAnswer` (carrying the exception as `error`) is yielded first
   and the exception is then re-raised from the iterator, so an `async for` loop sees both. A consumer that stops
   iterating (or leaves the `async with` early) gets `CitedStream.snapshot()`, which is never marked complete.
@@ -37,6 +40,7 @@ from pydantic_ai.run import AgentRunResultEvent
 from pydantic_ai.tools import AgentDepsT
 
 from ._answer import CitedAnswer
+from .formats.markup import StreamCleaner
 
 __all__ = (
     'CitedStream',
@@ -81,6 +85,35 @@ StreamItem = TextChunk | FinalAnswer
 """What a `CitedStream` yields."""
 
 
+class _Cleaners:
+    """One `StreamCleaner` per text part: chunks never carry citation markup (`formats.markup`'s grammar)."""
+
+    def __init__(self) -> None:
+        self.by_part: dict[int, StreamCleaner] = {}
+
+    def feed(self, index: int, text: str, response_index: int = 0) -> list[TextChunk]:
+        chunks: list[TextChunk] = []
+        cleaner = self.by_part.get(index)
+        if cleaner is None:
+            # A new part: what earlier parts still hold comes first, so chunks stay in text order.
+            chunks = [
+                c for earlier in sorted(self.by_part) if earlier < index for c in self.close(earlier, response_index)
+            ]
+            cleaner = self.by_part[index] = StreamCleaner()
+        clean = cleaner.feed(text)
+        if clean:
+            chunks.append(TextChunk(clean, part_index=index, response_index=response_index))
+        return chunks
+
+    def close(self, index: int, response_index: int = 0) -> list[TextChunk]:
+        cleaner = self.by_part.pop(index, None)
+        rest = cleaner.close() if cleaner is not None else ''
+        return [TextChunk(rest, part_index=index, response_index=response_index)] if rest else []
+
+    def close_all(self, response_index: int = 0) -> list[TextChunk]:
+        return [chunk for index in sorted(self.by_part) for chunk in self.close(index, response_index)]
+
+
 class _Accumulator:
     """Rebuilds the response being streamed from events, applying deltas to parts that have already ended."""
 
@@ -88,30 +121,37 @@ class _Accumulator:
         self.parts: dict[int, ModelResponsePart] = {}
         self.ended: set[int] = set()
         self.response_index = -1
+        self.cleaners = _Cleaners()
 
     def feed(self, event: AgentStreamEvent) -> list[TextChunk]:
         if isinstance(event, PartStartEvent):
+            chunks: list[TextChunk] = []
             if self.response_index < 0 or (event.index == 0 and 0 in self.ended):
+                chunks = self.cleaners.close_all(self.response_index)
                 self.parts.clear()
                 self.ended.clear()
                 self.response_index += 1
             self.parts[event.index] = event.part
             self.ended.discard(event.index)
             if isinstance(event.part, TextPart) and event.part.content:
-                return [TextChunk(event.part.content, part_index=event.index, response_index=self.response_index)]
-        elif isinstance(event, PartDeltaEvent) and isinstance(event.delta, TextPartDelta):
+                chunks += self.cleaners.feed(event.index, event.part.content, self.response_index)
+            return chunks
+        if isinstance(event, PartDeltaEvent) and isinstance(event.delta, TextPartDelta):
             part = self.parts.get(event.index)
             if isinstance(part, TextPart):
                 # Applied even after the part's end: late citations come this way.
                 self.parts[event.index] = event.delta.apply(part)
                 if event.delta.content_delta:
-                    return [
-                        TextChunk(event.delta.content_delta, part_index=event.index, response_index=self.response_index)
-                    ]
+                    return self.cleaners.feed(event.index, event.delta.content_delta, self.response_index)
         elif isinstance(event, PartEndEvent):
             self.parts[event.index] = event.part
             self.ended.add(event.index)
+            return self.cleaners.close(event.index, self.response_index)
         return []
+
+    def flush(self) -> list[TextChunk]:
+        """The text still held back by the cleaners (at the end of the events)."""
+        return self.cleaners.close_all(max(self.response_index, 0))
 
     def response(self) -> ModelResponse | None:
         if not self.parts:
@@ -167,6 +207,8 @@ async def _from_events(events: AsyncIterator[object], acc: _Accumulator) -> Asyn
         async for event in events:
             if isinstance(event, AgentRunResultEvent):
                 result = cast(AgentRunResultEvent[object], event).result
+                for chunk in acc.flush():
+                    yield chunk
                 yield FinalAnswer(CitedAnswer.from_messages(result.all_messages()))
                 return
             for chunk in acc.feed(cast(AgentStreamEvent, event)):
@@ -175,6 +217,8 @@ async def _from_events(events: AsyncIterator[object], acc: _Accumulator) -> Asyn
         yield FinalAnswer(_incomplete(acc.response()), error=exc)
         raise
     # The events ended without a run result: the run did not finish.
+    for chunk in acc.flush():
+        yield chunk
     yield FinalAnswer(_incomplete(acc.response()))
 
 
@@ -187,6 +231,7 @@ async def _failed(exc: Exception) -> AsyncGenerator[StreamItem]:
 class _Snapshots:
     last: ModelResponse | None = None
     emitted: dict[int, int] = field(default_factory=dict[int, int])
+    cleaners: _Cleaners = field(default_factory=_Cleaners)
 
 
 async def _from_run_stream(result: Any, snaps: _Snapshots) -> AsyncGenerator[StreamItem]:
@@ -198,7 +243,10 @@ async def _from_run_stream(result: Any, snaps: _Snapshots) -> AsyncGenerator[Str
                     done = snaps.emitted.get(index, 0)
                     if len(part.content) > done:
                         snaps.emitted[index] = len(part.content)
-                        yield TextChunk(part.content[done:], part_index=index)
+                        for chunk in snaps.cleaners.feed(index, part.content[done:]):
+                            yield chunk
+        for chunk in snaps.cleaners.close_all():
+            yield chunk
         messages = cast(list[ModelMessage], result.all_messages())
         if not result.is_complete:
             yield FinalAnswer(_incomplete(snaps.last))

@@ -174,7 +174,9 @@ async def test_text_of_every_response_streams_and_final_answer_is_last_response(
     async with stream_cited(agent, 'q') as stream:
         items = await collect(stream)
     chunks = [(i.text, i.response_index) for i in items if isinstance(i, TextChunk)]
-    assert chunks == [('Let me check. ', 0), ('K2 is 8,611 m.', 1)]
+    by_response = {r: ''.join(t for t, i in chunks if i == r) for _, r in chunks}
+    assert by_response == {0: 'Let me check. ', 1: 'K2 is 8,611 m.'}
+    assert [r for _, r in chunks] == sorted(r for _, r in chunks)  # in order
     final = items[-1]
     assert isinstance(final, FinalAnswer)
     assert final.answer.text == 'K2 is 8,611 m.'
