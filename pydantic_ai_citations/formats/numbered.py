@@ -133,133 +133,138 @@ class NumberedScanner:
         return out
 
     def _run(self, final: bool) -> list[NumberedMarker]:
+        """Scan the held text as far as it is decided; keep the rest (from `cut`) for the next piece."""
         s = self._buf
         n = len(s)
-        base = self._pos
         out: list[NumberedMarker] = []
-        bol, line_blank, col, code, fence = self._bol, self._line_blank, self._col, self._code, self._fence
         i = 0
-        cut = -1  # where to stop and keep the rest for later; -1 = consumed everything
         while i < n:
-            if fence is not None:
-                nl = s.find('\n', i)
-                if bol:
-                    line = s[i:] if nl < 0 else s[i:nl]
-                    stripped = line.strip(' \t')
-                    closes = (
-                        len(line) - len(line.lstrip(' ')) <= 3
-                        and len(stripped) >= fence[1]
-                        and stripped == fence[0] * len(stripped)
-                    )
-                    if nl < 0 and not final and (closes or _could_close(line, fence)):
-                        cut = i
-                        break
-                    if closes:
-                        fence = None
-                if nl < 0:
-                    i = n
-                    bol = False
-                else:
-                    i = nl + 1
-                    bol = True
-                continue
-            if bol:
-                m = _FENCE_OPEN_RE.match(s, i)
-                if not final and _MAYBE_FENCE_RE.match(s, i):
-                    cut = i  # a fence or a code span may still be opening
-                    break
-                bol, line_blank, col, code = False, True, 0, 0
-                if m:
-                    run = m.group(1)
-                    fence = (run[0], len(run))
-                    i = m.end()
-                    continue
-            if code:
-                m = _CODE_EVENT_RE.search(s, i)
-                if m is None:
-                    col += n - i
-                    i = n
-                    continue
-                if m.group() == '\n':
-                    i = m.end()
-                    bol = True
-                    continue
-                if m.end() == n and not final:
-                    col += m.start() - i
-                    cut = m.start()
-                    break
-                if m.end() - m.start() == code:
-                    code = 0
-                col += m.end() - i
-                i = m.end()
-                continue
-            m = _INLINE_EVENT_RE.search(s, i)
-            j = n if m is None else m.start()
-            if line_blank and j > i and s[i:j].strip(' '):
-                line_blank = False
-            col += j - i
-            i = j
-            if m is None:
-                continue
-            c = s[j]
-            if c == '\n':
-                i = j + 1
-                bol = True
-                continue
-            if c == '`':
-                run = _BACKTICKS_RE.match(s, j)
-                assert run is not None
-                if run.end() == n and not final:
-                    cut = j
-                    break
-                code = run.end() - j
-                line_blank = False
-                col += code
-                i = run.end()
-                continue
-            if c == '\\':
-                if j + 1 == n and not final:
-                    cut = j
-                    break
-                step = 2 if j + 1 < n and s[j + 1] in _ESCAPABLE else 1
-                line_blank = False
-                col += step
-                i = j + step
-                continue
-            # c == '['
-            group = _NUM_RE.match(s, j)
-            if group is None:
-                if not final and _NUM_PREFIX_RE.match(s, j):
-                    cut = j
-                    break
-                line_blank = False
-                col += 1
-                i = j + 1
-                continue
-            e = group.end()
-            if not final and (e == n or (e + 1 == n and s[e] == ']')):
-                cut = j  # the next character decides whether this is a link
+            if self._fence is not None:
+                step = self._fenced_line(s, i, final)
+            elif self._bol:
+                step = self._line_start(s, i, final)
+            elif self._code:
+                step = self._code_span(s, i, final)
+            else:
+                step = self._inline(s, i, final, out)
+            if step is None:  # undecided from `i` on: keep it for later
                 break
-            nxt = s[e] if e < n else ''
-            before = s[j - 1] if j > 0 else self._prev
-            is_link = nxt == '(' or (before == '[' and s.startswith('](', e))
-            is_definition = nxt == ':' and line_blank and col <= 3
-            is_reference = before == ']' and base + j != self._last_group_end
-            self._last_group_end = base + e
-            if not (is_link or is_definition or is_reference):
-                numbers = tuple(int(x) for x in group.group(1).replace(' ', '').split(','))
-                out.append(NumberedMarker(group.group(), numbers, base + j, base + e))
-            line_blank = False
-            col += e - j
-            i = e
-        if cut < 0:
-            cut = n
+            i = step
+        cut = min(i, n)
         if cut > 0:
             self._prev = s[cut - 1]
         self._buf = s[cut:]
-        self._pos = base + cut
-        self._bol, self._line_blank, self._col, self._code, self._fence = bol, line_blank, col, code, fence
+        self._pos += cut
         return out
+
+    def _fenced_line(self, s: str, i: int, final: bool) -> int | None:
+        """Inside a fenced block: skip to the next line, closing the fence on its closing line."""
+        fence = self._fence
+        assert fence is not None
+        nl = s.find('\n', i)
+        if self._bol:
+            line = s[i:] if nl < 0 else s[i:nl]
+            stripped = line.strip(' \t')
+            closes = (
+                len(line) - len(line.lstrip(' ')) <= 3
+                and len(stripped) >= fence[1]
+                and stripped == fence[0] * len(stripped)
+            )
+            if nl < 0 and not final and (closes or _could_close(line, fence)):
+                return None
+            if closes:
+                self._fence = None
+        self._bol = nl >= 0
+        return len(s) if nl < 0 else nl + 1
+
+    def _line_start(self, s: str, i: int, final: bool) -> int | None:
+        """At a line start: a fence may open here (undecided while the line start is all that arrived)."""
+        if not final and _MAYBE_FENCE_RE.match(s, i):
+            return None  # a fence or a code span may still be opening
+        self._bol, self._line_blank, self._col, self._code = False, True, 0, 0
+        m = _FENCE_OPEN_RE.match(s, i)
+        if m is None:
+            return i
+        run = m.group(1)
+        self._fence = (run[0], len(run))
+        return m.end()
+
+    def _code_span(self, s: str, i: int, final: bool) -> int | None:
+        """Inside an inline code span: find its closing backtick run (or the end of the line)."""
+        m = _CODE_EVENT_RE.search(s, i)
+        if m is None:
+            self._col += len(s) - i
+            return len(s)
+        if m.group() == '\n':
+            self._bol = True
+            return m.end()
+        if m.end() == len(s) and not final:
+            self._col += m.start() - i
+            return m.start() if m.start() > i else None
+        if m.end() - m.start() == self._code:
+            self._code = 0
+        self._col += m.end() - i
+        return m.end()
+
+    def _inline(self, s: str, i: int, final: bool, out: list[NumberedMarker]) -> int | None:
+        """Ordinary text: skip to the next line break, backtick, backslash or `[` and handle it."""
+        n = len(s)
+        m = _INLINE_EVENT_RE.search(s, i)
+        j = n if m is None else m.start()
+        if self._line_blank and j > i and s[i:j].strip(' '):
+            self._line_blank = False
+        self._col += j - i
+        if m is None:
+            return n
+        if j > i:
+            return j  # handle the event on the next step, so an undecided one keeps only itself
+        c = s[j]
+        if c == '\n':
+            self._bol = True
+            return j + 1
+        if c == '`':
+            run = _BACKTICKS_RE.match(s, j)
+            assert run is not None
+            if run.end() == n and not final:
+                return None
+            self._code = run.end() - j
+            self._line_blank = False
+            self._col += self._code
+            return run.end()
+        if c == '\\':
+            if j + 1 == n and not final:
+                return None
+            step = 2 if j + 1 < n and s[j + 1] in _ESCAPABLE else 1
+            self._line_blank = False
+            self._col += step
+            return j + step
+        return self._bracket(s, j, final, out)
+
+    def _bracket(self, s: str, j: int, final: bool, out: list[NumberedMarker]) -> int | None:
+        """At `[`: a numbered group is a marker unless it is a link, a reference definition or a reference."""
+        n = len(s)
+        group = _NUM_RE.match(s, j)
+        if group is None:
+            if not final and _NUM_PREFIX_RE.match(s, j):
+                return None
+            self._line_blank = False
+            self._col += 1
+            return j + 1
+        e = group.end()
+        if not final and (e == n or (e + 1 == n and s[e] == ']')):
+            return None  # the next character decides whether this is a link
+        nxt = s[e] if e < n else ''
+        before = s[j - 1] if j > 0 else self._prev
+        is_link = nxt == '(' or (before == '[' and s.startswith('](', e))
+        is_definition = nxt == ':' and self._line_blank and self._col <= 3
+        is_reference = before == ']' and self._pos + j != self._last_group_end
+        self._last_group_end = self._pos + e
+        if not (is_link or is_definition or is_reference):
+            numbers = tuple(int(x) for x in group.group(1).replace(' ', '').split(','))
+            out.append(NumberedMarker(group.group(), numbers, self._pos + j, self._pos + e))
+        self._line_blank = False
+        self._col += e - j
+        return e
 
 
 def _could_close(line: str, fence: tuple[str, int]) -> bool:
