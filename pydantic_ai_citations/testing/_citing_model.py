@@ -9,7 +9,7 @@ use, so events go through Pydantic AI's own stream machinery.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -125,6 +125,7 @@ class CitingModel(Model):
     style: CitingStyle
     chunk_size: int
     break_stream_after: int | None
+    end_stream_after: int | None
     part_after_text: bool
     _model_name: str
     requests: list[list[ModelMessage]]
@@ -138,6 +139,7 @@ class CitingModel(Model):
         model_name: str | None = None,
         chunk_size: int = 16,
         break_stream_after: int | None = None,
+        end_stream_after: int | None = None,
         part_after_text: bool = False,
     ) -> None:
         """Script the answer.
@@ -149,6 +151,8 @@ class CitingModel(Model):
             model_name: The model name to report (default: `'citing-<style>'`).
             chunk_size: Characters per streamed text delta.
             break_stream_after: Raise `ScriptedStreamError` after this many text deltas (a broken stream).
+            end_stream_after: End the stream quietly after this many text deltas: no error, no citations still to
+                come and no finish reason, as when the connection closes before the provider's finishing event.
             part_after_text: Google style: stream the grounding search as native tool parts *before* the citations,
                 so they arrive after the text's `PartEndEvent` (`'after_part_end'`), as happens when Gemini starts
                 another part after the text. Default `False`: citations are flushed at the end of the response
@@ -164,6 +168,7 @@ class CitingModel(Model):
         self.style = style
         self.chunk_size = chunk_size
         self.break_stream_after = break_stream_after
+        self.end_stream_after = end_stream_after
         self.part_after_text = part_after_text
         self._model_name = model_name or f'citing-{style}'
         self.requests = []
@@ -243,13 +248,14 @@ class _CitingStream(StreamedResponse):
     async def _get_event_iterator(self) -> AsyncIterator[ModelResponseStreamEvent]:
         model = self.model
         style = model.style
-        provider = _STYLE_PROVIDER[style]
         deltas = 0
         late = False
         for index, segment in enumerate(model._segments):  # pyright: ignore[reportPrivateUsage]
             # Anthropic/Bedrock send one content block per segment; the others one text part for everything.
             vendor_id = index if style in ('anthropic', 'bedrock') else 'text'
             for start in range(0, len(segment.text), model.chunk_size):
+                if model.end_stream_after is not None and deltas >= model.end_stream_after:
+                    return  # the connection closed before the finishing event: no finish reason
                 if model.break_stream_after is not None and deltas >= model.break_stream_after:
                     raise ScriptedStreamError(f'scripted stream broke after {deltas} text deltas')
                 for event in self._parts_manager.handle_text_delta(
@@ -259,46 +265,49 @@ class _CitingStream(StreamedResponse):
                 deltas += 1
             if segment.citations and style in ('anthropic', 'bedrock'):
                 # Buffered per block and sent at the block's stop, before the next block starts.
-                for event in self._parts_manager.handle_text_delta(
-                    vendor_part_id=vendor_id,
-                    content='',
-                    citations=segment.citations,
-                    provider_name=provider,
-                    provider_details={'citations': segment.raw},
-                ):
+                for event in self._citations_for_block(vendor_id, segment):
                     yield event
             elif segment.citations:
                 late = True
+        for event in self._finish(late):
+            yield event
+
+    def _citations_for_block(self, vendor_id: int | str, segment: _Segment) -> list[ModelResponseStreamEvent]:
+        return list(
+            self._parts_manager.handle_text_delta(
+                vendor_part_id=vendor_id,
+                content='',
+                citations=segment.citations,
+                provider_name=_STYLE_PROVIDER[self.model.style],
+                provider_details={'citations': segment.raw},
+            )
+        )
+
+    def _finish(self, late: bool) -> Iterator[ModelResponseStreamEvent]:
+        """What follows the text: late citations, Google's search parts, the finish reason, usage.
+
+        A generator, so the finish reason is set only once the events before it have been consumed (their timing
+        relative to the end of the response is what the styles differ in).
+        """
+        model = self.model
+        style = model.style
         if style == 'openai-responses' and late:
             # Emitted at `response.output_text.done`: before the part ends and before `response.completed`.
-            for event in self._citations_for_single_part(provider):
-                yield event
+            yield from self._citations_for_single_part()
         if style == 'google' and model.part_after_text:
             # A part started after the text ends the text part: its citations then come after its `PartEndEvent`.
-            for event in _google_search_events(self):
-                yield event
+            yield from _google_search_events(self)
         self.finish_reason = 'stop'
         if style in ('openai-chat', 'openrouter', 'google', 'xai') and late:
             # Flushed after the provider's last chunk.
-            for event in self._citations_for_single_part(provider):
-                yield event
+            yield from self._citations_for_single_part()
         if style == 'google' and not model.part_after_text:
-            for event in _google_search_events(self):
-                yield event
+            yield from _google_search_events(self)
         self.provider_details = model._response_details()  # pyright: ignore[reportPrivateUsage]
         self._usage = RequestUsage(input_tokens=10, output_tokens=len(model.text) // 4 + 1)
 
-    def _citations_for_single_part(self, provider: str) -> list[ModelResponseStreamEvent]:
-        merged = _merge(self.model._segments)  # pyright: ignore[reportPrivateUsage]
-        return list(
-            self._parts_manager.handle_text_delta(
-                vendor_part_id='text',
-                content='',
-                citations=merged.citations,
-                provider_name=provider,
-                provider_details={'citations': merged.raw},
-            )
-        )
+    def _citations_for_single_part(self) -> list[ModelResponseStreamEvent]:
+        return self._citations_for_block('text', _merge(self.model._segments))  # pyright: ignore[reportPrivateUsage]
 
     @property
     def model_name(self) -> str:
@@ -319,7 +328,22 @@ class _CitingStream(StreamedResponse):
 
 def _segments(text: str, citations: Sequence[ScriptedCitation], style: CitingStyle) -> list[_Segment]:
     """Lay the answer out as the style's adapter does; anchors are relative to each segment's own text."""
-    found: list[tuple[int, int, ScriptedCitation]] = []
+    found = _find_quotes(text, citations)
+    if style in ('openai-chat', 'openrouter', 'xai') and any(
+        isinstance(s, DocumentCitationSource) for c in citations for s in c.sources
+    ):
+        raise UserError(f'Style {style!r} cites web sources only.')
+    if style in ('anthropic', 'bedrock'):
+        return _block_segments(text, found, style)
+    return _single_part_segments(text, found, style)
+
+
+_Found = list[tuple[int, int, ScriptedCitation]]
+
+
+def _find_quotes(text: str, citations: Sequence[ScriptedCitation]) -> _Found:
+    """Where each quote sits: its first occurrence after the previous quote."""
+    found: _Found = []
     cursor = 0
     for citation in citations:
         if not citation.quote:
@@ -331,115 +355,123 @@ def _segments(text: str, citations: Sequence[ScriptedCitation], style: CitingSty
             raise UserError(f'Quote {citation.quote!r} not found in the text after offset {cursor}.')
         found.append((start, start + len(citation.quote), citation))
         cursor = start + len(citation.quote)
-    if style in ('openai-chat', 'openrouter', 'xai') and any(
-        isinstance(s, DocumentCitationSource) for c in citations for s in c.sources
-    ):
-        raise UserError(f'Style {style!r} cites web sources only.')
+    return found
 
-    if style in ('anthropic', 'bedrock'):
-        segments: list[_Segment] = []
-        cursor = 0
-        for start, end, citation in found:
-            if start > cursor:
-                segments.append(_Segment(text[cursor:start]))
-            quote = text[start:end]
-            sources = [_block_source(s, style, quote) for s in citation.sources]
-            raw = [_block_raw(s, style, quote, i) for i, s in enumerate(citation.sources)]
-            segments.append(
-                _Segment(quote, [Citation(sources, anchor=ContentCitationAnchor(start=0, end=len(quote)))], raw)
-            )
-            cursor = end
-        if cursor < len(text) or not segments:
-            segments.append(_Segment(text[cursor:]))
-        return segments
 
-    # Single-part styles: one segment per cited stretch so the stream can flush them together at the end.
-    segments = []
+def _block_segments(text: str, found: _Found, style: CitingStyle) -> list[_Segment]:
+    """Anthropic/Bedrock: every cited quote is its own block, anchored over all of it."""
+    segments: list[_Segment] = []
     cursor = 0
-    for number, (start, end, citation) in enumerate(found, start=1):
-        segment_text = text[cursor:end]
-        local_start, local_end = start - cursor, end - cursor
-        citations_out: list[Citation] = []
-        raw_out: list[dict[str, JsonValue]] = []
-        for source in citation.sources:
-            if isinstance(source, DocumentCitationSource):
-                if style == 'openai-responses':
-                    citations_out.append(Citation([source]))
-                    raw_out.append(
-                        {
-                            'type': 'file_citation',
-                            'file_id': source.document_id,
-                            'filename': source.title,
-                            'index': len(segment_text),
-                        }
-                    )
-                else:  # google retrieved context
-                    citations_out.append(
-                        Citation([source], anchor=ContentCitationAnchor(start=local_start, end=local_end))
-                    )
-                    raw_out.append(_google_raw(segment_text, local_start, local_end, source))
-                continue
-            url = source.url
-            if style in ('openai-responses', 'openai-chat'):
-                marker = f' ([{urlsplit(url).netloc or url}]({url}))'
-                anchor_start = len(segment_text) + 1
-                segment_text += marker
-                anchor = MarkerCitationAnchor(start=anchor_start, end=len(segment_text))
-                citations_out.append(Citation([WebCitationSource(url, title=source.title)], anchor=anchor))
-                entry: dict[str, JsonValue] = {
-                    'type': 'url_citation',
-                    'url': url,
-                    'title': source.title,
-                    'start_index': anchor.start,
-                    'end_index': anchor.end,
-                }
-                raw_out.append(
-                    entry if style == 'openai-responses' else {'type': 'url_citation', 'url_citation': entry}
-                )
-            elif style == 'xai':
-                marker = f' [[{number}]]({url})'
-                anchor_start = len(segment_text) + 1
-                segment_text += marker
-                anchor = MarkerCitationAnchor(start=anchor_start, end=len(segment_text))
-                citations_out.append(Citation([WebCitationSource(url)], anchor=anchor))
-                raw_out.append(
-                    {
-                        'id': str(number),
-                        'start_index': anchor.start,
-                        'end_index': anchor.end,
-                        'web_citation': {'url': url},
-                    }
-                )
-            elif style == 'openrouter':
-                excerpts = list(source.excerpts) or [citation.quote]
-                citations_out.append(Citation([WebCitationSource(url, title=source.title, excerpts=excerpts)]))
-                raw_out.append(
-                    {
-                        'type': 'url_citation',
-                        'url_citation': {
-                            'url': url,
-                            'title': source.title,
-                            'content': excerpts[0],
-                            'start_index': 0,
-                            'end_index': 0,
-                        },
-                    }
-                )
-            elif style == 'google':
-                citations_out.append(
-                    Citation(
-                        [WebCitationSource(url, title=source.title)],
-                        anchor=ContentCitationAnchor(start=local_start, end=local_end),
-                    )
-                )
-                raw_out.append(_google_raw(segment_text, local_start, local_end, source))
-            else:  # pragma: no cover
-                assert_never(style)  # pyright: ignore[reportArgumentType]
-        segments.append(_Segment(segment_text, citations_out, raw_out))
+    for start, end, citation in found:
+        if start > cursor:
+            segments.append(_Segment(text[cursor:start]))
+        quote = text[start:end]
+        sources = [_block_source(s, style, quote) for s in citation.sources]
+        raw = [_block_raw(s, style, quote, i) for i, s in enumerate(citation.sources)]
+        segments.append(
+            _Segment(quote, [Citation(sources, anchor=ContentCitationAnchor(start=0, end=len(quote)))], raw)
+        )
         cursor = end
     if cursor < len(text) or not segments:
         segments.append(_Segment(text[cursor:]))
     return segments
+
+
+def _single_part_segments(text: str, found: _Found, style: CitingStyle) -> list[_Segment]:
+    """Single-part styles: one segment per cited stretch so the stream can flush them together at the end."""
+    segments: list[_Segment] = []
+    cursor = 0
+    for number, (start, end, citation) in enumerate(found, start=1):
+        stretch = _Stretch(text[cursor:end], start - cursor, end - cursor, number, citation.quote)
+        for source in citation.sources:
+            _cite_in_stretch(stretch, source, style)
+        segments.append(_Segment(stretch.text, stretch.citations, stretch.raw))
+        cursor = end
+    if cursor < len(text) or not segments:
+        segments.append(_Segment(text[cursor:]))
+    return segments
+
+
+@dataclass
+class _Stretch:
+    """A cited stretch of a single-part answer being laid out: markers are appended to `text` as sources are cited."""
+
+    text: str
+    quote_start: int
+    quote_end: int
+    number: int
+    quote: str
+    citations: list[Citation] = field(default_factory=list[Citation])
+    raw: list[dict[str, JsonValue]] = field(default_factory=list[dict[str, JsonValue]])
+
+    def add_marker(self, marker: str) -> MarkerCitationAnchor:
+        """Append `marker` (after a space) and return the anchor over it."""
+        anchor_start = len(self.text) + 1
+        self.text += f' {marker}'
+        return MarkerCitationAnchor(start=anchor_start, end=len(self.text))
+
+
+def _cite_in_stretch(stretch: _Stretch, source: Source, style: CitingStyle) -> None:
+    if isinstance(source, DocumentCitationSource):
+        if style == 'openai-responses':
+            stretch.citations.append(Citation([source]))
+            stretch.raw.append(
+                {
+                    'type': 'file_citation',
+                    'file_id': source.document_id,
+                    'filename': source.title,
+                    'index': len(stretch.text),
+                }
+            )
+        else:  # google retrieved context
+            anchor = ContentCitationAnchor(start=stretch.quote_start, end=stretch.quote_end)
+            stretch.citations.append(Citation([source], anchor=anchor))
+            stretch.raw.append(_google_raw(stretch.text, stretch.quote_start, stretch.quote_end, source))
+        return
+    url = source.url
+    if style in ('openai-responses', 'openai-chat'):
+        anchor = stretch.add_marker(f'([{urlsplit(url).netloc or url}]({url}))')
+        stretch.citations.append(Citation([WebCitationSource(url, title=source.title)], anchor=anchor))
+        entry: dict[str, JsonValue] = {
+            'type': 'url_citation',
+            'url': url,
+            'title': source.title,
+            'start_index': anchor.start,
+            'end_index': anchor.end,
+        }
+        stretch.raw.append(entry if style == 'openai-responses' else {'type': 'url_citation', 'url_citation': entry})
+    elif style == 'xai':
+        anchor = stretch.add_marker(f'[[{stretch.number}]]({url})')
+        stretch.citations.append(Citation([WebCitationSource(url)], anchor=anchor))
+        stretch.raw.append(
+            {
+                'id': str(stretch.number),
+                'start_index': anchor.start,
+                'end_index': anchor.end,
+                'web_citation': {'url': url},
+            }
+        )
+    elif style == 'openrouter':
+        excerpts = list(source.excerpts) or [stretch.quote]
+        stretch.citations.append(Citation([WebCitationSource(url, title=source.title, excerpts=excerpts)]))
+        stretch.raw.append(
+            {
+                'type': 'url_citation',
+                'url_citation': {
+                    'url': url,
+                    'title': source.title,
+                    'content': excerpts[0],
+                    'start_index': 0,
+                    'end_index': 0,
+                },
+            }
+        )
+    elif style == 'google':
+        anchor = ContentCitationAnchor(start=stretch.quote_start, end=stretch.quote_end)
+        stretch.citations.append(Citation([WebCitationSource(url, title=source.title)], anchor=anchor))
+        stretch.raw.append(_google_raw(stretch.text, stretch.quote_start, stretch.quote_end, source))
+    else:  # pragma: no cover
+        assert_never(style)  # pyright: ignore[reportArgumentType]
 
 
 def _merge(segments: Sequence[_Segment]) -> _Segment:
