@@ -3,6 +3,8 @@
 - `CitingModel`: a scripted `Model` that answers with citations the way a named provider does.
 - `replay_recording` / `load_recording`: Pydantic AI's real model classes answered offline from recordings.
 - The pytest plugin (loaded automatically): the `track_citations` fixture and the failure-path scenarios.
+- `check_seams` / `assert_seams`: the package's promises (clean, honest about completeness, nothing lost) checked on
+  every path that produces or shows an answer, for a recording or a model of yours.
 
 Each name is imported from its module on first use: the plugin is loaded by every pytest session of a project that
 installs the package, and must cost nothing there until used.
@@ -37,6 +39,19 @@ if TYPE_CHECKING:
         run_scenarios,
         scenario_params,
     )
+    from ._seams import (
+        SEAM_PATHS,
+        SEAM_PROPERTIES,
+        SeamFailure,
+        SeamPath,
+        SeamProperty,
+        SeamReport,
+        SeamsBroken,
+        SeamSkip,
+        assert_seams,
+        check_seams,
+        check_seams_sync,
+    )
 
 _HOMES = {
     **dict.fromkeys(
@@ -69,6 +84,22 @@ _HOMES = {
         ),
         '_scenarios',
     ),
+    **dict.fromkeys(
+        (
+            'SEAM_PATHS',
+            'SEAM_PROPERTIES',
+            'SeamFailure',
+            'SeamPath',
+            'SeamProperty',
+            'SeamReport',
+            'SeamSkip',
+            'SeamsBroken',
+            'assert_seams',
+            'check_seams',
+            'check_seams_sync',
+        ),
+        '_seams',
+    ),
 }
 
 __all__ = (
@@ -94,6 +125,17 @@ __all__ = (
     'ScriptedStreamError',
     'load_recording',
     'replay_recording',
+    'SEAM_PATHS',
+    'SEAM_PROPERTIES',
+    'SeamFailure',
+    'SeamPath',
+    'SeamProperty',
+    'SeamReport',
+    'SeamSkip',
+    'SeamsBroken',
+    'assert_seams',
+    'check_seams',
+    'check_seams_sync',
 )
 
 __getattr__, __dir__ = lazy_attributes(__name__, _HOMES)

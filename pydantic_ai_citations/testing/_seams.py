@@ -1,0 +1,962 @@
+"""`check_seams`: the package's three promises, checked end to end on every path that produces or shows an answer.
+
+Each module keeps its promise on its own; the joins between them are where answers go wrong. `check_seams` runs one
+subject (a real recording, a `CitingModel`, or any model) through every path a user takes -- `agent.run`, `iter`,
+`run_stream`, `run_stream_events`, `stream_cited` (both ways), rendering, a store round trip, and resending the
+history to another provider -- and checks on everything a reader sees:
+
+- `'clean'`: no raw citation markup reaches a reader: no private-use character U+E200-U+E202 (OpenAI's markers),
+  no cite tag or half of one, no `【…†…】` marker; in text sent to another provider, no xAI `[[N]](url)` marker either.
+- `'incomplete_when_cut'`: a stream that ends before the provider's finishing event (cut at many event boundaries)
+  never gives an answer that says `complete=True`.
+- `'accounted'`: every citation the provider sent (counted on the wire by `formats.wire`, or scripted in a
+  `CitingModel`) is in the answer as a span, a source card (`unanchored`), `raw_only` data or a problem.
+- `'runs'`: the path ran at all on the whole (uncut) subject.
+
+The markup patterns here are deliberately plain substring-level tests, kept apart from the package's own markup
+grammar: an oracle that shared the grammar would share its blind spots.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import struct
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import KW_ONLY, dataclass, field, replace
+from os import PathLike
+from pathlib import Path
+from typing import Any, Literal, cast, get_args
+
+import anyio
+from pydantic import JsonValue
+from pydantic_ai import Agent, ModelMessage, ModelResponse, TextPart
+from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.conversation import Conversation
+from pydantic_ai.exceptions import UserError
+from pydantic_ai.models import Model
+from pydantic_ai.run import AgentRunResultEvent
+from pydantic_ai.settings import ModelSettings
+
+from .._answer import CitedAnswer
+from .._history import CleanStaleCitations
+from .._render import render_html, render_markdown
+from .._replay import RawResponse, Recording, load_recording
+from .._store import SQLiteConversationStore
+from .._stream import FinalAnswer, TextChunk, stream_cited
+from .._track import TrackCitations
+from ..formats.wire import WIRE_APIS, count_wire_citations
+from ._citing_model import CitingModel, CitingStyle
+
+__all__ = (
+    'SEAM_PATHS',
+    'SEAM_PROPERTIES',
+    'SeamFailure',
+    'SeamPath',
+    'SeamProperty',
+    'SeamReport',
+    'SeamSkip',
+    'SeamsBroken',
+    'assert_seams',
+    'check_seams',
+    'check_seams_sync',
+)
+
+SeamPath = Literal[
+    'run',
+    'iter',
+    'run_stream',
+    'run_stream_events',
+    'stream_cited',
+    'stream_cited_run_stream',
+    'render',
+    'store',
+    'resend',
+]
+"""The ways an answer reaches a reader:
+
+- `'run'`: `agent.run` (streamed through an `event_stream_handler` when the subject streams);
+- `'iter'`: `agent.iter`, streaming each model request node when the subject streams;
+- `'run_stream'`: `agent.run_stream`, reading `stream_output`;
+- `'run_stream_events'`: `agent.run_stream_events` up to its `AgentRunResultEvent`;
+- `'stream_cited'` / `'stream_cited_run_stream'`: `stream_cited(agent, via='events' | 'run_stream')`;
+- `'render'`: `render_markdown` (both styles) and `render_html` of the run's answer;
+- `'store'`: `SQLiteConversationStore.save(result)` and the stored answer read back;
+- `'resend'`: the history sent on to another provider through `CleanStaleCitations`.
+"""
+
+SeamProperty = Literal['runs', 'clean', 'incomplete_when_cut', 'accounted']
+"""What is checked (see the module docstring)."""
+
+SEAM_PATHS: tuple[SeamPath, ...] = get_args(SeamPath)
+SEAM_PROPERTIES: tuple[SeamProperty, ...] = get_args(SeamProperty)
+
+_UNCUT_PATHS: frozenset[SeamPath] = frozenset({'render', 'resend'})
+"""Paths checked on the whole run only: rendering shows the answers the other paths check at every cut, and a cut
+run's history is not resent."""
+_STREAMING_PATHS: frozenset[SeamPath] = frozenset(
+    {'run_stream', 'run_stream_events', 'stream_cited', 'stream_cited_run_stream'}
+)
+
+# The oracle: anything here in reader-facing text is raw markup. A private-use marker character, an opening or
+# closing cite tag, the remains of a half-removed one (`cite index="0-1">`), a `【…†…】` marker.
+_READER_MARKUP = re.compile(
+    r'[\ue200-\ue202]|</?cite\b|\bcite\s+index\s*=|【[^】\n]{0,80}†[^】\n]{0,200}】', re.IGNORECASE
+)
+# Sent to another provider, xAI's `[[N]](url)` markers are markup too (in rendered Markdown they are our own links).
+_SENT_MARKUP = re.compile(_READER_MARKUP.pattern + r'|\[\[\d+\]\]\([^)\s]*\)', re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class SeamFailure:
+    """One broken promise: which path broke which property, where, and on which cut of the stream."""
+
+    path: SeamPath
+    """The path that broke it."""
+    property: SeamProperty
+    """The property broken."""
+    where: str
+    """What showed it, e.g. `'FinalAnswer.answer.text'`, `'render_html'`, `'TrackCitations.report(result).answer'`."""
+    message: str
+    """What was wrong."""
+    _: KW_ONLY
+    cut: int | None = None
+    """For a cut stream: how many stream events (text deltas for a `CitingModel`) were kept; `None` for the whole."""
+    detail: str | None = None
+    """An excerpt that shows it (the text around raw markup), when there is one."""
+
+    def __str__(self) -> str:
+        cut = '' if self.cut is None else f' (cut after {self.cut} events)'
+        detail = '' if self.detail is None else f' -- {self.detail}'
+        return f'{self.path} [{self.property}] {self.where}{cut}: {self.message}{detail}'
+
+
+@dataclass(frozen=True)
+class SeamSkip:
+    """A path or property that could not be checked on this subject, and why."""
+
+    path: SeamPath | None
+    """The path, or `None` when a property is skipped for every path."""
+    reason: str
+    """Why."""
+
+
+@dataclass(frozen=True)
+class SeamReport:
+    """What `check_seams` found for one subject."""
+
+    subject: str
+    """The subject: a recording's file name, `CitingModel(style=...)`, or the model's name."""
+    failures: list[SeamFailure]
+    """Every broken promise, in path order."""
+    _: KW_ONLY
+    skipped: list[SeamSkip] = field(default_factory=list[SeamSkip])
+    """What could not be checked (e.g. streaming paths on a non-streamed recording)."""
+    cuts: list[int] = field(default_factory=list[int])
+    """The cut points used: how many stream events each cut stream kept (empty when no path was cut)."""
+    wire_citations: int | None = None
+    """Citations the provider sent (counted on the wire, or scripted), or `None` when unknown."""
+    runs: int = 0
+    """Agent runs made."""
+
+    @property
+    def ok(self) -> bool:
+        """Whether every promise held."""
+        return not self.failures
+
+    def broken(self, path: SeamPath | None = None, property: SeamProperty | None = None) -> list[SeamFailure]:
+        """The failures of one path and/or property."""
+        return [
+            f
+            for f in self.failures
+            if (path is None or f.path == path) and (property is None or f.property == property)
+        ]
+
+    def summary(self) -> str:
+        """A readable account: one line per broken promise (one line for the same failure at several cuts)."""
+        head = f'{self.subject}: {len(self.failures)} broken promise(s) in {self.runs} runs'
+        if self.cuts:
+            head += f', streams cut after {_ranges(self.cuts)} events'
+        grouped: dict[tuple[str, str, str, str], list[SeamFailure]] = {}
+        for f in self.failures:
+            grouped.setdefault((f.path, f.property, f.where, f.message), []).append(f)
+        lines = [head]
+        for (path, prop, where, message), same in grouped.items():
+            at = [f.cut for f in same if f.cut is not None]
+            whole = 'the whole run' if any(f.cut is None for f in same) else ''
+            when = ', '.join(filter(None, [whole, f'cut after {_ranges(at)} events' if at else '']))
+            detail = next((f' -- {f.detail}' for f in same if f.detail), '')
+            lines.append(f'  {path} [{prop}] {where} ({when}): {message}{detail}')
+        lines.extend(f'  skipped {s.path or "all paths"}: {s.reason}' for s in self.skipped)
+        return '\n'.join(lines)
+
+    def assert_ok(self) -> None:
+        """Raise `SeamsBroken` (an `AssertionError`) listing every failure, if any."""
+        if self.failures:
+            raise SeamsBroken(self)
+
+
+class SeamsBroken(AssertionError):
+    """Raised by `SeamReport.assert_ok` and `assert_seams`: the message lists every broken promise."""
+
+    def __init__(self, report: SeamReport) -> None:
+        self.report = report
+        """The report."""
+        super().__init__(report.summary())
+
+
+Subject = Recording | str | PathLike[str] | Model[Any] | Callable[[], Model[Any]]
+
+
+async def check_seams(
+    subject: Subject,
+    *,
+    paths: Sequence[SeamPath] = SEAM_PATHS,
+    prompt: str | None = None,
+    model_settings: ModelSettings | None = None,
+    capabilities: Sequence[AbstractCapability[Any]] = (),
+    max_cuts: int | None = 12,
+    resend_to: CitingStyle | None = None,
+) -> SeamReport:
+    """Run `subject` through every path that produces or shows an answer and check the package's promises.
+
+    ```python
+    from pydantic_ai_citations.testing import check_seams, load_recording
+
+    report = await check_seams(load_recording('tests/cassettes/test_answer.yaml'))
+    print(report.summary())
+    report.assert_ok()
+    ```
+
+    Every run uses a fresh `Agent(model, capabilities=[TrackCitations(), *capabilities])` with text output.
+
+    Args:
+        subject: What answers: a `Recording` or the path of one (replayed through Pydantic AI's real model class; a
+            fresh model per run), a `CitingModel`, any other `Model` (used for every run), or a function returning
+            a fresh `Model`. Streamed recordings are cut before their finishing event, and a `CitingModel` with
+            `end_stream_after`; other models are not cut.
+        paths: The paths to run (default: all of `SEAM_PATHS`).
+        prompt: The user prompt (default: the recording's first prompt, or `'How tall is K2? Cite your sources.'`).
+        model_settings: Settings for each run (default: the recording's own `model_settings`).
+        capabilities: More capabilities for the agent, beside the `TrackCitations` the check reads.
+        max_cuts: How many cut points to try per path: every event boundary before the finishing event when there
+            are at most this many, otherwise this many spread evenly (always the first and the last). `None`: all;
+            `0`: no cuts.
+        resend_to: The `CitingModel` style the `'resend'` path sends the history to (default: `'anthropic'`, or
+            `'openai-responses'` for an Anthropic subject).
+
+    Returns:
+        A `SeamReport`: `report.ok`, `report.failures` (path, property, where, cut), `report.summary()`.
+    """
+    unknown = [p for p in paths if p not in SEAM_PATHS]
+    if unknown:
+        raise UserError(f'Unknown seam path(s) {unknown!r}; use some of {", ".join(SEAM_PATHS)}.')
+    if max_cuts is not None and max_cuts < 0:
+        raise UserError(f'max_cuts must be at least 0 or None, got {max_cuts!r}.')
+    target = _subject(subject, prompt, model_settings)
+    checker = _Checker(target, tuple(capabilities), resend_to or _other_style(target.provider))
+    cuts = _spread(target.cut_points, max_cuts)
+    cut_any = False
+    for path in paths:
+        if path in _STREAMING_PATHS and target.streamed is False:
+            checker.skipped.append(SeamSkip(path, 'the recording is not streamed'))
+            continue
+        await checker.check(path, None)
+        if path not in _UNCUT_PATHS and target.cut_points:
+            cut_any = True
+            for cut in cuts:
+                await checker.check(path, cut)
+    if not target.cut_points:
+        checker.skipped.append(SeamSkip(None, f'incomplete_when_cut: {target.cannot_cut}'))
+    if target.expected is None:
+        checker.skipped.append(SeamSkip(None, f'accounted: {target.no_wire}'))
+    return SeamReport(
+        target.name,
+        checker.failures,
+        skipped=checker.skipped,
+        cuts=cuts if cut_any else [],
+        wire_citations=None if target.expected is None else len(target.expected(1)),
+        runs=checker.runs,
+    )
+
+
+def check_seams_sync(subject: Subject, **kwargs: Any) -> SeamReport:
+    """`check_seams`, run to completion in a new event loop (not from inside a running one)."""
+
+    async def main() -> SeamReport:
+        return await check_seams(subject, **kwargs)
+
+    return anyio.run(main)
+
+
+async def assert_seams(subject: Subject, **kwargs: Any) -> SeamReport:
+    """`check_seams`, then raise `SeamsBroken` listing every failure; returns the report when all promises hold.
+
+    ```python
+    @pytest.mark.anyio
+    async def test_my_recording_is_honest():
+        await assert_seams('tests/cassettes/test_answer.yaml')
+    ```
+    """
+    report = await check_seams(subject, **kwargs)
+    report.assert_ok()
+    return report
+
+
+# --- subjects -------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Expected:
+    """A citation the provider sent, with the identity tokens that would account for it."""
+
+    label: str
+    tokens: frozenset[str]
+    needles: tuple[str, ...]
+    """Strings (URL, document id, title) a problem may mention to account for it."""
+
+
+@dataclass
+class _Subject:
+    name: str
+    streamed: bool | None
+    """`True`/`False` for a recording; `None` for a model that answers both ways."""
+    prompt: str
+    settings: ModelSettings | None
+    provider: str | None
+    make: Callable[[int | None, list[dict[str, JsonValue]]], Model[Any]]
+    """A model for one run: `make(cut, sent)`, cut after `cut` events (`None`: whole); `sent` collects requests."""
+    cut_points: list[int]
+    expected: Callable[[int], list[_Expected]] | None
+    """The citations sent in the first `n` responses a run consumed."""
+    cannot_cut: str = ''
+    no_wire: str = ''
+
+
+_DEFAULT_PROMPT = 'How tall is K2? Cite your sources.'
+
+
+def _subject(subject: Subject, prompt: str | None, settings: ModelSettings | None) -> _Subject:
+    if isinstance(subject, str | PathLike):
+        subject = load_recording(Path(cast('str | PathLike[str]', subject)))
+    if isinstance(subject, Recording):
+        return _recording_subject(subject, prompt, settings)
+    if isinstance(subject, CitingModel):
+        return _citing_subject(subject, prompt, settings)
+    factory: Callable[[], Model[Any]] = _constant(cast(Model[Any], subject)) if isinstance(subject, Model) else subject
+    first = factory()
+
+    def make(cut: int | None, sent: list[dict[str, JsonValue]]) -> Model[Any]:
+        return factory()
+
+    return _Subject(
+        first.model_name,
+        None,
+        prompt or _DEFAULT_PROMPT,
+        settings,
+        first.system,
+        make,
+        [],
+        None,
+        cannot_cut='only recordings and CitingModel can be cut before their finishing event',
+        no_wire='what the model sent on the wire is known only for recordings and CitingModel',
+    )
+
+
+def _constant(model: Model[Any]) -> Callable[[], Model[Any]]:
+    return lambda: model
+
+
+def _recording_subject(recording: Recording, prompt: str | None, settings: ModelSettings | None) -> _Subject:
+    first = recording.responses[0]
+    events = cast(list[JsonValue], first.payload) if recording.streamed and isinstance(first.payload, list) else []
+    finish = _finish_index(recording.api, events) if events else 0
+    cut_cache: dict[int, Recording] = {}
+
+    def make(cut: int | None, sent: list[dict[str, JsonValue]]) -> Model[Any]:
+        if cut is None:
+            return recording.model(sent=sent)
+        if cut not in cut_cache:
+            cut_cache[cut] = replace(recording, responses=[_cut_response(first, cut)])
+        return cut_cache[cut].model(sent=sent)
+
+    expected = None if recording.api not in WIRE_APIS else _wire_expected(recording)
+    return _Subject(
+        recording.path.name,
+        recording.streamed,
+        prompt or recording.prompt or _DEFAULT_PROMPT,
+        settings if settings is not None else recording.model_settings,
+        _API_PROVIDER.get(recording.api),
+        make,
+        list(range(1, finish + 1)),
+        expected,
+        cannot_cut='the recording is not streamed' if not recording.streamed else 'no event before the finishing one',
+        no_wire=f'no wire counter for {recording.api}',
+    )
+
+
+def _citing_subject(model: CitingModel, prompt: str | None, settings: ModelSettings | None) -> _Subject:
+    deltas = sum(-(-len(s.text) // model.chunk_size) for s in model._segments)  # pyright: ignore[reportPrivateUsage]
+
+    def make(cut: int | None, sent: list[dict[str, JsonValue]]) -> Model[Any]:
+        if cut is None:
+            return model
+        return CitingModel(
+            model.text,
+            model.citations,
+            style=model.style,
+            model_name=model.model_name,
+            chunk_size=model.chunk_size,
+            part_after_text=model.part_after_text,
+            end_stream_after=cut,
+        )
+
+    def expected(consumed: int) -> list[_Expected]:
+        out: list[_Expected] = []
+        for citation in model.citations:
+            for source in citation.sources:
+                url = getattr(source, 'url', None)
+                doc = getattr(source, 'document_id', None)
+                label = f'scripted citation of {citation.quote!r} to {url or doc or source.title!r}'
+                out.append(_expected(label, url=url, document_id=doc, title=source.title, document=url is None))
+        return out
+
+    return _Subject(
+        f'CitingModel(style={model.style!r})',
+        None,
+        prompt or _DEFAULT_PROMPT,
+        settings,
+        model.system,
+        make,
+        list(range(1, deltas + 1)),
+        expected,
+    )
+
+
+_API_PROVIDER: dict[str, str] = {
+    'anthropic-messages': 'anthropic',
+    'bedrock-converse': 'bedrock',
+    'openai-responses': 'openai',
+    'openai-chat': 'openai',
+    'openrouter': 'openrouter',
+    'google-gemini': 'google-gla',
+    'google-vertex': 'google-vertex',
+    'xai': 'xai',
+    'cohere': 'cohere',
+    'perplexity-sonar': 'openai',
+}
+
+
+def _other_style(provider: str | None) -> CitingStyle:
+    return 'openai-responses' if provider == 'anthropic' else 'anthropic'
+
+
+def _spread(points: list[int], max_cuts: int | None) -> list[int]:
+    if max_cuts is None or len(points) <= max_cuts:
+        return list(points)
+    if max_cuts == 0:
+        return []
+    if max_cuts == 1:
+        return [points[-1]]
+    last = len(points) - 1
+    return sorted({points[round(i * last / (max_cuts - 1))] for i in range(max_cuts)})
+
+
+def _ranges(values: list[int]) -> str:
+    if len(values) <= 6:
+        return ', '.join(map(str, values))
+    return f'{values[0]}, {values[1]}, ..., {values[-1]} ({len(values)} cuts)'
+
+
+# --- cutting a recorded stream ---------------------------------------------------------------------------------------
+
+
+def _finish_index(api: str, events: list[JsonValue]) -> int:
+    """The index of the provider's finishing event (what says the response is done); `len(events)` if none."""
+    for index, event in enumerate(events):
+        if _is_finishing(api, event):
+            return index
+    return len(events)
+
+
+def _is_finishing(api: str, event: JsonValue) -> bool:
+    if not isinstance(event, dict):
+        return False
+    kind = event.get('type')
+    if api == 'anthropic-messages':
+        delta = event.get('delta')
+        return kind == 'message_stop' or (
+            kind == 'message_delta' and isinstance(delta, dict) and delta.get('stop_reason') is not None
+        )
+    if api == 'openai-responses':
+        return kind in ('response.completed', 'response.incomplete', 'response.failed')
+    if api == 'bedrock-converse':
+        return 'messageStop' in event
+    if api == 'cohere':
+        return kind == 'message-end'
+    return any(_has_finish_reason(item) for item in _choices(event))
+
+
+def _choices(event: dict[str, JsonValue]) -> list[JsonValue]:
+    """Chat choices, Google candidates, or xAI outputs of one stream event."""
+    for key in ('choices', 'candidates', 'outputs'):
+        value = event.get(key)
+        if isinstance(value, list):
+            return value
+    return []
+
+
+def _has_finish_reason(item: JsonValue) -> bool:
+    if not isinstance(item, dict):
+        return False
+    reason = item.get('finish_reason', item.get('finishReason'))
+    return reason not in (None, '', 'REASON_INVALID')
+
+
+def _cut_response(raw: RawResponse, keep: int) -> RawResponse:
+    """`raw` with only its first `keep` stream events: the stream then ends cleanly, without an error."""
+    events = cast(list[JsonValue], raw.payload)[:keep]
+    if raw.chunks:  # xAI gRPC
+        return replace(raw, payload=events, chunks=raw.chunks[:keep])
+    ctype = raw.content_type.lower()
+    if 'eventstream' in ctype:
+        return replace(raw, payload=events, body=b''.join(_event_stream_frames(raw.body)[:keep]))
+    blocks = [b for b in raw.body.replace(b'\r\n', b'\n').split(b'\n\n') if _is_data_block(b)]
+    return replace(raw, payload=events, body=b''.join(block + b'\n\n' for block in blocks[:keep]))
+
+
+def _is_data_block(block: bytes) -> bool:
+    data = [line[5:].strip() for line in block.split(b'\n') if line.startswith(b'data:')]
+    return bool(data) and b'\n'.join(data) != b'[DONE]'
+
+
+def _event_stream_frames(body: bytes) -> list[bytes]:
+    """AWS event-stream frames: each starts with its total length (big-endian uint32)."""
+    frames: list[bytes] = []
+    offset = 0
+    while offset + 4 <= len(body):
+        (length,) = struct.unpack_from('>I', body, offset)
+        frames.append(body[offset : offset + length])
+        offset += length
+    return frames
+
+
+# --- wire accounting -----------------------------------------------------------------------------------------------
+
+
+def _wire_expected(recording: Recording) -> Callable[[int], list[_Expected]]:
+    api = cast(Any, recording.api)
+
+    def expected(consumed: int) -> list[_Expected]:
+        seen: dict[str, _Expected] = {}
+        for raw in recording.responses[: max(consumed, 1)]:
+            for c in count_wire_citations(api, raw.payload):
+                offsets = (c.start, c.end) if c.start is not None and c.end is not None else None
+                label = f'{c.kind} {c.url or c.document_id or c.title or ""}'.rstrip()
+                if offsets:
+                    label += f' at {offsets[0]}-{offsets[1]}' + (
+                        ' (UTF-8 bytes)' if c.offset_unit == 'utf8_byte' else ''
+                    )
+                only_id = not (c.url or c.title or c.start is not None)
+                seen.setdefault(
+                    c.key,
+                    _expected(
+                        label, url=c.url, document_id=c.document_id, title=c.title, offsets=offsets, document=only_id
+                    ),
+                )
+        return list(seen.values())
+
+    return expected
+
+
+def _expected(
+    label: str,
+    *,
+    url: str | None = None,
+    document_id: str | None = None,
+    title: str | None = None,
+    offsets: tuple[int, int] | None = None,
+    document: bool = False,
+) -> _Expected:
+    tokens: set[str] = set()
+    needles: list[str] = []
+    if url:
+        tokens.add('url:' + url)
+        needles.append(url)
+    if document_id:
+        tokens.add('doc:' + document_id)
+        tokens.add('doc:' + document_id.split(':', 1)[-1])  # e.g. Anthropic 'document_index:0'
+        needles.append(document_id)
+    if title:
+        tokens.add('title:' + title)
+        needles.append(title)
+    if offsets:
+        tokens.add(f'off:{offsets[0]}-{offsets[1]}')
+    if document:
+        tokens.add('kind:document')  # only an index: represented by any document source
+    return _Expected(label, frozenset(tokens), tuple(needles))
+
+
+def _answer_tokens(answer: CitedAnswer) -> set[str]:
+    """Identity tokens of what the answer shows or keeps: span and card sources, span offsets, raw-only data."""
+    tokens: set[str] = set()
+    by_number = {s.number: s for s in answer.sources}
+    numbers = {n for span in answer.spans for n in span.sources} | {s.number for s in answer.unanchored}
+    for number in numbers:
+        source = by_number.get(number)
+        if source is None:
+            continue
+        if source.url:
+            tokens.add('url:' + source.url)
+        if source.document_id:
+            tokens.add('doc:' + source.document_id)
+        if source.title:
+            tokens.add('title:' + source.title)
+        if source.kind == 'document':
+            tokens.add('kind:document')
+    segments = {(s.message_index, s.part_index): s for s in answer.segments}
+    for span in answer.spans:
+        tokens.add(f'off:{span.start}-{span.end}')
+        segment = segments.get((span.message_index, span.part_index))
+        if segment is not None:
+            part = answer.text[segment.start : segment.end]
+            start, end = span.start - segment.start, span.end - segment.start
+            tokens.add(f'off:{start}-{end}')
+            tokens.add(f'off:{len(part[:start].encode())}-{len(part[:end].encode())}')
+    for raw in answer.raw_only:
+        tokens |= _raw_tokens(raw.data)
+    return tokens
+
+
+_URL_KEYS = ('url', 'uri', 'source_uri', 'sourceUri', 'source')
+_DOC_KEYS = ('file_id', 'document_id', 'document_name', 'documentName', 'document_index', 'documentIndex', 'id')
+_TITLE_KEYS = ('title', 'document_title', 'filename')
+_RANGES = (('start_index', 'end_index'), ('startIndex', 'endIndex'), ('start', 'end'))
+
+
+def _raw_tokens(value: JsonValue) -> set[str]:
+    """Identity tokens anywhere in raw citation data."""
+    tokens: set[str] = set()
+    stack: list[JsonValue] = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, dict):
+            tokens |= _mapping_tokens(item)
+            stack.extend(item.values())
+        elif isinstance(item, str) and item.startswith(('http://', 'https://')):
+            tokens.add('url:' + item)  # a bare list of URLs (xAI, Perplexity `citations`)
+    return tokens
+
+
+def _mapping_tokens(data: dict[str, JsonValue]) -> set[str]:
+    tokens = {'url:' + v for key in _URL_KEYS if isinstance(v := data.get(key), str) and v}
+    tokens |= {f'doc:{v}' for key in _DOC_KEYS if isinstance(v := data.get(key), str | int) and not isinstance(v, bool)}
+    tokens |= {'title:' + v for key in _TITLE_KEYS if isinstance(v := data.get(key), str) and v}
+    for start_key, end_key in _RANGES:
+        start, end = data.get(start_key, 0 if start_key in data or end_key in data else None), data.get(end_key)
+        if isinstance(start, int) and isinstance(end, int):
+            tokens.add(f'off:{start}-{end}')
+    return tokens
+
+
+def _unaccounted(answer: CitedAnswer, expected: list[_Expected]) -> list[str]:
+    tokens = _answer_tokens(answer)
+    told = ' '.join(f'{p.message} {p.detail or ""}' for p in answer.problems)
+    offsets = {f'off:{p.start}-{p.end}' for p in answer.problems if p.start is not None and p.end is not None}
+    return [
+        e.label
+        for e in expected
+        if not (e.tokens & tokens or e.tokens & offsets or any(needle in told for needle in e.needles))
+    ]
+
+
+# --- running the paths ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Seen:
+    """What one path showed a reader."""
+
+    answers: list[tuple[str, CitedAnswer]] = field(default_factory=list[tuple[str, CitedAnswer]])
+    texts: list[tuple[str, str]] = field(default_factory=list[tuple[str, str]])
+    sent_texts: list[tuple[str, str]] = field(default_factory=list[tuple[str, str]])
+    """Text sent to another provider (checked with the stricter pattern)."""
+    messages: list[ModelMessage] | None = None
+    error: BaseException | None = None
+    consumed: int = 1
+    missing_final: bool = False
+
+
+class _Checker:
+    def __init__(self, subject: _Subject, capabilities: tuple[AbstractCapability[Any], ...], other: CitingStyle):
+        self.subject = subject
+        self.capabilities = capabilities
+        self.other: CitingStyle = other
+        self.failures: list[SeamFailure] = []
+        self.skipped: list[SeamSkip] = []
+        self.runs = 0
+
+    async def check(self, path: SeamPath, cut: int | None) -> None:
+        seen = _Seen()
+        try:
+            await _PATHS[path](self, seen, cut)
+        except Exception as exc:  # a broken path is a finding, the other paths still run
+            seen.error = exc
+        self._judge(path, cut, seen)
+
+    def _judge(self, path: SeamPath, cut: int | None, seen: _Seen) -> None:
+        fail = self.failures.append
+        if seen.error is not None and cut is None:
+            fail(SeamFailure(path, 'runs', 'agent run', f'raised {type(seen.error).__name__}: {seen.error}'))
+        if seen.missing_final:
+            prop: SeamProperty = 'runs' if cut is None else 'incomplete_when_cut'
+            fail(SeamFailure(path, prop, 'stream_cited', 'the stream ended without a FinalAnswer', cut=cut))
+        texts = [*seen.texts, *((f'{where}.text', answer.text) for where, answer in seen.answers)]
+        for where, text in texts:
+            if found := _markup(text, _READER_MARKUP):
+                fail(SeamFailure(path, 'clean', where, found[0], cut=cut, detail=found[1]))
+        for where, text in seen.sent_texts:
+            if found := _markup(text, _SENT_MARKUP):
+                fail(SeamFailure(path, 'clean', where, found[0], cut=cut, detail=found[1]))
+        if cut is not None:
+            for where, answer in seen.answers:
+                if answer.complete:
+                    message = 'complete=True for a stream cut before its finishing event'
+                    fail(SeamFailure(path, 'incomplete_when_cut', where, message, cut=cut))
+        elif self.subject.expected is not None and seen.error is None:
+            expected = self.subject.expected(seen.consumed)
+            for where, answer in seen.answers:
+                if missing := _unaccounted(answer, expected):
+                    message = f'{len(missing)} of {len(expected)} sent citation(s) are not a span, a source card, ' + (
+                        f'raw_only data or a problem: {"; ".join(missing[:5])}' + ('; ...' if len(missing) > 5 else '')
+                    )
+                    fail(SeamFailure(path, 'accounted', where, message))
+
+    # -- helpers shared by the paths --
+
+    def agent(self, cut: int | None, sent: list[dict[str, JsonValue]]) -> tuple[Agent[None, str], TrackCitations]:
+        track = TrackCitations()
+        model = self.subject.make(cut, sent)
+        self.runs += 1
+        return Agent(model, capabilities=[track, *self.capabilities]), track
+
+    def streams(self, cut: int | None) -> bool:
+        """Whether `run`/`iter`/`store` stream: always for a streamed recording and for cuts."""
+        return self.subject.streamed is True or (self.subject.streamed is None and cut is not None)
+
+    async def run(self, seen: _Seen, cut: int | None, **kwargs: Any) -> Any:
+        """`agent.run`; on failure, the answer `TrackCitations.report_run` gives for the run."""
+        sent: list[dict[str, JsonValue]] = []
+        agent, track = self.agent(cut, sent)
+        run_id = f'seams-{uuid.uuid4().hex}'
+        handler = _drain if self.streams(cut) else None
+        try:
+            result = await agent.run(
+                self.subject.prompt,
+                model_settings=self.subject.settings,
+                run_id=run_id,
+                event_stream_handler=handler,
+                **kwargs,
+            )
+        except Exception:
+            seen.answers.append(('TrackCitations.report_run(run_id).answer', track.report_run(run_id).answer))
+            raise
+        finally:
+            seen.consumed = len(sent)
+        seen.answers.append(('CitedAnswer.from_result(result)', CitedAnswer.from_result(result)))
+        seen.answers.append(('TrackCitations.report(result).answer', track.report(result).answer))
+        seen.messages = result.all_messages()
+        return result
+
+
+async def _drain(ctx: Any, events: Any) -> None:
+    async for _ in events:
+        pass
+
+
+async def _path_run(checker: _Checker, seen: _Seen, cut: int | None) -> None:
+    await checker.run(seen, cut)
+
+
+async def _path_iter(checker: _Checker, seen: _Seen, cut: int | None) -> None:
+    sent: list[dict[str, JsonValue]] = []
+    agent, track = checker.agent(cut, sent)
+    streams = checker.streams(cut)
+    run_id = f'seams-{uuid.uuid4().hex}'
+    try:
+        async with agent.iter(checker.subject.prompt, model_settings=checker.subject.settings, run_id=run_id) as run:
+            async for node in run:
+                if streams and Agent.is_model_request_node(node):
+                    async with node.stream(run.ctx) as stream:
+                        async for _ in stream:
+                            pass
+    except Exception:
+        seen.answers.append(('TrackCitations.report_run(run_id).answer', track.report_run(run_id).answer))
+        raise
+    finally:
+        seen.consumed = len(sent)
+    seen.answers.append(('CitedAnswer.from_result(agent_run)', CitedAnswer.from_result(run)))
+    result = run.result
+    if result is None:
+        seen.answers.append(('TrackCitations.report_run(run_id).answer', track.report_run(run_id).answer))
+    else:
+        seen.answers.append(('TrackCitations.report(agent_run.result).answer', track.report(result).answer))
+
+
+async def _path_run_stream(checker: _Checker, seen: _Seen, cut: int | None) -> None:
+    sent: list[dict[str, JsonValue]] = []
+    agent, track = checker.agent(cut, sent)
+    run_id = f'seams-{uuid.uuid4().hex}'
+    try:
+        async with agent.run_stream(
+            checker.subject.prompt, model_settings=checker.subject.settings, run_id=run_id
+        ) as stream:
+            async for _ in stream.stream_output(debounce_by=None):
+                pass
+            seen.answers.append(('CitedAnswer.from_result(stream)', CitedAnswer.from_result(stream)))
+            seen.answers.append(('TrackCitations.report(stream).answer', track.report(stream).answer))
+    except Exception:
+        seen.answers.append(('TrackCitations.report_run(run_id).answer', track.report_run(run_id).answer))
+        raise
+    finally:
+        seen.consumed = len(sent)
+
+
+async def _path_run_stream_events(checker: _Checker, seen: _Seen, cut: int | None) -> None:
+    sent: list[dict[str, JsonValue]] = []
+    agent, track = checker.agent(cut, sent)
+    run_id = f'seams-{uuid.uuid4().hex}'
+    result: Any = None
+    try:
+        async with agent.run_stream_events(
+            checker.subject.prompt, model_settings=checker.subject.settings, run_id=run_id
+        ) as events:
+            async for event in events:
+                if isinstance(event, AgentRunResultEvent):
+                    result = event.result
+    except Exception:
+        seen.answers.append(('TrackCitations.report_run(run_id).answer', track.report_run(run_id).answer))
+        raise
+    finally:
+        seen.consumed = len(sent)
+    if result is None:
+        seen.answers.append(('TrackCitations.report_run(run_id).answer', track.report_run(run_id).answer))
+        return
+    seen.answers.append(('CitedAnswer.from_result(event.result)', CitedAnswer.from_result(result)))
+    seen.answers.append(('TrackCitations.report(event.result).answer', track.report(result).answer))
+
+
+async def _stream_cited(
+    checker: _Checker, seen: _Seen, cut: int | None, via: Literal['events', 'run_stream']
+) -> FinalAnswer | None:
+    sent: list[dict[str, JsonValue]] = []
+    agent, _ = checker.agent(cut, sent)
+    chunks: list[str] = []
+    final: FinalAnswer | None = None
+    try:
+        async with stream_cited(
+            agent, checker.subject.prompt, via=via, model_settings=checker.subject.settings
+        ) as stream:
+            async for item in stream:
+                if isinstance(item, TextChunk):
+                    chunks.append(item.text)
+                else:
+                    final = item
+    except Exception:
+        if final is None or final.error is None:
+            raise  # raised without the incomplete FinalAnswer it promises first
+        if cut is None:
+            raise
+    finally:
+        seen.consumed = len(sent)
+        seen.texts.append(('TextChunk.text (all chunks joined)', ''.join(chunks)))
+        if final is not None:
+            seen.answers.append(('FinalAnswer.answer', final.answer))
+        else:
+            seen.missing_final = True
+    return final
+
+
+async def _path_stream_cited(checker: _Checker, seen: _Seen, cut: int | None) -> None:
+    await _stream_cited(checker, seen, cut, 'events')
+
+
+async def _path_stream_cited_run_stream(checker: _Checker, seen: _Seen, cut: int | None) -> None:
+    await _stream_cited(checker, seen, cut, 'run_stream')
+
+
+async def _path_render(checker: _Checker, seen: _Seen, cut: int | None) -> None:
+    inner = _Seen()
+    try:
+        await checker.run(inner, cut)
+    finally:
+        seen.consumed = inner.consumed
+        if inner.answers:
+            answer = inner.answers[-1][1]
+            seen.texts.append(("render_markdown(answer, 'inline')", render_markdown(answer, 'inline')))
+            seen.texts.append(("render_markdown(answer, 'footnotes')", render_markdown(answer, 'footnotes')))
+            # What a browser shows: entities decoded, so an escaped `&lt;cite&gt;` counts as a cite tag.
+            seen.texts.append(('render_html(answer) as displayed', html.unescape(render_html(answer))))
+
+
+async def _path_store(checker: _Checker, seen: _Seen, cut: int | None) -> None:
+    inner = _Seen()
+    conversation = Conversation(conversation_id=f'seams-{uuid.uuid4().hex}')
+    try:
+        result = await checker.run(inner, cut, conversation=conversation)
+    finally:
+        seen.consumed = inner.consumed
+    store = SQLiteConversationStore(':memory:')
+    try:
+        entries = await store.save(result)
+        for entry in entries:
+            if isinstance(entry.message, ModelResponse):
+                stored = await store.answer(entry.id)
+                if stored is not None:
+                    seen.answers.append(('StoredAnswer.answer', stored.answer))
+                elif any(isinstance(p, TextPart) and p.content for p in entry.message.parts):
+                    raise AssertionError(f'no stored answer for response entry {entry.id!r}, which has text')
+    finally:
+        store.close()
+
+
+async def _path_resend(checker: _Checker, seen: _Seen, cut: int | None) -> None:
+    inner = _Seen()
+    try:
+        await checker.run(inner, cut)
+    finally:
+        seen.consumed = inner.consumed
+    other = CitingModel('Noted.', style=checker.other)
+    agent = Agent(other, capabilities=[CleanStaleCitations()])
+    checker.runs += 1
+    await agent.run('Go on.', message_history=inner.messages)
+    for message in other.requests[-1]:
+        if isinstance(message, ModelResponse):
+            for part in message.parts:
+                if isinstance(part, TextPart):
+                    seen.sent_texts.append((f'history sent to {checker.other} (TextPart.content)', part.content))
+
+
+_PATHS: dict[SeamPath, Callable[[_Checker, _Seen, int | None], Any]] = {
+    'run': _path_run,
+    'iter': _path_iter,
+    'run_stream': _path_run_stream,
+    'run_stream_events': _path_run_stream_events,
+    'stream_cited': _path_stream_cited,
+    'stream_cited_run_stream': _path_stream_cited_run_stream,
+    'render': _path_render,
+    'store': _path_store,
+    'resend': _path_resend,
+}
+
+
+def _markup(text: str, pattern: re.Pattern[str]) -> tuple[str, str] | None:
+    """What raw markup `text` holds (the first piece) and the text around it, or `None`."""
+    first = pattern.search(text)
+    if first is None:
+        return None
+    context = text[max(0, first.start() - 20) : first.end() + 20]
+    return f'raw markup {first.group()!r}', f'at offset {first.start()}: {context!r}'
