@@ -16,8 +16,8 @@ from pydantic_ai_citations.formats.openai_markers import extract_markers_with_pr
 CITE = '\x3ccite'
 OAI = '\ue200cite\ue202turn0search1\ue201'
 PRIVATE = re.compile('[\ue200-\ue202]')
-# Any cite tag token, as loosely as a reader would see one.
-HALF_TAG = re.compile(r'[<(]cite\b[^<>\n]*>|</cite\s*>')
+# A cite tag token (attributes as `name=…`), more loosely than the grammar reads one.
+HALF_TAG = re.compile(r'<cite(?:\s+[\w:.-]+\s*=[^<>\n]*)?\s*>|\(cite\s+[\w:.-]+\s*=[^<>\n]*>|</cite\s*>')
 
 
 @pytest.mark.parametrize(
@@ -215,9 +215,12 @@ def test_linear_time_on_hostile_input(hostile: str):
     small, large = hostile[: len(hostile) // 4], hostile
 
     def cost(text: str) -> float:
-        start = time.process_time()
-        strip_markup(text, numbered=True)
-        return time.process_time() - start
+        best = float('inf')
+        for _ in range(3):  # best of three: the machine may be busy
+            start = time.process_time()
+            strip_markup(text, numbered=True)
+            best = min(best, time.process_time() - start)
+        return best
 
     cost(small)
     assert cost(large) < 1.0  # a quadratic pass over this input takes minutes

@@ -299,7 +299,10 @@ def _scan_brackets(text: str, taken: _Taken, matches: list[MarkupMatch], issues:
             continue
         tail = _BRACKET_TAIL_RE.match(text, m.end())
         assert tail is not None
-        stop = min((k for k in (text.find('【', start + 1), text.find('\n', start)) if k != -1), default=len(text))
+        following = text.find('【', start + 1)
+        limit = len(text) if following < 0 else following
+        newline = text.find('\n', start, limit)  # bounded: never a search to the end per opener
+        stop = limit if newline < 0 else newline
         reason = 'bracket citation marker without its closing 】'
         issues.append(MarkupIssue('unterminated_marker', 'bracket_marker', start, stop, reason, ((start, tail.end()),)))
 
