@@ -19,10 +19,11 @@ the very part objects are visible there.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
-from pydantic_ai import DocumentCitationSource, ModelResponse, TextPart, WebCitationSource
+from pydantic_ai import DocumentCitationSource, ModelResponse, RunContext, TextPart, WebCitationSource
 
 from ._answer import FINISH_METADATA_KEY, incomplete_reason
 from ._models import ApiLabel
@@ -31,9 +32,15 @@ from .formats.openai_markers import MARKER_START, to_citations
 from .formats.perplexity import PerplexityTap, apply_sonar, apply_to_response
 from .formats.unmapped import recover
 
-__all__ = ('Recovery', 'record_whole_body', 'recover_in_place')
+__all__ = ('MarkerSources', 'Recovery', 'record_whole_body', 'recover_in_place')
 
 Sources = Mapping[str, WebCitationSource | DocumentCitationSource]
+
+MarkerSources = (
+    Mapping[str, WebCitationSource | DocumentCitationSource]
+    | Callable[[RunContext[Any]], Mapping[str, WebCitationSource | DocumentCitationSource]]
+)
+"""Sources by marker id, or a function of the run context returning them (see `TrackCitations.marker_sources`)."""
 
 
 @dataclass

@@ -27,16 +27,12 @@ instance after the run. Whether the answer is complete is decided by `_answer.in
 from __future__ import annotations
 
 import dataclasses
-import threading
-import warnings
-from collections.abc import AsyncIterable, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterable, Iterable, Sequence
 from dataclasses import KW_ONLY, dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 from opentelemetry import trace
-from pydantic import TypeAdapter
 from pydantic_ai import (
-    DocumentCitationSource,
     ModelMessage,
     ModelResponse,
     PartDeltaEvent,
@@ -45,7 +41,6 @@ from pydantic_ai import (
     RunContext,
     TextPart,
     TextPartDelta,
-    WebCitationSource,
 )
 from pydantic_ai.agent import AbstractAgent
 from pydantic_ai.capabilities import AbstractCapability
@@ -54,20 +49,30 @@ from pydantic_ai.messages import AgentStreamEvent
 from pydantic_ai.models import Model, ModelRequestContext, StreamedResponse
 from pydantic_ai.run import AgentRunResult
 
-from ._answer import CitedAnswer, incomplete_reason, run_messages
+from ._answer import run_messages
 from ._guard import OutputModeCheck
 from ._ledger import RunRegistry
-from ._models import ApiLabel, ModelInfo, describe_model, describe_serving_model
+from ._models import describe_serving_model
+from ._observation import (
+    Arrival,
+    CitedRun,
+    ObservationSink,
+    PartArrival,
+    RequestObservation,
+    RequestRecord,
+    RunRecord,
+    cited_run,
+    cited_run_ta,
+    current,
+    observe,
+    partial_response,
+    record_citations_delta,
+    telemetry_attributes,
+)
 from ._problems import CitationProblem
-from ._recover import record_whole_body, recover_in_place
+from ._recover import MarkerSources, record_whole_body, recover_in_place
 from ._wrappers import StreamWatch
 from .formats.perplexity import PerplexityTap
-
-MarkerSources = (
-    Mapping[str, 'WebCitationSource | DocumentCitationSource']
-    | Callable[[RunContext[Any]], Mapping[str, 'WebCitationSource | DocumentCitationSource']]
-)
-"""Sources by marker id, or a function of the run context returning them (see `TrackCitations.marker_sources`)."""
 
 __all__ = (
     'Arrival',
@@ -80,138 +85,12 @@ __all__ = (
     'telemetry_attributes',
 )
 
-Arrival = Literal['with_text', 'part_end', 'after_part_end', 'response_end', 'none', 'response']
-"""When a text part's citations arrived.
-
-- `'with_text'`: in the same event as text (the part's start event, or a delta that also carried text);
-- `'part_end'`: in a citations-only delta before the part's `PartEndEvent`, while the provider's response was still open;
-- `'after_part_end'`: after the part's `PartEndEvent` (another part had started), so a UI that finalises a part on
-  `PartEndEvent` misses them;
-- `'response_end'`: before the part's `PartEndEvent`, but only once the provider had finished its whole response;
-- `'none'`: the part has no citations;
-- `'response'`: a non-streamed request (citations came with the whole response).
-"""
-
-AnchorKindSeen = Literal['content', 'marker', 'none']
-SourceKindSeen = Literal['web', 'document']
-
-
-@dataclass(frozen=True)
-class PartArrival:
-    """What one text part of a response carried, and when its citations arrived."""
-
-    part_index: int
-    """Index of the `TextPart` in the response."""
-    arrival: Arrival
-    """When its citations arrived (see `Arrival`)."""
-    citations: int
-    """How many citations the part holds at the end of the request."""
-    _: KW_ONLY
-    anchor_kinds: list[AnchorKindSeen] = field(default_factory=list[AnchorKindSeen])
-    """Anchor kind of each citation (`'none'` for a citation without a position)."""
-    source_kinds: list[SourceKindSeen] = field(default_factory=list[SourceKindSeen])
-    """Kind of each source of each citation, in order."""
-    recovered: int = 0
-    """How many of the citations this package recovered from raw data Pydantic AI left unmapped."""
-
-
-@dataclass(frozen=True)
-class RequestObservation:
-    """One attempt at a model request, as `TrackCitations` saw it."""
-
-    api: ApiLabel
-    """The provider API that served it (OpenAI Chat and Responses told apart)."""
-    system: str
-    """`Model.system` of the serving model."""
-    model_name: str
-    """`Model.model_name` of the serving model."""
-    _: KW_ONLY
-    provider_name: str | None = None
-    """`ModelResponse.provider_name` of the response, when there was one."""
-    streamed: bool
-    """Whether the request was streamed."""
-    output_mode: str
-    """`ModelRequestParameters.output_mode` (`'text'`, `'tool'`, `'native'`, `'prompted'`, …)."""
-    citations_requested: bool
-    """Whether citations were asked for (`Citations()` or the `citations` model setting)."""
-    attempt: int = 1
-    """The attempt number (`> 1` after a fallback or retry)."""
-    complete: bool = False
-    """Whether the response completed: the provider's finishing signal arrived (`_answer.incomplete_reason`), and the
-    stream was not cancelled, broken or closed early."""
-    error: str | None = None
-    """The error that ended the attempt, if any."""
-    parts: list[PartArrival] = field(default_factory=list[PartArrival])
-    """One entry per `TextPart` of the response."""
-
-    @property
-    def text_output(self) -> bool:
-        """Whether the output mode was text (the only mode Pydantic AI asks providers for citations in)."""
-        return self.output_mode == 'text'
-
-
-@dataclass(frozen=True)
-class CitedRun:
-    """A finished (or broken) run's answer plus how its citations got there."""
-
-    run_id: str
-    """The agent run's `run_id`."""
-    answer: CitedAnswer
-    """The run's answer; `answer.complete` is `False` when the last response did not complete."""
-    requests: list[RequestObservation] = field(default_factory=list[RequestObservation])
-    """Every model request attempt of the run, in order."""
-    problems: list[CitationProblem] = field(default_factory=list[CitationProblem])
-    """The answer's problems plus those recorded during the run (by this and the package's other capabilities)."""
-
-
-cited_run_ta: TypeAdapter[CitedRun] = TypeAdapter(CitedRun)
-"""JSON round trip for `CitedRun`."""
-
-
-class ObservationSink(Protocol):
-    """Anything that collects request observations, like `CapabilityMatrix`. Must be safe under concurrent runs."""
-
-    def add_observation(self, observation: RequestObservation) -> None:
-        """Record one observation."""
-        ...
-
 
 class _RunResult(Protocol):
     @property
     def run_id(self) -> str: ...
 
     def all_messages(self) -> list[ModelMessage]: ...
-
-
-@dataclass
-class _Request:
-    """Mutable state of one attempt, owned by one run."""
-
-    info: ModelInfo
-    streamed: bool
-    output_mode: str
-    citations_requested: bool
-    attempt: int
-    stream: StreamedResponse | None = None
-    ended: set[int] = field(default_factory=set[int])
-    arrivals: dict[int, Arrival] = field(default_factory=dict[int, Arrival])
-    closed_early: bool = False
-    finished: bool = False
-    error: str | None = None
-    response: ModelResponse | None = None
-    recovered: dict[int, int] = field(default_factory=dict[int, int])
-    observation: RequestObservation | None = None
-
-
-@dataclass
-class _RunState:
-    """What one run's instance records; the agent-level instance keeps it until the report is taken."""
-
-    run_id: str
-    requests: list[_Request] = field(default_factory=list[_Request])
-    problems: list[CitationProblem] = field(default_factory=list[CitationProblem])
-    """Found during the run by recovery and by the package's other capabilities (`add_run_problems`)."""
-    lock: threading.Lock = field(default_factory=threading.Lock)
 
 
 @dataclass
@@ -255,9 +134,9 @@ class TrackCitations(AbstractCapability[Any]):
     id: str | None = 'track_citations'
     """One per agent by default; pass a distinct id to keep two."""
 
-    _run: _RunState | None = field(default=None, init=False, repr=False, compare=False)
+    _run: RunRecord | None = field(default=None, init=False, repr=False, compare=False)
     _output_mode: OutputModeCheck = field(default_factory=OutputModeCheck, init=False, repr=False, compare=False)
-    _runs: RunRegistry[_RunState] = field(default_factory=RunRegistry[_RunState], init=False, repr=False, compare=False)
+    _runs: RunRegistry[RunRecord] = field(default_factory=RunRegistry[RunRecord], init=False, repr=False, compare=False)
     """Runs of this (agent-level) instance whose report was not taken yet."""
 
     @classmethod
@@ -296,7 +175,7 @@ class TrackCitations(AbstractCapability[Any]):
     async def for_run(self, ctx: RunContext[Any]) -> TrackCitations:
         run = dataclasses.replace(self)
         run._output_mode = self._output_mode  # warns once per agent: the agent's instance owns the check
-        run._run = _RunState(ctx.run_id or _new_run_id())
+        run._run = RunRecord(ctx.run_id or _new_run_id())
         self._runs.add(run._run.run_id, run._run)
         return run
 
@@ -310,14 +189,7 @@ class TrackCitations(AbstractCapability[Any]):
         self, ctx: RunContext[Any], request_context: ModelRequestContext
     ) -> ModelRequestContext:
         if (state := self._run) is not None:
-            settings = request_context.model_settings or {}
-            request = _Request(
-                describe_model(request_context.model),
-                streamed=request_context.streaming,
-                output_mode=_output_mode(request_context),
-                citations_requested=bool(settings.get('citations', False)),
-                attempt=request_context.attempt,
-            )
+            request = RequestRecord.start(request_context)
             with state.lock:
                 state.requests.append(request)
             problem = self._output_mode(ctx, request_context)
@@ -331,7 +203,7 @@ class TrackCitations(AbstractCapability[Any]):
         run = self._run
 
         def watch(stream: StreamedResponse) -> None:
-            if (request := _current(run)) is not None:
+            if (request := current(run)) is not None:
                 request.stream = stream
 
         return StreamWatch(model, watch)
@@ -344,7 +216,7 @@ class TrackCitations(AbstractCapability[Any]):
             async for event in stream:
                 yield event
             return
-        request: _Request | None = None
+        request: RequestRecord | None = None
         exhausted = False
         # (No `on_model_request_error` hook: overriding it puts every streamed request on Pydantic AI's slower
         # error-recovery path, ~30 % on a 2,000-delta stream. A failed attempt simply never finishes.)
@@ -354,15 +226,15 @@ class TrackCitations(AbstractCapability[Any]):
                 if isinstance(event, PartDeltaEvent):
                     delta = event.delta
                     if isinstance(delta, TextPartDelta) and delta.citations_delta is not None:
-                        request = request or _current(state)
+                        request = request or current(state)
                         if request is not None:
-                            _record_citations_delta(request, event.index, bool(delta.content_delta))
+                            record_citations_delta(request, event.index, bool(delta.content_delta))
                 elif isinstance(event, PartStartEvent):
-                    request = request or _current(state)
+                    request = request or current(state)
                     if request is not None and isinstance(event.part, TextPart) and event.part.citations:
                         request.arrivals[event.index] = 'with_text'
                 elif isinstance(event, PartEndEvent):
-                    request = request or _current(state)
+                    request = request or current(state)
                     if request is not None:
                         request.ended.add(event.index)
                 yield event
@@ -375,12 +247,12 @@ class TrackCitations(AbstractCapability[Any]):
             if not exhausted and request is not None and not request.finished:
                 request.closed_early = True
                 if request.stream is not None and request.response is None:
-                    request.response = _partial(request.stream)
+                    request.response = partial_response(request.stream)
 
     async def after_model_request(
         self, ctx: RunContext[Any], *, request_context: ModelRequestContext, response: ModelResponse
     ) -> ModelResponse:
-        if (state := self._run) is None or (request := _current(state)) is None:
+        if (state := self._run) is None or (request := current(state)) is None:
             return response
         request.response = response
         request.finished = True
@@ -396,7 +268,7 @@ class TrackCitations(AbstractCapability[Any]):
         self.add_run_problems(recovery.problems)
         if not request.streamed:
             record_whole_body(response)
-        request.observation = _observe(request)
+        request.observation = observe(request)
         if self.matrix is not None:
             self.matrix.add_observation(request.observation)
         return response
@@ -406,7 +278,7 @@ class TrackCitations(AbstractCapability[Any]):
         state = self._run
         span = trace.get_current_span()
         if state is not None and span.is_recording():
-            span.set_attributes(telemetry_attributes(_cited_run(state, result.all_messages())))
+            span.set_attributes(telemetry_attributes(cited_run(state, result.all_messages())))
         return result
 
     def report(self, result: _RunResult) -> CitedRun:
@@ -421,7 +293,7 @@ class TrackCitations(AbstractCapability[Any]):
         """
         state = self._take(result.run_id)
         messages, stopped = run_messages(result, state.requests[-1].response if state.requests else None)
-        return _cited_run(state, messages, complete=False if stopped else None)
+        return cited_run(state, messages, complete=False if stopped else None)
 
     def report_run(
         self, run_id: str, messages: Sequence[ModelMessage] | None = None, *, complete: bool | None = None
@@ -440,9 +312,9 @@ class TrackCitations(AbstractCapability[Any]):
         if messages is None:
             last = state.requests[-1].response if state.requests else None
             messages = [last] if last is not None else []
-        return _cited_run(state, messages, complete=complete)
+        return cited_run(state, messages, complete=complete)
 
-    def _take(self, run_id: str) -> _RunState:
+    def _take(self, run_id: str) -> RunRecord:
         state = self._runs.take(run_id)
         if state is not None:
             return state
@@ -451,113 +323,6 @@ class TrackCitations(AbstractCapability[Any]):
             "among its capabilities (get the agent's own with `TrackCitations.of(agent)`), or its report was "
             'already taken.'
         )
-
-
-def _cited_run(state: _RunState, messages: Sequence[ModelMessage], *, complete: bool | None = None) -> CitedRun:
-    requests = [_observe(r) for r in state.requests]
-    if requests and not requests[-1].complete:
-        complete = False
-    answer = CitedAnswer.from_messages(messages, complete=complete)
-    problems = list(answer.problems)
-    with state.lock:
-        problems.extend(p for p in state.problems if p not in problems)
-    return CitedRun(state.run_id, answer, requests, problems)
-
-
-def _output_mode(request_context: ModelRequestContext) -> str:
-    """The output mode the request will use: `'auto'` resolved the way the serving model resolves it."""
-    params = request_context.model_request_parameters
-    if params.output_mode != 'auto':
-        return str(params.output_mode)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter('ignore')  # settings the model does not support are not our concern here
-            _, prepared = request_context.model.prepare_request(request_context.model_settings, params)
-    except Exception:  # the request itself will report an invalid combination; keep what we know
-        return 'auto'
-    return str(prepared.output_mode)
-
-
-def telemetry_attributes(run: CitedRun) -> dict[str, str | int | bool | Sequence[str]]:
-    """OpenTelemetry attributes for a run span: citation counts, problem codes, arrival kinds."""
-    answer = run.answer
-    arrivals = sorted({p.arrival for r in run.requests for p in r.parts if p.citations})
-    return {
-        'pydantic_ai_citations.citations': len(answer.spans) + len(answer.unanchored),
-        'pydantic_ai_citations.anchored': len(answer.spans),
-        'pydantic_ai_citations.unanchored': len(answer.unanchored),
-        'pydantic_ai_citations.raw_only': len(answer.raw_only),
-        'pydantic_ai_citations.sources': len(answer.sources),
-        'pydantic_ai_citations.problem_codes': sorted({p.code for p in run.problems}),
-        'pydantic_ai_citations.arrival': arrivals,
-        'pydantic_ai_citations.complete': answer.complete,
-    }
-
-
-def _current(state: _RunState) -> _Request | None:
-    return state.requests[-1] if state.requests else None
-
-
-def _record_citations_delta(request: _Request, index: int, with_text: bool) -> None:
-    if with_text:
-        request.arrivals[index] = 'with_text'
-    elif index in request.ended:
-        request.arrivals[index] = 'after_part_end'
-    elif request.stream is not None and request.stream.finish_reason is not None:
-        request.arrivals[index] = 'response_end'
-    else:
-        request.arrivals[index] = 'part_end'
-
-
-def _partial(stream: StreamedResponse) -> ModelResponse | None:
-    try:
-        return stream.get()
-    except Exception:  # a broken stream may not be able to build a response; the run is incomplete either way
-        return None
-
-
-def _observe(request: _Request) -> RequestObservation:
-    if request.observation is not None:
-        return request.observation
-    response = request.response
-    parts: list[PartArrival] = []
-    if response is not None:
-        for index, part in enumerate(response.parts):
-            if not isinstance(part, TextPart):
-                continue
-            citations = part.citations or []
-            if not request.streamed:
-                arrival: Arrival = 'response' if citations else 'none'
-            elif not citations:
-                arrival = 'none'
-            else:
-                arrival = request.arrivals.get(index, 'response_end')
-            parts.append(
-                PartArrival(
-                    index,
-                    arrival,
-                    len(citations),
-                    anchor_kinds=[c.anchor.kind if c.anchor is not None else 'none' for c in citations],
-                    source_kinds=[s.kind for c in citations for s in c.sources],
-                    recovered=request.recovered.get(index, 0),
-                )
-            )
-    return RequestObservation(
-        request.info.api,
-        request.info.system,
-        request.info.model_name,
-        provider_name=response.provider_name if response is not None else None,
-        streamed=request.streamed,
-        output_mode=request.output_mode,
-        citations_requested=request.citations_requested,
-        attempt=request.attempt,
-        complete=request.finished
-        and not request.closed_early
-        and request.error is None
-        and incomplete_reason(response) is None,
-        error=request.error,
-        parts=parts,
-    )
 
 
 def _new_run_id() -> str:
