@@ -182,6 +182,7 @@ def test_index_agrees_with_plain_terms(texts: list[str], claim: str, language: s
         assert {m.passage.index for m in index.ranked(claim, limit=len(passages))} == set(sharing)
         assert index.best(claim_terms) is not None  # precomputed terms work too
     assert index.terms == tuple(passage_terms)
+    assert coverage(frozenset(), frozenset({'a'})) == 0.0
 
 
 @settings(max_examples=100, deadline=None)
@@ -206,3 +207,16 @@ def test_one_shared_term_is_weak_at_best():
         'score 1.00 but 1 shared term (supported at 0.6 with at least 2 shared terms, weak at 0.3)'
     )
     assert report.checks[1].passage is not None
+
+
+def test_numbers_meet_their_other_spellings():
+    assert terms('1,000 people on 2019-03-05') == {'1000', 'peopl', '2019', '3', '5'}
+    assert terms('3.5 GHz, version 1.2.3, items 1,2,3') == {'3.5', 'ghz', 'version', '1.2.3', 'item', '1', '2', '3'}
+    passages = page(
+        'The city spent 3 million on parks and 5 on roads in the 2019 budget.',
+        'The city spent $1,000,000 on parks in the budget of 2019, about 05 percent of it.',
+    )
+    match = best_passage('The city spent 1000000 on parks, 5 percent of its 2019 budget', passages)
+    assert match is not None
+    assert match.passage.index == 1
+    assert match.score == 1.0

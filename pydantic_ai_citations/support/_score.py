@@ -30,7 +30,7 @@ __all__ = ('PassageMatch', 'PassageIndex', 'best_passage', 'coverage', 'passage_
 
 @dataclass(frozen=True)
 class PassageMatch:
-    """The passage of a page that covers most of a claim's terms."""
+    """The passage chosen for a claim (the most relevant one), with its coverage of the claim's terms."""
 
     passage: Passage
     """The most relevant passage (see the module docstring; ties go to the one earliest in the page)."""

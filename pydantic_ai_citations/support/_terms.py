@@ -29,7 +29,8 @@ __all__ = (
 )
 
 # Words are runs of letters and digits; apostrophes and hyphens split words (`mother's` -> `mother`, `s`).
-_WORD = re.compile(r'[^\W_]+')
+# Numbers are one word each (see `_number`): `1,000` is `1000`; decimals and versions stay whole (`3.5`, `1.2.3`).
+_WORD = re.compile(r'\d{1,3}(?:,\d{3})+(?:\.\d+)?(?!\d)|\d+(?:\.\d+)+|[^\W_]+')
 
 
 def _words(text: str) -> list[str]:
@@ -143,8 +144,14 @@ def _term(word: str, latin: str) -> str | None:
 
 
 def tokens(text: str) -> list[str]:
-    """The lower-cased words of `text`, in order (letters and digits; punctuation splits words)."""
-    return _WORD.findall(text.lower())
+    """The lower-cased words of `text`, in order (letters and digits; punctuation splits words, not numbers)."""
+    return [_number(w) if w[0].isdigit() else w for w in _WORD.findall(text.lower())]
+
+
+def _number(word: str) -> str:
+    """`1,000` -> `1000`, `05` -> `5` (a date's `03-05` meets `March 5`); decimals and versions unchanged."""
+    word = word.replace(',', '')
+    return (word.lstrip('0') or '0') if word.isdigit() else word
 
 
 def terms(text: str, *, language: str | None = None) -> frozenset[str]:
