@@ -21,7 +21,7 @@ import importlib.metadata
 import sqlite3
 import threading
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import KW_ONLY, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -546,13 +546,28 @@ class SQLiteConversationStore(ConversationStore):
             raise UserError(f'Unknown problem code {code!r}; expected one of {", ".join(PROBLEM_CODES)}.')
         return await self._answers('WHERE a.entry_id IN (SELECT entry_id FROM answer_problems WHERE code = ?)', (code,))
 
-    async def _answers(self, where: str, params: tuple[object, ...]) -> list[StoredAnswer]:
+    async def iter_answers(self, *, batch_size: int = 500) -> AsyncIterator[StoredAnswer]:
+        """Every stored answer, by entry id, read `batch_size` at a time: memory stays bounded (audits)."""
+        if batch_size < 1:
+            raise UserError(f'`batch_size` must be at least 1, got {batch_size!r}.')
+        after = ''
+        while True:
+            page = await self._answers('WHERE a.entry_id > ?', (after,), order='a.entry_id', limit=batch_size)
+            for stored in page:
+                yield stored
+            if len(page) < batch_size:
+                return
+            after = page[-1].entry_id
+
+    async def _answers(
+        self, where: str, params: tuple[object, ...], *, order: str = 'a.stored_at, a.entry_id', limit: int = -1
+    ) -> list[StoredAnswer]:
         def read(conn: sqlite3.Connection) -> list[StoredAnswer]:
             rows = conn.execute(
                 'SELECT a.entry_id, a.conversation_id, a.answer, a.raw, a.package_version, a.pydantic_ai_version, '
                 f'a.provider_name, a.model_name, a.response_time, a.stored_at FROM answers a {where} '
-                'ORDER BY a.stored_at, a.entry_id',
-                params,
+                f'ORDER BY {order} LIMIT ?',
+                (*params, limit),
             ).fetchall()
             return [_stored_answer(*row) for row in rows]
 

@@ -114,12 +114,12 @@ def test_audit_bad_input(setup: tuple[Path, Path], tmp_path: Path):
     answers_path, snaps = setup
     code, _, err = run([str(tmp_path / 'missing.json'), '--snapshots', str(snaps)])
     assert code == 2
-    assert 'cannot read ANSWERS file' in err
+    assert 'cannot read SOURCE' in err
     bad = tmp_path / 'bad.json'
     bad.write_text('{"not": "an answer"}')
     code, _, err = run([str(bad), '--snapshots', str(snaps)])
     assert code == 2
-    assert 'is not a CitedAnswer or a list of them' in err
+    assert f'error: {str(bad)!r}: line 1 is not a CitedAnswer' in err
     bad.write_text('not json')
     code, _, err = run([str(bad), '--snapshots', str(snaps)])
     assert code == 2

@@ -2,12 +2,23 @@
 
 Split pages into passages (`split_passages`), score claim-vs-passage coverage (`best_passage`), check every
 citation of a `CitedAnswer` (`check_support`, or `check_support_sync`), keep snapshots of cited pages taken at answer time
-(`SnapshotStore`, `capture`, `capture_answer`), and judge lexically (default) or with a model (`LLMJudge`).
+(`SnapshotStore`, `capture`, `capture_answer`), judge lexically (default) or with a model (`LLMJudge`), and audit
+logged answers of any number in partitions, here or on Dask (`audit_answers`; a cluster needs the `[audit]` extra).
 Needs the `[support]` extra (selectolax, snowballstemmer, httpx2).
 """
 
 from . import _requires  # noqa: F401  # pyright: ignore[reportUnusedImport]  # first: name a missing extra
 from ._audit import AuditedAnswer, AuditReport, audit, audit_report_ta, audit_to_html, audit_to_markdown
+from ._audit_run import (
+    AnswerSource,
+    AuditedCitation,
+    AuditFormat,
+    AuditInputError,
+    AuditOptions,
+    AuditSummary,
+    audit_answers,
+    audited_citation_ta,
+)
 from ._claims import Claim, ClaimKind, claims_for
 from ._decode import DecodedPage, decode_body
 from ._judge import Judge, Judgement, JudgeVerdict, LexicalJudge, LLMJudge, LLMVerdict
@@ -19,6 +30,7 @@ from ._report import (
     Pages,
     SupportReport,
     SupportSummary,
+    SupportTally,
     ThresholdPoint,
     Verdict,
     check_support,
@@ -33,9 +45,17 @@ from ._terms import detect_language, terms
 
 __all__ = (
     'DEFAULT_MIN_WORDS',
+    'AnswerSource',
+    'AuditFormat',
+    'AuditInputError',
+    'AuditOptions',
     'AuditReport',
+    'AuditSummary',
     'AuditedAnswer',
+    'AuditedCitation',
     'audit',
+    'audit_answers',
+    'audited_citation_ta',
     'audit_report_ta',
     'audit_to_html',
     'audit_to_markdown',
@@ -60,6 +80,7 @@ __all__ = (
     'SnapshotStore',
     'SupportReport',
     'SupportSummary',
+    'SupportTally',
     'ThresholdPoint',
     'Verdict',
     'check_support',

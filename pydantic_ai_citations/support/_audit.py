@@ -15,7 +15,18 @@ from pydantic import TypeAdapter
 
 from .._answer import CitedAnswer
 from .._problems import shorten
-from ._report import VERDICTS, CitationCheck, Pages, SupportReport, SupportSummary, check_support_sync, summarize
+from ._decode import DEFAULT_MAX_BYTES
+from ._passages import DEFAULT_MIN_WORDS
+from ._report import (
+    VERDICTS,
+    CitationCheck,
+    Pages,
+    SupportReport,
+    SupportSummary,
+    check_lexical,
+    page_cache,
+    summarize,
+)
 
 __all__ = ('AuditReport', 'audit', 'audit_report_ta', 'audit_to_html', 'audit_to_markdown')
 
@@ -62,9 +73,18 @@ def audit(
     audited: list[AuditedAnswer] = []
     checks: list[CitationCheck] = []
     counts: dict[str, int] = {}
+    cache = page_cache()  # each page is split once, not once per answer citing it
     for answer in answers:
-        report = check_support_sync(
-            answer, pages, threshold=threshold, weak_threshold=weak_threshold, language=language
+        report = check_lexical(
+            answer,
+            pages,
+            threshold=threshold,
+            weak_threshold=weak_threshold,
+            judge=None,
+            language=language,
+            min_words=DEFAULT_MIN_WORDS,
+            max_bytes=DEFAULT_MAX_BYTES,
+            page_cache=cache,
         )
         audited.append(AuditedAnswer(answer.text, answer.provider_name, answer.model_name, report))
         checks.extend(report.checks)
@@ -100,11 +120,11 @@ def _source_label(check: CitationCheck) -> str:
     return check.title or check.url or check.document_id or f'source {check.source}'
 
 
-def audit_to_markdown(report: AuditReport) -> str:
-    """The audit as Markdown: summary, threshold curve (table with bars), dead links, one table per answer."""
-    s = report.summary
+def markdown_head(answers: int, summary: SupportSummary) -> str:
+    """The Markdown audit up to the per-answer sections: summary, threshold curve, dead links."""
+    s = summary
     lines = ['# Citation support audit', '']
-    lines.append(f'{len(report.answers)} answer(s), {s.checks} citation check(s), {s.scored} scored.')
+    lines.append(f'{answers} answer(s), {s.checks} citation check(s), {s.scored} scored.')
     lines.append('')
     lines += ['| verdict | count |', '|---|---|']
     lines += [f'| {v} | {s.verdicts.get(v, 0)} |' for v in VERDICTS]
@@ -122,23 +142,34 @@ def audit_to_markdown(report: AuditReport) -> str:
         lines.append(f'Matches by page third: top {top:.0%}, middle {middle:.0%}, bottom {bottom:.0%}.')
     lines += ['', '## Dead links', '']
     lines += [f'- {_md(link, 300)}' for link in s.dead_links] or ['None.']
-    for n, answered in enumerate(report.answers, 1):
-        who = ' / '.join(x for x in (answered.provider_name, answered.model_name) if x)
-        lines += ['', f'## Answer {n}' + (f' ({_md(who, 80)})' if who else ''), '', f'> {_md(answered.text, 300)}', '']
-        if not answered.report.checks:
-            lines.append('No citations.')
-            continue
-        lines += [
-            '| # | source | claim | kind | verdict | score | position | passage |',
-            '|---|---|---|---|---|---|---|---|',
-        ]
-        for c in answered.report.checks:
-            passage = _md(c.passage.text, 120) if c.passage else ''
-            lines.append(
-                f'| {c.source} | {_md(_source_label(c), 60)} | {_md(c.claim, 120)} | {c.claim_kind} | {c.verdict} '
-                f'| {_fmt(c.score)} | {_fmt(c.position)} | {passage} |'
-            )
     return '\n'.join(lines) + '\n'
+
+
+def markdown_answer(n: int, answered: AuditedAnswer) -> str:
+    """The Markdown section of answer number `n` (1-based)."""
+    who = ' / '.join(x for x in (answered.provider_name, answered.model_name) if x)
+    lines = ['', f'## Answer {n}' + (f' ({_md(who, 80)})' if who else ''), '', f'> {_md(answered.text, 300)}', '']
+    if not answered.report.checks:
+        lines.append('No citations.')
+        return '\n'.join(lines) + '\n'
+    lines += [
+        '| # | source | claim | kind | verdict | score | position | passage |',
+        '|---|---|---|---|---|---|---|---|',
+    ]
+    for c in answered.report.checks:
+        passage = _md(c.passage.text, 120) if c.passage else ''
+        lines.append(
+            f'| {c.source} | {_md(_source_label(c), 60)} | {_md(c.claim, 120)} | {c.claim_kind} | {c.verdict} '
+            f'| {_fmt(c.score)} | {_fmt(c.position)} | {passage} |'
+        )
+    return '\n'.join(lines) + '\n'
+
+
+def audit_to_markdown(report: AuditReport) -> str:
+    """The audit as Markdown: summary, threshold curve (table with bars), dead links, one table per answer."""
+    parts = [markdown_head(len(report.answers), report.summary)]
+    parts += [markdown_answer(n, answered) for n, answered in enumerate(report.answers, 1)]
+    return ''.join(parts)
 
 
 def _svg_curve(summary: SupportSummary) -> str:
@@ -195,16 +226,16 @@ margin:0;padding-left:1em}.supported{background:#e7f7e7}.weak{background:#fff7dd
 """
 
 
-def audit_to_html(report: AuditReport) -> str:
-    """The audit as one standalone HTML page (inline CSS and SVG, no scripts, no external assets)."""
-    s = report.summary
+def html_head(answers: int, summary: SupportSummary, threshold: float) -> str:
+    """The HTML audit up to the per-answer sections (the page is closed by `HTML_FOOT`)."""
+    s = summary
     out = [
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">',
         '<title>Citation support audit</title>',
         f'<style>{_CSS}</style></head><body>',
         '<h1>Citation support audit</h1>',
-        f'<p>{len(report.answers)} answer(s), {s.checks} citation check(s), {s.scored} scored; '
-        f'supported at score ≥ {report.threshold:g}.</p>',
+        f'<p>{answers} answer(s), {s.checks} citation check(s), {s.scored} scored; '
+        f'supported at score ≥ {threshold:g}.</p>',
         '<table><tr><th>verdict</th><th>count</th></tr>',
     ]
     out += [f'<tr><td>{v}</td><td class="num">{s.verdicts.get(v, 0)}</td></tr>' for v in VERDICTS]
@@ -223,25 +254,39 @@ def audit_to_html(report: AuditReport) -> str:
         out.append('<ul>' + ''.join(f'<li>{html.escape(link)}</li>' for link in s.dead_links) + '</ul>')
     else:
         out.append('<p>None.</p>')
-    for n, answered in enumerate(report.answers, 1):
-        who = ' / '.join(x for x in (answered.provider_name, answered.model_name) if x)
-        out.append(f'<h2>Answer {n}' + (f' ({html.escape(who)})' if who else '') + '</h2>')
-        out.append(f'<blockquote>{html.escape(_short(answered.text, 600))}</blockquote>')
-        if not answered.report.checks:
-            out.append('<p>No citations.</p>')
-            continue
-        out.append(
-            '<table><tr><th>#</th><th>source</th><th>claim</th><th>kind</th><th>verdict</th><th>score</th>'
-            '<th>position</th><th>best passage</th><th>reason</th></tr>'
-        )
-        for c in answered.report.checks:
-            passage = html.escape(_short(c.passage.text, 240)) if c.passage else ''
-            out.append(
-                f'<tr class="{c.verdict}"><td class="num">{c.source}</td><td>{_link(c.url, _source_label(c))}</td>'
-                f'<td>{html.escape(_short(c.claim, 240))}</td><td>{c.claim_kind}</td><td>{c.verdict}</td>'
-                f'<td class="num">{_fmt(c.score)}</td><td class="num">{_fmt(c.position)}</td><td>{passage}</td>'
-                f'<td>{html.escape(c.reason)}</td></tr>'
-            )
-        out.append('</table>')
-    out.append('</body></html>')
     return '\n'.join(out) + '\n'
+
+
+def html_answer(n: int, answered: AuditedAnswer) -> str:
+    """The HTML section of answer number `n` (1-based)."""
+    who = ' / '.join(x for x in (answered.provider_name, answered.model_name) if x)
+    out = [f'<h2>Answer {n}' + (f' ({html.escape(who)})' if who else '') + '</h2>']
+    out.append(f'<blockquote>{html.escape(_short(answered.text, 600))}</blockquote>')
+    if not answered.report.checks:
+        out.append('<p>No citations.</p>')
+        return '\n'.join(out) + '\n'
+    out.append(
+        '<table><tr><th>#</th><th>source</th><th>claim</th><th>kind</th><th>verdict</th><th>score</th>'
+        '<th>position</th><th>best passage</th><th>reason</th></tr>'
+    )
+    for c in answered.report.checks:
+        passage = html.escape(_short(c.passage.text, 240)) if c.passage else ''
+        out.append(
+            f'<tr class="{c.verdict}"><td class="num">{c.source}</td><td>{_link(c.url, _source_label(c))}</td>'
+            f'<td>{html.escape(_short(c.claim, 240))}</td><td>{c.claim_kind}</td><td>{c.verdict}</td>'
+            f'<td class="num">{_fmt(c.score)}</td><td class="num">{_fmt(c.position)}</td><td>{passage}</td>'
+            f'<td>{html.escape(c.reason)}</td></tr>'
+        )
+    out.append('</table>')
+    return '\n'.join(out) + '\n'
+
+
+HTML_FOOT = '</body></html>\n'
+"""The end of an HTML audit page."""
+
+
+def audit_to_html(report: AuditReport) -> str:
+    """The audit as one standalone HTML page (inline CSS and SVG, no scripts, no external assets)."""
+    parts = [html_head(len(report.answers), report.summary, report.threshold)]
+    parts += [html_answer(n, answered) for n, answered in enumerate(report.answers, 1)]
+    return ''.join(parts) + HTML_FOOT

@@ -1,38 +1,51 @@
-"""The `audit` subcommand: check stored answers against stored page snapshots and write a report."""
+"""The `audit` subcommand: check logged answers against stored page snapshots and write a report or results."""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import sys
+from collections.abc import Callable, Generator
 from pathlib import Path
-from typing import TextIO, cast
+from typing import TextIO
 
-from pydantic import ValidationError
-
-from .._answer import CitedAnswer
-from ._audit import audit, audit_report_ta, audit_to_html, audit_to_markdown
+from ._audit_run import AnswerSource, AuditInputError, AuditOptions, AuditSummary, audit_answers
 from ._snapshots import SnapshotStore
 
 __all__ = ('audit_command', 'register', 'run_audit')
 
 _DESCRIPTION = """\
-Check every citation of stored answers against page snapshots taken at answer time: best passage per claim,
-score, verdict, threshold curve, dead links. ANSWERS is a JSON file holding one CitedAnswer (as written by
-CitedAnswer.to_json) or a list of them."""
+Check every citation of logged answers against page snapshots taken at answer time: best passage per claim, score,
+verdict, threshold curve, dead links. SOURCE is a JSON Lines file of CitedAnswers (as written by
+CitedAnswer.to_json), a JSON file holding one CitedAnswer or a list of them, or a SQLiteConversationStore database.
+Answers are read and checked in partitions, here or on a Dask cluster (--workers, --scheduler; needs the [audit]
+extra), and results are written as they come: memory stays bounded whatever the number of answers."""
+
+_SQLITE_MAGIC = b'SQLite format 3\x00'
 
 
 def _add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument('answers', metavar='ANSWERS', type=Path, help='JSON file: one CitedAnswer or a list')
+    parser.add_argument(
+        'answers', metavar='SOURCE', type=Path, help='JSON Lines / JSON of CitedAnswers, or a conversation store'
+    )
     parser.add_argument(
         '--snapshots', metavar='DIR', type=Path, required=True, help='snapshot store folder (or .sqlite file)'
     )
-    parser.add_argument('--format', choices=('markdown', 'html', 'json'), default='markdown', help='report format')
+    parser.add_argument(
+        '--format',
+        choices=('markdown', 'html', 'json', 'jsonl'),
+        default='markdown',
+        help='report format; jsonl: one JSON line per citation, streamed (default: markdown)',
+    )
     parser.add_argument('-o', '--output', metavar='FILE', type=Path, help='write the report here (default: stdout)')
     parser.add_argument('--threshold', type=float, default=0.6, help='score for "supported" (default 0.6)')
     parser.add_argument('--weak-threshold', type=float, default=0.3, help='score for "weak" (default 0.3)')
     parser.add_argument('--language', default=None, help='language of Latin-script words: en (default), ru, ...')
+    cluster = parser.add_mutually_exclusive_group()
+    cluster.add_argument('--workers', type=int, metavar='N', help='check on a local Dask cluster of N processes')
+    cluster.add_argument('--scheduler', metavar='ADDRESS', help='check on the Dask cluster at this scheduler')
+    parser.add_argument('--partition-size', type=int, default=500, metavar='N', help='answers per partition (500)')
+    parser.add_argument('--no-progress', action='store_true', help='no progress bar (there is none unless a TTY)')
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:  # pyright: ignore[reportPrivateUsage]
@@ -42,10 +55,71 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.set_defaults(func=audit_command)
 
 
-def _load_answers(path: Path) -> list[CitedAnswer]:
-    data: object = json.loads(path.read_text(encoding='utf-8'))
-    items: list[object] = cast(list[object], data) if isinstance(data, list) else [data]
-    return [CitedAnswer.from_json(json.dumps(item)) for item in items]
+def _is_sqlite(path: Path) -> bool:
+    try:
+        with path.open('rb') as file:
+            return file.read(len(_SQLITE_MAGIC)) == _SQLITE_MAGIC
+    except OSError:
+        return False
+
+
+@contextlib.contextmanager
+def _source(path: Path) -> Generator[AnswerSource]:
+    if not _is_sqlite(path):
+        yield path
+        return
+    from .._store import SQLiteConversationStore
+
+    store = SQLiteConversationStore(path)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+@contextlib.contextmanager
+def _progress(err: TextIO, enabled: bool) -> Generator[Callable[[int], None] | None]:
+    """A rich progress bar on a terminal (answers checked, rate, elapsed); nothing otherwise."""
+    if not enabled or not err.isatty():
+        yield None
+        return
+    try:
+        from rich.console import Console
+        from rich.progress import MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+    except ImportError:  # the [cli] extra is not installed: no bar
+        yield None
+        return
+    columns = (SpinnerColumn(), TextColumn('checking answers'), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=Console(file=err), transient=True) as bar:
+        task = bar.add_task('audit', total=None)
+        yield lambda n: bar.advance(task, n)
+
+
+def _summary_line(result: AuditSummary) -> str:
+    counts = ', '.join(f'{v} {n}' for v, n in result.summary.verdicts.items() if n)
+    return f'{result.answers} answer(s), {result.summary.checks} citation check(s): {counts or "none"}'
+
+
+def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> AuditSummary:
+    options = AuditOptions(threshold=args.threshold, weak_threshold=args.weak_threshold, language=args.language)
+    store = SnapshotStore(args.snapshots)
+    with contextlib.ExitStack() as stack:
+        source = stack.enter_context(_source(args.answers))
+        progress = stack.enter_context(_progress(err, not args.no_progress))
+        output: TextIO = out
+        if args.output is not None:
+            output = stack.enter_context(Path(args.output).open('w', encoding='utf-8'))
+        return audit_answers(
+            source,
+            store,
+            output,
+            format=args.format,
+            options=options,
+            partition_size=args.partition_size,
+            workers=args.workers,
+            scheduler=args.scheduler,
+            progress=progress,
+        )
 
 
 def audit_command(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
@@ -54,46 +128,27 @@ def audit_command(args: argparse.Namespace, *, stdout: TextIO | None = None, std
     err = stderr or sys.stderr
     answers_path: Path = args.answers
     snapshots: Path = args.snapshots
-    try:
-        answers = _load_answers(answers_path)
-    except OSError as e:
-        print(f'error: cannot read ANSWERS file {str(answers_path)!r}: {e.strerror or e}', file=err)
-        return 2
-    except (ValueError, ValidationError) as e:
-        first = str(e).splitlines()[0] if str(e) else type(e).__name__
-        print(f'error: {str(answers_path)!r} is not a CitedAnswer or a list of them: {first}', file=err)
-        return 2
-    except RecursionError:  # the JSON decoder's own depth limit: a hostile or broken file, not a crash
-        print(f'error: {str(answers_path)!r} is nested too deeply to be a CitedAnswer or a list of them', file=err)
+    if not answers_path.is_file():
+        print(f'error: cannot read SOURCE {str(answers_path)!r}: no such file', file=err)
         return 2
     if not snapshots.exists():
         print(f'error: snapshot store {str(snapshots)!r} does not exist', file=err)
         return 2
     try:
-        store = SnapshotStore(snapshots)
-        report = audit(
-            answers,
-            store,
-            threshold=args.threshold,
-            weak_threshold=args.weak_threshold,
-            language=args.language,
-        )
-    except Exception as e:  # a bad store or a bad option must end with a message, not a traceback
+        result = _run(args, out, err)
+    except AuditInputError as e:
+        print(f'error: {str(answers_path)!r}: {e}' if str(answers_path) not in str(e) else f'error: {e}', file=err)
+        return 2
+    except OSError as e:
+        print(f'error: cannot read or write {e.filename or answers_path!s}: {e.strerror or e}', file=err)
+        return 2
+    except Exception as e:  # a bad store, option or cluster must end with a message, not a traceback
         print(f'error: {e}', file=err)
         return 2
-    fmt: str = args.format
-    if fmt == 'html':
-        text = audit_to_html(report)
-    elif fmt == 'json':
-        text = audit_report_ta.dump_json(report, indent=2).decode() + '\n'
-    else:
-        text = audit_to_markdown(report)
-    output: Path | None = args.output
-    if output is None:
-        out.write(text)
-    else:
-        output.write_text(text, encoding='utf-8')
-        print(f'wrote {output}', file=err)
+    if args.output is not None:
+        print(f'wrote {args.output}', file=err)
+    if args.format == 'jsonl':
+        print(_summary_line(result), file=err)
     return 0
 
 

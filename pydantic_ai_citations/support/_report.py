@@ -5,9 +5,10 @@ from __future__ import annotations
 import asyncio
 import functools
 import statistics
-from collections.abc import Mapping, Sequence
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, TypeVar
 
 import anyio
 from pydantic import TypeAdapter
@@ -28,6 +29,7 @@ __all__ = (
     'Pages',
     'SupportReport',
     'SupportSummary',
+    'SupportTally',
     'THRESHOLDS',
     'ThresholdPoint',
     'Verdict',
@@ -51,6 +53,8 @@ Basis = Literal['page', 'excerpt', 'none']
 Pages = Mapping[str, PageSnapshot | str | bytes] | SnapshotStore
 """Pages to check against, by URL (web sources) or document id / title (documents): a snapshot, HTML,
 Markdown or plain text, or raw bytes (charset detected); or a `SnapshotStore`."""
+
+_K = TypeVar('_K')
 
 THRESHOLDS: tuple[float, ...] = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 """Where the threshold curve is sampled."""
@@ -154,48 +158,134 @@ support_reports_ta: TypeAdapter[list[SupportReport]] = TypeAdapter(list[SupportR
 """JSON round trip for lists of reports."""
 
 
-def _quartiles(values: Sequence[float]) -> tuple[float, float, float] | None:
-    if not values:
+def _nth(histogram: Sequence[tuple[int, int]], n: int) -> float:
+    """The `n`-th smallest value (0-based) of a sorted `(value, count)` histogram."""
+    for value, count in histogram:
+        if n < count:
+            return float(value)
+        n -= count
+    raise IndexError(n)
+
+
+def _quartiles(histogram: Mapping[int, int]) -> tuple[float, float, float] | None:
+    """Quartiles of the values counted in `histogram`, exactly as `statistics.quantiles(method='inclusive')`."""
+    size = sum(histogram.values())
+    if not size:
         return None
-    if len(values) == 1:
-        return (values[0], values[0], values[0])
-    q1, q2, q3 = statistics.quantiles(values, n=4, method='inclusive')
-    return (q1, q2, q3)
+    ordered = sorted((value, count) for value, count in histogram.items() if count)
+    if size == 1:
+        only = float(ordered[0][0])
+        return (only, only, only)
+    out: list[float] = []
+    for i in (1, 2, 3):
+        j, delta = divmod(i * (size - 1), 4)
+        out.append((_nth(ordered, j) * (4 - delta) + _nth(ordered, j + 1) * delta) / 4)
+    return (out[0], out[1], out[2])
+
+
+def _merged(a: Mapping[_K, int], b: Mapping[_K, int]) -> dict[_K, int]:
+    out = dict(a)
+    for key, count in b.items():
+        out[key] = out.get(key, 0) + count
+    return out
+
+
+@dataclass(frozen=True)
+class SupportTally:
+    """The raw counts behind a `SupportSummary`, mergeable exactly: counts and histograms, never averages.
+
+    Tally each part of a large set of checks where it is checked (a partition, a worker, a machine), `merge` the
+    tallies in input order, and `summary()` equals `summarize` over all the checks at once.
+    """
+
+    checks: int = 0
+    """Number of checks."""
+    verdicts: dict[Verdict, int] = field(default_factory=dict[Verdict, int])
+    """Checks per verdict (verdicts with no check may be missing)."""
+    scored: int = 0
+    """Checks with a score."""
+    reached: tuple[int, ...] = (0,) * len(THRESHOLDS)
+    """Scored checks reaching each threshold of `THRESHOLDS`."""
+    page_passages: dict[str, int] = field(default_factory=dict[str, int])
+    """Passages per page that was split, by page key (a page counts once however often it is cited)."""
+    matched_lengths: dict[int, int] = field(default_factory=dict[int, int])
+    """Word counts of the passages matched on pages: how many matches had each length."""
+    thirds: tuple[int, int, int] = (0, 0, 0)
+    """Page matches in the top, middle and bottom third of their page."""
+    dead_links: tuple[str, ...] = ()
+    """Dead-link labels, each once, in order of first appearance."""
+
+    @classmethod
+    def of(cls, checks: Iterable[CitationCheck], page_passages: Mapping[str, int] | None = None) -> SupportTally:
+        """Count `checks` and the passages of the pages they were checked against."""
+        verdicts: dict[Verdict, int] = {}
+        scored = 0
+        reached = [0] * len(THRESHOLDS)
+        lengths: dict[int, int] = {}
+        thirds = [0, 0, 0]
+        dead: dict[str, None] = {}
+        total = 0
+        for check in checks:
+            total += 1
+            verdicts[check.verdict] = verdicts.get(check.verdict, 0) + 1
+            if check.score is not None:
+                scored += 1
+                for i, t in enumerate(THRESHOLDS):
+                    if check.score >= t - 1e-9:
+                        reached[i] += 1
+            if check.basis == 'page' and check.passage is not None and check.position is not None:
+                lengths[check.passage.word_count] = lengths.get(check.passage.word_count, 0) + 1
+                thirds[min(int(check.position * 3), 2)] += 1
+            if check.verdict == 'unreachable':
+                dead[f'{check.url or check.document_id or check.title} ({check.liveness})'] = None
+        return cls(
+            total,
+            verdicts,
+            scored,
+            tuple(reached),
+            dict(page_passages or {}),
+            lengths,
+            (thirds[0], thirds[1], thirds[2]),
+            tuple(dead),
+        )
+
+    def merge(self, other: SupportTally) -> SupportTally:
+        """Both tallies as one (`self` first: dead links keep their order of first appearance)."""
+        return SupportTally(
+            self.checks + other.checks,
+            _merged(self.verdicts, other.verdicts),
+            self.scored + other.scored,
+            tuple(a + b for a, b in zip(self.reached, other.reached, strict=True)),
+            {**self.page_passages, **other.page_passages},
+            _merged(self.matched_lengths, other.matched_lengths),
+            (self.thirds[0] + other.thirds[0], self.thirds[1] + other.thirds[1], self.thirds[2] + other.thirds[2]),
+            tuple(dict.fromkeys((*self.dead_links, *other.dead_links))),
+        )
+
+    def summary(self) -> SupportSummary:
+        """The summary of everything tallied."""
+        matched = sum(self.thirds)
+        passages = list(self.page_passages.values())
+        return SupportSummary(
+            checks=self.checks,
+            verdicts={v: self.verdicts.get(v, 0) for v in VERDICTS},
+            scored=self.scored,
+            threshold_curve=[
+                ThresholdPoint(t, n / self.scored if self.scored else 0.0)
+                for t, n in zip(THRESHOLDS, self.reached, strict=True)
+            ],
+            median_passages_per_page=float(statistics.median(passages)) if passages else None,
+            matched_length_quartiles=_quartiles(self.matched_lengths),
+            position_thirds=(self.thirds[0] / matched, self.thirds[1] / matched, self.thirds[2] / matched)
+            if matched
+            else None,
+            dead_links=list(self.dead_links),
+        )
 
 
 def summarize(checks: Sequence[CitationCheck], page_passages: Sequence[int] = ()) -> SupportSummary:
     """Aggregate checks (of one answer or many) and the passage counts of the pages they used."""
-    verdicts: dict[Verdict, int] = dict.fromkeys(VERDICTS, 0)
-    for check in checks:
-        verdicts[check.verdict] += 1
-    scores = [c.score for c in checks if c.score is not None]
-    curve = [
-        ThresholdPoint(t, (sum(1 for s in scores if s >= t - 1e-9) / len(scores)) if scores else 0.0)
-        for t in THRESHOLDS
-    ]
-    matched = [c for c in checks if c.basis == 'page' and c.passage is not None and c.position is not None]
-    thirds: tuple[float, float, float] | None = None
-    if matched:
-        counts = [0, 0, 0]
-        for c in matched:
-            counts[min(int((c.position or 0.0) * 3), 2)] += 1
-        thirds = (counts[0] / len(matched), counts[1] / len(matched), counts[2] / len(matched))
-    dead: list[str] = []
-    for c in checks:
-        if c.verdict == 'unreachable':
-            label = f'{c.url or c.document_id or c.title} ({c.liveness})'
-            if label not in dead:
-                dead.append(label)
-    return SupportSummary(
-        checks=len(checks),
-        verdicts=verdicts,
-        scored=len(scores),
-        threshold_curve=curve,
-        median_passages_per_page=float(statistics.median(page_passages)) if page_passages else None,
-        matched_length_quartiles=_quartiles([float(c.passage.word_count) for c in matched if c.passage]),
-        position_thirds=thirds,
-        dead_links=dead,
-    )
+    return SupportTally.of(checks, {str(i): n for i, n in enumerate(page_passages)}).summary()
 
 
 @dataclass(frozen=True)
@@ -227,6 +317,7 @@ class _Planner:
         language: str | None,
         min_words: int,
         max_bytes: int,
+        cache: MutableMapping[str, _Page] | None = None,
     ) -> None:
         if not 0.0 < threshold <= 1.0:
             raise UserError(f'threshold must be in (0, 1], got {threshold!r}.')
@@ -239,7 +330,8 @@ class _Planner:
         self.language = language
         self.min_words = min_words
         self.max_bytes = max_bytes
-        self.cache: dict[str, _Page] = {}
+        # Split pages by key; shared between the answers of an audit partition (same pages and options).
+        self.cache: MutableMapping[str, _Page] = {} if cache is None else cache
         self.page_passages: dict[str, int] = {}
 
     def _lookup(self, source: SourceRef) -> tuple[str, PageSnapshot | str | bytes] | None:
@@ -253,6 +345,8 @@ class _Planner:
     def _page(self, key: str, value: PageSnapshot | str | bytes) -> _Page:
         cached = self.cache.get(key)
         if cached is not None:
+            if cached.index is not None:
+                self.page_passages[key] = len(cached.index.passages)
             return cached
         liveness: Liveness | None = None
         notes: list[str] = []
@@ -430,6 +524,62 @@ class _Planner:
         )
 
 
+def check_lexical(
+    answer: CitedAnswer,
+    pages: Pages,
+    *,
+    threshold: float,
+    weak_threshold: float,
+    judge: LexicalJudge | None,
+    language: str | None,
+    min_words: int,
+    max_bytes: int,
+    page_cache: MutableMapping[str, _Page] | None = None,
+) -> SupportReport:
+    """`check_support` with the lexical judge; `page_cache` (from `page_cache()`) keeps split pages across answers."""
+    lexical = judge or LexicalJudge()
+    planner = _Planner(
+        answer,
+        pages,
+        threshold=threshold,
+        weak_threshold=weak_threshold,
+        language=language,
+        min_words=min_words,
+        max_bytes=max_bytes,
+        cache=page_cache,
+    )
+    checks = [
+        planner.finish(job, None if job.index is None else lexical.judge_sync(job.claim.text, job.index), 'lexical')
+        for job in planner.plan()
+    ]
+    return planner.report(checks)
+
+
+class _PageCache(OrderedDict[str, _Page]):
+    """Split pages by key, the least recently used dropped beyond `limit` (memory stays bounded)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__()
+        self.limit = limit
+
+    def get(self, key: str, default: _Page | None = None) -> _Page | None:  # pyright: ignore[reportIncompatibleMethodOverride]
+        page = super().get(key)
+        if page is None:
+            return default
+        self.move_to_end(key)
+        return page
+
+    def __setitem__(self, key: str, value: _Page) -> None:
+        super().__setitem__(key, value)
+        if len(self) > self.limit:
+            self.popitem(last=False)
+
+
+def page_cache(limit: int = 64) -> MutableMapping[str, _Page]:
+    """An empty cache of split pages for `check_lexical` (one set of pages and options), at most `limit` pages."""
+    return _PageCache(limit)
+
+
 def check_support_sync(
     answer: CitedAnswer,
     pages: Pages,
@@ -460,21 +610,16 @@ def check_support_sync(
         max_bytes: Pages are cut at this size before parsing (the cut is mentioned in the reason).
     """
     if judge is None or isinstance(judge, LexicalJudge):
-        lexical = judge if isinstance(judge, LexicalJudge) else LexicalJudge()
-        planner = _Planner(
+        return check_lexical(
             answer,
             pages,
             threshold=threshold,
             weak_threshold=weak_threshold,
+            judge=judge,
             language=language,
             min_words=min_words,
             max_bytes=max_bytes,
         )
-        checks = [
-            planner.finish(job, None if job.index is None else lexical.judge_sync(job.claim.text, job.index), 'lexical')
-            for job in planner.plan()
-        ]
-        return planner.report(checks)
     try:
         asyncio.get_running_loop()
     except RuntimeError:

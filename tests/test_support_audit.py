@@ -1,0 +1,352 @@
+"""The partitioned audit (`audit_answers`): exact summary merge, lazy sources, streamed output, Dask."""
+
+from __future__ import annotations
+
+import importlib
+import io
+import json
+import statistics
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from pydantic_ai import Agent, Citation, ContentCitationAnchor, ModelMessage, ModelResponse, TextPart, WebCitationSource
+from pydantic_ai.conversation import Conversation
+from pydantic_ai.exceptions import UserError
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+from pydantic_ai_citations._answer import CitedAnswer, CitedSpan, SourceRef
+from pydantic_ai_citations._store import SQLiteConversationStore
+from pydantic_ai_citations.support import (
+    THRESHOLDS,
+    CitationCheck,
+    PageSnapshot,
+    Passage,
+    _audit_run,
+    audit,
+    audit_report_ta,
+    audit_to_html,
+    audit_to_markdown,
+    summarize,
+)
+from pydantic_ai_citations.support._audit_run import (
+    AuditInputError,
+    AuditOptions,
+    audit_answers,
+    audited_citation_ta,
+    partitions,
+)
+from pydantic_ai_citations.support._report import VERDICTS, SupportTally
+
+PAGES = Path(__file__).parent / 'pages'
+TRAPS = (PAGES / 'traps.html').read_text(encoding='utf-8')
+ARTICLE = (PAGES / 'article.md').read_text(encoding='utf-8')
+CLAIMS = (
+    'The president made an unscheduled trip to Walter Reed hospital for a quick exam and labs.',
+    'Doctors found the visit routine but ordered surgery and a long hospital stay with rest.',
+    'The stock market fell sharply after the earnings report on Tuesday.',
+)
+URLS = ('https://news.test/a', 'https://news.test/md', 'https://dead.test/x', 'https://nowhere.test/y')
+
+
+def pages() -> dict[str, PageSnapshot | str | bytes]:
+    dead = PageSnapshot.from_text(URLS[2], '')
+    return {
+        URLS[0]: TRAPS,
+        URLS[1]: ARTICLE,
+        URLS[2]: PageSnapshot(
+            url=dead.url, final_url=None, status=404, liveness='not_found', captured_at=dead.captured_at
+        ),
+    }
+
+
+def make_answer(n: int) -> CitedAnswer:
+    """Answer `n`: two or three claims, each citing one of four sources (page, Markdown page, dead, missing)."""
+    claims = [CLAIMS[(n + i) % 3] for i in range(2 + n % 2)]
+    text = ' '.join(claims)
+    spans: list[CitedSpan] = []
+    offset = 0
+    for i, claim in enumerate(claims):
+        number = (n + i) % 4 + 1
+        spans.append(
+            CitedSpan(offset, offset + len(claim), 'content', [number], message_index=0, part_index=0, citation_index=i)
+        )
+        offset += len(claim) + 1
+    numbers = sorted({s.sources[0] for s in spans})
+    sources = [
+        SourceRef(k, 'web', url=URLS[k - 1], excerpts=['An excerpt about markets.'] if k == 4 and n % 3 else [])
+        for k in numbers
+    ]
+    return CitedAnswer(text, spans=spans, sources=sources, provider_name='p', model_name=f'm{n % 2}')
+
+
+ANSWERS = [make_answer(n) for n in range(23)] + [CitedAnswer('No citations here.')]
+
+
+def run(source: object, fmt: str = 'jsonl', **kwargs: object) -> tuple[str, _audit_run.AuditSummary]:
+    out = io.StringIO()
+    result = audit_answers(source, pages(), out, format=fmt, **kwargs)  # type: ignore[arg-type]
+    return out.getvalue(), result
+
+
+# --- the exact merge ---------------------------------------------------------------------------------------------------
+
+checks_strategy = st.lists(
+    st.builds(
+        lambda verdict, score, basis, words, position, url: CitationCheck(
+            source=1,
+            url=url,
+            document_id=None,
+            title=None,
+            claim='c',
+            claim_kind='anchored',
+            verdict=verdict,
+            reason='r',
+            basis=basis,
+            score=score,
+            passage=Passage('p', 0, position or 0.0, words) if position is not None else None,
+            position=position,
+            liveness='not_found' if verdict == 'unreachable' else None,
+        ),
+        st.sampled_from(VERDICTS),
+        st.none() | st.floats(0, 1),
+        st.sampled_from(['page', 'excerpt', 'none']),
+        st.integers(1, 400),
+        st.none() | st.floats(0, 1),
+        st.sampled_from(['https://a.test/', 'https://b.test/', None]),
+    ),
+    max_size=60,
+)
+
+
+def reference(checks: list[CitationCheck], page_passages: dict[str, int]) -> dict[str, object]:
+    """The summary's figures computed the plain way, over every check at once."""
+    scores = [c.score for c in checks if c.score is not None]
+    matched = [c for c in checks if c.basis == 'page' and c.passage is not None and c.position is not None]
+    lengths = sorted(float(c.passage.word_count) for c in matched if c.passage)
+    quartiles = None
+    if len(lengths) == 1:
+        quartiles = (lengths[0],) * 3
+    elif lengths:
+        quartiles = tuple(statistics.quantiles(lengths, n=4, method='inclusive'))
+    return {
+        'verdicts': {v: sum(c.verdict == v for c in checks) for v in VERDICTS},
+        'curve': [sum(s >= t - 1e-9 for s in scores) / len(scores) if scores else 0.0 for t in THRESHOLDS],
+        'quartiles': quartiles,
+        'median': float(statistics.median(page_passages.values())) if page_passages else None,
+    }
+
+
+@given(
+    checks_strategy, st.lists(st.integers(0, 60), max_size=6), st.dictionaries(st.text(max_size=3), st.integers(0, 99))
+)
+def test_merged_tallies_equal_the_summary_of_everything(
+    checks: list[CitationCheck], cuts: list[int], page_passages: dict[str, int]
+):
+    bounds = sorted({0, len(checks), *(min(c, len(checks)) for c in cuts)})
+    parts = [checks[a:b] for a, b in zip(bounds, bounds[1:], strict=False)] or [[]]
+    keys = list(page_passages)
+    merged = SupportTally()
+    for i, part in enumerate(parts):
+        share = {k: page_passages[k] for k in keys[i :: len(parts)]}
+        merged = merged.merge(SupportTally.of(part, share))
+    whole = summarize(checks, list(page_passages.values()))
+    assert merged.summary() == whole
+    expected = reference(checks, page_passages)
+    assert whole.verdicts == expected['verdicts']
+    assert [p.supported_share for p in whole.threshold_curve] == expected['curve']
+    assert whole.matched_length_quartiles == expected['quartiles']
+    assert whole.median_passages_per_page == expected['median']
+
+
+# --- the run: partitions change nothing --------------------------------------------------------------------------------
+
+
+def test_partitions_change_nothing_and_match_the_in_memory_audit():
+    expected = audit(ANSWERS, pages())
+    outputs = {size: run(iter(ANSWERS), partition_size=size) for size in (1, 3, 7, 500)}
+    texts = {text for text, _ in outputs.values()}
+    assert len(texts) == 1
+    for _, result in outputs.values():
+        assert result.summary == expected.summary
+        assert result.answers == len(ANSWERS)
+    assert outputs[3][1].partitions == 8
+    lines = [audited_citation_ta.validate_json(line) for line in texts.pop().splitlines()]
+    assert [(x.answer, x.check) for x in lines] == [
+        (n, check) for n, answered in enumerate(expected.answers, 1) for check in answered.report.checks
+    ]
+    assert {x.check.verdict for x in lines} >= {'supported', 'weak', 'unsupported', 'unreachable', 'no_snapshot'}
+    assert {x.check.verdict for x in lines} >= {'excerpt_only'}
+
+
+@pytest.mark.parametrize('size', [1, 5, 500])
+def test_reports_equal_the_in_memory_ones(size: int):
+    expected = audit(ANSWERS, pages())
+    assert run(ANSWERS, 'markdown', partition_size=size)[0] == audit_to_markdown(expected)
+    assert run(ANSWERS, 'html', partition_size=size)[0] == audit_to_html(expected)
+    assert audit_report_ta.validate_json(run(ANSWERS, 'json', partition_size=size)[0]) == expected
+
+
+def test_empty_source():
+    assert run([])[0] == ''
+    text, result = run([], 'json')
+    assert audit_report_ta.validate_json(text).answers == []
+    assert (result.answers, result.partitions, result.summary.checks) == (0, 0, 0)
+
+
+def test_source_is_read_lazily():
+    taken: list[int] = []
+
+    def source() -> Iterator[CitedAnswer]:
+        for n, answer in enumerate(ANSWERS):
+            taken.append(n)
+            yield answer
+
+    parts = partitions(source(), 5)
+    first = next(parts)
+    assert (first.index, first.first, len(first.items), len(taken)) == (0, 1, 5, 5)
+    taken.clear()
+    written: list[int] = []
+    run(source(), partition_size=4, progress=lambda n: written.append(len(taken)))
+    assert written == [4, 8, 12, 16, 20, 24]  # each partition is written before the next one is read
+
+
+# --- sources -----------------------------------------------------------------------------------------------------------
+
+
+def test_file_sources(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    expected = run(ANSWERS)[0]
+    lines = tmp_path / 'answers.jsonl'
+    lines.write_text(''.join(a.to_json().decode() + '\n' for a in ANSWERS) + '\n')
+    listed = tmp_path / 'answers.json'
+    listed.write_text(' [\n' + ',\n  '.join(a.to_json().decode() for a in ANSWERS) + '\n]\n')
+    monkeypatch.setattr(_audit_run, '_CHUNK', 7)  # items and lines cross every read boundary
+    assert run(lines)[0] == expected
+    assert run(str(listed))[0] == expected
+    one = tmp_path / 'one.json'
+    one.write_text(json.dumps(json.loads(ANSWERS[0].to_json()), indent=2))  # one answer over many lines
+    assert run(one)[0] == run(ANSWERS[:1])[0]
+
+
+@pytest.mark.parametrize(
+    ('text', 'message'),
+    [
+        ('[1, 2]', 'item 1 is not a CitedAnswer'),
+        ('[1, 2', 'expected "," or "]" after item 2'),
+        ('[{"text": "a"} {"text": "b"}]', 'expected "," or "]" after item 1'),
+        ('[{"text": "a"},', 'the JSON list is not closed'),
+        ('[{"text": "a"', 'Expecting'),
+        ('{"text": "a"}\n{"text": 1}\n', 'line 2 is not a CitedAnswer'),
+        ('not json', 'the file is not a CitedAnswer'),
+        ('[' * 100_000, 'nested too deeply'),
+    ],
+)
+def test_bad_files_name_the_answer(tmp_path: Path, text: str, message: str):
+    path = tmp_path / 'bad.json'
+    path.write_text(text)
+    with pytest.raises(AuditInputError, match=message):
+        run(path)
+
+
+def test_bad_options():
+    with pytest.raises(UserError, match='partition_size must be at least 1'):
+        run(ANSWERS, partition_size=0)
+    with pytest.raises(UserError, match='at most one of'):
+        run(ANSWERS, workers=2, scheduler='tcp://x:1')
+    with pytest.raises(UserError, match='workers must be at least 1'):
+        run(ANSWERS, workers=0)
+    with pytest.raises(UserError, match='threshold must be in'):
+        AuditOptions(threshold=2)
+    with pytest.raises(UserError, match='weak_threshold must be in'):
+        AuditOptions(weak_threshold=0.9)
+
+
+def reply(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    n = len(messages)
+    claim = CLAIMS[n % 3]
+    return ModelResponse(
+        parts=[
+            TextPart(
+                claim,
+                citations=[
+                    Citation(
+                        [WebCitationSource(URLS[n % 2], title='t')],
+                        anchor=ContentCitationAnchor(start=0, end=len(claim)),
+                    )
+                ],
+            )
+        ],
+        model_name='function-model',
+    )
+
+
+def test_conversation_store_source(tmp_path: Path):
+    store = SQLiteConversationStore(tmp_path / 'c.db')
+    agent = Agent(FunctionModel(reply))
+
+    async def fill() -> None:
+        for i in range(7):
+            result = await agent.run(f'question {i}', conversation=Conversation(conversation_id=f'c{i}'))
+            await store.save(result)
+
+    anyio.run(fill)
+
+    async def stored() -> list[tuple[str, CitedAnswer]]:
+        return [(s.entry_id, s.answer) async for s in store.iter_answers(batch_size=3)]
+
+    found = anyio.run(stored)
+    assert len(found) == 7
+    assert [e for e, _ in found] == sorted(e for e, _ in found)
+    text, result = run(store, partition_size=2)
+    lines = [audited_citation_ta.validate_json(line) for line in text.splitlines()]
+    assert [(x.answer_id, x.check) for x in lines] == [
+        (entry, check) for entry, answer in found for check in audit([answer], pages()).answers[0].report.checks
+    ]
+    assert result.summary == audit([a for _, a in found], pages()).summary
+    with pytest.raises(UserError, match='batch_size'):
+        anyio.run(lambda: store.iter_answers(batch_size=0).__anext__())
+    store.close()
+
+
+# --- Dask --------------------------------------------------------------------------------------------------------------
+
+
+def test_dask_client_gives_the_same_results():
+    from distributed import Client, LocalCluster
+
+    expected = run(ANSWERS, partition_size=3)
+    with (
+        LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=':0') as cluster,
+        Client(cluster) as client,
+    ):
+        assert run(ANSWERS, partition_size=3, client=client) == expected
+        assert run(ANSWERS, 'html', partition_size=2, client=client)[0] == run(ANSWERS, 'html')[0]
+        with pytest.raises(AuditInputError, match='answer 2 is not a CitedAnswer'):
+            run([ANSWERS[0], 'oops'], client=client)  # type: ignore[list-item]
+    with pytest.raises(TypeError, match='client must be a distributed.Client'):
+        run(ANSWERS, client=object())
+
+
+def test_missing_dask_names_the_extra(monkeypatch: pytest.MonkeyPatch):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, 'find_spec', lambda name, *a: None if name == 'distributed' else real(name, *a))
+    monkeypatch.delitem(sys.modules, 'pydantic_ai_citations.support._dask', raising=False)
+    with pytest.raises(ImportError, match=r'needs distributed: .*pydantic-ai-citations\[audit\]'):
+        run(ANSWERS, workers=1)
+
+
+def test_support_and_the_in_process_audit_work_without_dask():
+    code = (
+        'import sys\n'
+        "sys.modules['dask'] = sys.modules['distributed'] = None\n"
+        'import io\n'
+        'from pydantic_ai_citations.support._audit_run import audit_answers\n'
+        "print(audit_answers([], {}, io.StringIO()).answers, 'dask' in sys.modules and sys.modules['dask'] is not None)\n"
+    )
+    done = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, check=True)
+    assert done.stdout == '0 False\n'
