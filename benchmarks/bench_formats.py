@@ -72,7 +72,9 @@ def make_answer(size: int, seed: int = 0) -> str:
     total = 0
     while total < size:
         sentence = ' '.join(rng.choice(WORDS) for _ in range(rng.randint(24, 34))).capitalize() + '.'
-        ids = [f'turn{rng.randrange(4)}search{rng.randrange(12)}' for _ in range(rng.choice((1, 1, 1, 2)))]
+        # Realistic, mostly distinct markers: the turn grows through the answer, each cites a few of its results.
+        turn = total // 1600
+        ids = [f'turn{turn}search{rng.randrange(40)}' for _ in range(rng.choice((1, 1, 1, 2)))]
         if rng.random() < 0.1:
             ids.append(f'L{rng.randint(1, 40)}-L{rng.randint(41, 80)}')
         piece = sentence + S + SEP.join(['cite', *ids]) + E + ' '

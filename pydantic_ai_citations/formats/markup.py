@@ -84,6 +84,10 @@ _INDEX_ATTR_RE = re.compile(r'\bindex\s*=\s*["\']([^"\']*)["\']')
 _FAMILY_RE = re.compile(r'[A-Za-z][A-Za-z0-9_]*')
 _ID_RE = re.compile(r'[A-Za-z0-9_.:-]+')
 _IDS_RE = re.compile('[A-Za-z0-9_.:-]+(?:\ue202[A-Za-z0-9_.:-]+)*')
+_GOOD_BODY_RE = re.compile(
+    '([A-Za-z][A-Za-z0-9_]*)\ue202([A-KM-Za-z0-9_.:-][A-Za-z0-9_.:-]*(?:\ue202[A-KM-Za-z0-9_.:-][A-Za-z0-9_.:-]*)*)'
+    '(?:\ue202L([0-9]{1,9})(?:-L([0-9]{1,9}))?)?'
+)
 # Digits are capped so `int()` never meets a huge number.
 _LOCATOR_RE = re.compile(r'L([0-9]{1,9})(?:-L([0-9]{1,9}))?')
 # An OpenAI candidate: the opener up to the first closer, or up to the next opener / the end (unterminated).
@@ -118,6 +122,13 @@ def parse_openai_body(body: str) -> OpenAIBody | str:
 
     Returns the parsed body, or a message saying what is wrong with it.
     """
+    good = _GOOD_BODY_RE.fullmatch(body)
+    if good is not None:  # the usual shape, read by one regex (no id starts with `L`, so none looks like a locator)
+        family, ids, first, last = good.groups()
+        if first is None:
+            return OpenAIBody(family, tuple(ids.split(MARKER_SEPARATOR)), None)
+        if 0 < int(first) <= int(last or first):
+            return OpenAIBody(family, tuple(ids.split(MARKER_SEPARATOR)), (int(first), int(last or first)))
     parts = body.split(MARKER_SEPARATOR)
     family = parts[0]
     if not _FAMILY_RE.fullmatch(family):
