@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from ._render import render_html, render_markdown
     from ._store import SQLiteConversationStore, StoreCorruptionError, StoredAnswer
     from ._stream import FinalAnswer, TextChunk, stream_cited
+    from ._tap import PerplexityTap, perplexity_http_client
     from ._track import Arrival, CitedRun, PartArrival, RequestObservation, TrackCitations
     from .matrix import CapabilityMatrix
 
@@ -48,6 +49,8 @@ _HOMES: dict[str, str] = {
     'TrackCitations': '_track',
     'CleanStaleCitations': '_history',
     'StripCitationMarkup': '_guard',
+    'PerplexityTap': '_tap',
+    'perplexity_http_client': '_tap',
     'VerifyEvidence': '_evidence',
     # the answer
     'CitedAnswer': '_answer',
@@ -105,6 +108,7 @@ __all__ = (
     'Evidence',
     'FinalAnswer',
     'PartArrival',
+    'PerplexityTap',
     'ProblemCode',
     'RawCitation',
     'RemovedMarkup',
@@ -121,6 +125,7 @@ __all__ = (
     'edit_response',
     'edit_text',
     'find_stale',
+    'perplexity_http_client',
     'redact',
     'removed_markup',
     'render_html',

@@ -28,8 +28,9 @@ from pydantic_ai import DocumentCitationSource, ModelResponse, RunContext, TextP
 from ._answer import FINISH_METADATA_KEY, incomplete_reason
 from ._models import ApiLabel
 from ._problems import CitationProblem
+from ._tap import PerplexityTap
 from .formats.openai_markers import MARKER_START, to_citations
-from .formats.perplexity import PerplexityTap, apply_sonar, apply_to_response
+from .formats.perplexity import apply_sonar, apply_to_response
 from .formats.unmapped import recover
 
 __all__ = ('MarkerSources', 'Recovery', 'record_whole_body', 'recover_in_place')

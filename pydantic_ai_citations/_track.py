@@ -71,8 +71,8 @@ from ._observation import (
 )
 from ._problems import CitationProblem
 from ._recover import MarkerSources, record_whole_body, recover_in_place
+from ._tap import PerplexityTap
 from ._wrappers import StreamWatch
-from .formats.perplexity import PerplexityTap
 
 __all__ = (
     'Arrival',

@@ -25,16 +25,15 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.openai import OpenAIChatModel, OpenAIResponsesModel
 from pydantic_ai.providers.openai import OpenAIProvider
 
+from pydantic_ai_citations import PerplexityTap, perplexity_http_client
 from pydantic_ai_citations.formats.numbered import NumberedMarker, extract_numbered
 from pydantic_ai_citations.formats.perplexity import (
     AgentStreamCollector,
     ConflictingSourceIdError,
-    PerplexityTap,
     apply_sonar,
     apply_to_response,
     citations_from_sonar_unmapped,
     collect_response,
-    perplexity_http_client,
 )
 
 FIXTURES = files('pydantic_ai_citations.matrix') / 'fixtures' / 'perplexity'

@@ -32,7 +32,7 @@ from ._recording import ENDPOINT_PATHS, Recording, RecordingError
 if TYPE_CHECKING:
     from pydantic_ai.models import Model
 
-    from ..formats.perplexity import PerplexityTap
+    from .._tap import PerplexityTap
 
 __all__ = (
     'ReplayTransport',
@@ -434,7 +434,7 @@ def _perplexity_agent(recording: Recording, transport: ReplayTransport) -> Model
     from pydantic_ai.models.openai import OpenAIResponsesModel
     from pydantic_ai.providers.openai import OpenAIProvider
 
-    from ..formats.perplexity import PerplexityTap, perplexity_http_client
+    from .._tap import PerplexityTap, perplexity_http_client
 
     # Served through the package's own route to Perplexity's events, as an application would set it up.
     tap = PerplexityTap()

@@ -1,0 +1,277 @@
+"""`PerplexityTap`: the HTTP transport tap that feeds Perplexity Agent API responses to `AgentStreamCollector`s.
+
+Why a tap:
+
+Pydantic AI 2.68's `OpenAIResponsesModel` never sees the Perplexity-only data: the openai SDK builds an event
+or output item of a type it does not know into the *first* class of its union (a `search_results` event becomes
+a `ResponseAudioDeltaEvent`, a `search_results` item a `ResponseOutputMessage` with `content=None`), and the model
+ignores those. Worse, a **non-streamed** body with a `search_results` output item crashes
+`OpenAIResponsesModel._process_response` with `TypeError: 'NoneType' object is not iterable`.
+`openai_include_unmapped_response_data` applies to Chat Completions only.
+
+Routes considered:
+
+1. Subclass `OpenAIResponsesModel` and override `_process_provider_details`: private hook, sees only the final
+   response object (the streamed `search_results` events are gone by then), does not fix the crash.
+2. Wrap the openai client's HTTP transport: `OpenAIProvider(http_client=...)` is public API, the wire format is
+   Perplexity's documented format, and nothing in Pydantic AI's internals is touched. **Chosen.**
+
+`PerplexityTap` wraps an `httpx2` async transport. For every response from a Perplexity responses/agent
+endpoint it feeds the body into a *fresh* `AgentStreamCollector` as the bytes flow to the SDK (SSE is never
+buffered), and stores the collector under the response `id`, which Pydantic AI also records as
+`ModelResponse.provider_response_id`. A non-streamed JSON body is read whole (it must be parsed anyway) and,
+by default, handed to the SDK without its Perplexity-only output items, which avoids the crash above; the
+collector keeps them. `apply_to_response` then fills `TextPart.citations` in place.
+`TrackCitations(perplexity_tap=tap)` (through `_recover.recover_in_place`) applies each response's collector to it:
+citations, and the tap's verdict on whether the response completed (`response.completed` seen).
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Sequence
+from typing import cast
+
+import httpx2
+from pydantic import JsonValue
+from pydantic_ai.exceptions import UserError
+
+from ._problems import CitationProblem
+from .formats._sse import SseDecoder, load_json
+from .formats.perplexity import PERPLEXITY_ONLY_ITEMS, AgentStreamCollector
+
+__all__ = ('PerplexityTap', 'perplexity_http_client')
+
+
+class PerplexityTap:
+    """Feeds every Perplexity Agent API response that passes an HTTP client into its own collector.
+
+    Build the client with `perplexity_http_client(tap)` (or wrap a transport with `tap.transport(...)`) and give it
+    to `OpenAIProvider(http_client=...)`. After a request, `tap.collector_for(model_response.provider_response_id)`
+    returns that response's collector. The tap keeps the newest `max_responses` collectors and forgets older ones.
+    """
+
+    def __init__(
+        self,
+        *,
+        max_responses: int = 256,
+        hosts: Sequence[str] = ('api.perplexity.ai',),
+        strip_unknown_output_items: bool = True,
+        strict: bool = False,
+    ) -> None:
+        """Create a tap.
+
+        Args:
+            max_responses: How many collectors to keep, newest first; older ones are evicted.
+            hosts: Hosts whose `.../responses` and `.../agent` endpoints are tapped.
+            strip_unknown_output_items: Remove Perplexity-only output items (`search_results`,
+                `fetch_url_results`) from non-streamed JSON bodies before the openai SDK parses them; Pydantic AI
+                2.68 crashes on them otherwise. The collector still sees them.
+            strict: Passed to each collector (`ConflictingSourceIdError` on conflicting ids).
+        """
+        if max_responses < 1:
+            raise UserError(f'`max_responses` must be at least 1, got {max_responses!r}.')
+        self.max_responses = max_responses
+        self.hosts = tuple(hosts)
+        self.strip_unknown_output_items = strip_unknown_output_items
+        self.strict = strict
+        self.problems: list[CitationProblem] = []
+        """Problems with responses that never carried an id (so have no collector to hold them)."""
+        self._collectors: OrderedDict[str, AgentStreamCollector] = OrderedDict()
+
+    def collector_for(self, response_id: str | None) -> AgentStreamCollector | None:
+        """The collector of the response with this id, or `None` if it was not seen (or was evicted)."""
+        if response_id is None:
+            return None
+        return self._collectors.get(response_id)
+
+    def pop(self, response_id: str | None) -> AgentStreamCollector | None:
+        """Like `collector_for`, but forget the collector."""
+        if response_id is None:
+            return None
+        return self._collectors.pop(response_id, None)
+
+    def transport(self, inner: httpx2.AsyncBaseTransport | None = None) -> httpx2.AsyncBaseTransport:
+        """Wrap `inner` (default: a new `httpx2.AsyncHTTPTransport()`) so its Perplexity responses are tapped."""
+        return _TapTransport(self, inner if inner is not None else httpx2.AsyncHTTPTransport())
+
+    def _wants(self, request: httpx2.Request) -> bool:
+        path = request.url.path.rstrip('/')
+        return request.url.host in self.hosts and (path.endswith('/responses') or path.endswith('/agent'))
+
+    def _register(self, collector: AgentStreamCollector) -> None:
+        rid = collector.response_id
+        if rid is None or self._collectors.get(rid) is collector:
+            return
+        self._collectors[rid] = collector
+        self._collectors.move_to_end(rid)
+        while len(self._collectors) > self.max_responses:
+            self._collectors.popitem(last=False)
+
+    def _orphan(self, collector: AgentStreamCollector) -> None:
+        if collector.response_id is None:
+            self.problems.extend(collector.problems)
+
+
+def perplexity_http_client(
+    tap: PerplexityTap, *, transport: httpx2.AsyncBaseTransport | None = None, timeout: float | None = 600.0
+) -> httpx2.AsyncClient:
+    """An `httpx2.AsyncClient` whose Perplexity Agent API responses feed `tap`.
+
+    Args:
+        tap: The tap that keeps the collectors.
+        transport: The transport to wrap (default: a new `httpx2.AsyncHTTPTransport()`).
+        timeout: Client timeout in seconds.
+    """
+    return httpx2.AsyncClient(transport=tap.transport(transport), timeout=timeout)
+
+
+class _TapTransport(httpx2.AsyncBaseTransport):
+    def __init__(self, tap: PerplexityTap, inner: httpx2.AsyncBaseTransport) -> None:
+        self._tap = tap
+        self._inner = inner
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        if not self._tap._wants(request):  # pyright: ignore[reportPrivateUsage]
+            return await self._inner.handle_async_request(request)
+        # Ask for an uncompressed body, so the tap can read the bytes the SDK receives.
+        request.headers['accept-encoding'] = 'identity'
+        response = await self._inner.handle_async_request(request)
+        if response.status_code >= 400:
+            return response
+        content_type = response.headers.get('content-type', '')
+        collector = AgentStreamCollector(strict=self._tap.strict)
+        if 'text/event-stream' in content_type:
+            stream = _TapStream(self._tap, collector, response.stream, response.headers.get('content-encoding', ''))
+            return httpx2.Response(
+                response.status_code,
+                headers=response.headers,
+                stream=stream,
+                request=request,
+                extensions=response.extensions,
+            )
+        if 'json' not in content_type:
+            return response
+        # The raw (possibly compressed) bytes: the SDK must get exactly these when the body is left as it is.
+        stream = cast(httpx2.AsyncByteStream, response.stream)
+        try:
+            raw = b''.join([chunk async for chunk in stream])
+        finally:
+            await stream.aclose()
+        body_bytes = _decode_body(raw, response.headers.get('content-encoding', ''))
+        try:
+            body: object = json.loads(body_bytes) if body_bytes is not None else None
+        except ValueError:
+            body = None
+        if not isinstance(body, dict):
+            self._tap.problems.append(
+                CitationProblem('unreadable_raw_data', 'A Perplexity JSON body could not be read.')
+            )
+            return httpx2.Response(
+                response.status_code,
+                headers=response.headers,
+                content=raw,
+                request=request,
+                extensions=response.extensions,
+            )
+        body_map = cast(dict[str, JsonValue], body)
+        collector.feed_response(body_map)
+        collector.close()
+        self._tap._register(collector)  # pyright: ignore[reportPrivateUsage]
+        self._tap._orphan(collector)  # pyright: ignore[reportPrivateUsage]
+        headers = response.headers
+        content = raw
+        output = body_map.get('output')
+        if self._tap.strip_unknown_output_items and isinstance(output, list):
+            kept = [
+                item for item in output if not (isinstance(item, dict) and item.get('type') in PERPLEXITY_ONLY_ITEMS)
+            ]
+            if len(kept) != len(output):
+                content = json.dumps({**body_map, 'output': kept}).encode()
+                headers = httpx2.Headers(
+                    [
+                        (k, v)
+                        for k, v in response.headers.multi_items()
+                        if k.lower() not in ('content-length', 'content-encoding', 'transfer-encoding')
+                    ]
+                )
+        return httpx2.Response(
+            response.status_code, headers=headers, content=content, request=request, extensions=response.extensions
+        )
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+def _decode_body(raw: bytes, encoding: str) -> bytes | None:
+    encoding = encoding.strip().lower()
+    if encoding in ('', 'identity'):
+        return raw
+    if encoding in ('gzip', 'deflate'):
+        try:
+            return zlib.decompress(raw, 47)  # 47: gzip or zlib header, detected
+        except zlib.error:
+            return None
+    return None
+
+
+class _TapStream(httpx2.AsyncByteStream):
+    """Passes each chunk on unchanged right after feeding it to the collector: nothing is buffered."""
+
+    def __init__(
+        self, tap: PerplexityTap, collector: AgentStreamCollector, inner: object, content_encoding: str
+    ) -> None:
+        self._tap = tap
+        self._collector = collector
+        self._inner = cast(httpx2.AsyncByteStream, inner)
+        self._decoder = SseDecoder()
+        encoding = content_encoding.strip().lower()
+        self._unzip = zlib.decompressobj(47) if encoding in ('gzip', 'deflate') else None
+        self._readable = encoding in ('', 'identity', 'gzip', 'deflate')
+        if not self._readable:
+            collector.report(
+                CitationProblem(
+                    'unreadable_raw_data',
+                    f'The stream is encoded as {encoding!r}, which the tap cannot read.',
+                )
+            )
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        try:
+            async for chunk in self._inner:
+                self._feed(chunk)
+                yield chunk
+            self._finish()
+        finally:
+            self._collector.close()
+            self._tap._register(self._collector)  # pyright: ignore[reportPrivateUsage]
+            self._tap._orphan(self._collector)  # pyright: ignore[reportPrivateUsage]
+
+    def _feed(self, chunk: bytes) -> None:
+        if not self._readable:
+            return
+        try:
+            data = self._unzip.decompress(chunk) if self._unzip is not None else chunk
+        except zlib.error:
+            self._readable = False
+            self._collector.report(CitationProblem('unreadable_raw_data', 'The compressed stream could not be read.'))
+            return
+        self._take(self._decoder.feed(data))
+
+    def _finish(self) -> None:
+        if self._readable:
+            self._take(self._decoder.flush())
+
+    def _take(self, data: list[str]) -> None:
+        for event in map(load_json, data):
+            if isinstance(event, dict):
+                self._collector.feed_event(cast(dict[str, JsonValue], event))
+                # Register as soon as the id is known, so a caller can look the collector up mid-stream.
+                self._tap._register(self._collector)  # pyright: ignore[reportPrivateUsage]
+            else:
+                self._collector.report(CitationProblem('unreadable_raw_data', 'An SSE event is not a JSON object.'))
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
