@@ -17,7 +17,8 @@ __all__ = ('main', 'run')
 _FORMATS = ('table', 'markdown', 'json', 'html')
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The CLI's parser; `command` (the first argument) lets `matrix` and `render` skip loading the `audit` code."""
     parser = argparse.ArgumentParser(
         prog='pydantic-ai-citations',
         description='Track, measure, clean and check citations in Pydantic AI agents.',
@@ -61,6 +62,10 @@ def _parser() -> argparse.ArgumentParser:
     render.add_argument('--page', action='store_true', help='HTML: a standalone page instead of a fragment')
     render.add_argument('-o', '--output', metavar='FILE', type=Path, help='write here (default: stdout)')
     render.set_defaults(func=_render_command)
+    if command in ('matrix', 'render'):
+        # `audit` will not run: its module (and the support extra it loads) stays unloaded.
+        subparsers.add_parser('audit', help='check citations against page snapshots')
+        return parser
     try:
         from .support._cli import register
     except ImportError:  # the support extra is not installed: `audit` explains itself
@@ -148,7 +153,7 @@ def run(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     if not args_list or args_list[0].startswith('-') and args_list[0] not in ('-h', '--help'):
         args_list.insert(0, 'matrix')  # `matrix` is the default command
-    args = _parser().parse_args(args_list)
+    args = _parser(args_list[0]).parse_args(args_list)
     return int(args.func(args))
 
 

@@ -342,3 +342,28 @@ shaped = st.fixed_dictionaries(
 def test_never_crashes(api: Any, payload: Any):
     citations = count_wire_citations(api, payload)
     assert len({c.key for c in citations}) == len(citations)
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    body=st.lists(
+        st.sampled_from(
+            ['data: {"a": 1}', 'data:{"b":2}', 'event: x', ': comment', 'data: [DONE]', '', 'data: x', '\r']
+        ),
+        max_size=12,
+    ).map('\n'.join),
+    cuts=st.lists(st.integers(min_value=0, max_value=200), max_size=6),
+)
+def test_sse_decoder_is_split_safe(body: str, cuts: list[int]) -> None:
+    from pydantic_ai_citations.formats._sse import SseDecoder, sse_data
+
+    raw = body.encode()
+    decoder = SseDecoder()
+    got: list[str] = []
+    start = 0
+    for cut in sorted(c for c in cuts if c <= len(raw)):
+        got += decoder.feed(raw[start:cut])
+        start = cut
+    got += decoder.feed(raw[start:]) + decoder.flush()
+    assert got == sse_data(body)
+    assert '[DONE]' not in got

@@ -1406,3 +1406,38 @@ def test_vcr_bodies_only_raise_recording_error(tmp_path: Path, body: str, conten
         assert decoded.body == body.encode()
         return
     assert message.startswith(str(path))
+
+
+def test_every_provider_api_has_its_replay_facts() -> None:
+    from pydantic_ai_citations._models import API_LABELS, API_TITLES, PROVIDER_APIS
+    from pydantic_ai_citations._replay._build import _BUILDERS  # pyright: ignore[reportPrivateUsage]
+    from pydantic_ai_citations._replay._recording import (
+        _DEFAULT_MODEL_NAMES,  # pyright: ignore[reportPrivateUsage]
+        ENDPOINT_PATHS,
+    )
+    from pydantic_ai_citations.formats.wire import _HANDLERS  # pyright: ignore[reportPrivateUsage]
+    from pydantic_ai_citations.matrix import scenarios
+
+    apis = set(PROVIDER_APIS)
+    assert set(ENDPOINT_PATHS) == set(_DEFAULT_MODEL_NAMES) == set(_BUILDERS) == set(_HANDLERS) == apis
+    assert list(API_TITLES) == list(API_LABELS) == [*PROVIDER_APIS, 'other']
+    assert all(scenarios(api) for api in PROVIDER_APIS)
+
+
+@pytest.mark.parametrize(
+    ('uri', 'api'),
+    [
+        pytest.param('https://api.mistral.ai/v1/chat/completions', 'mistral', id='mistral'),
+        pytest.param('https://api.groq.com/openai/v1/chat/completions', 'groq', id='groq'),
+        pytest.param('https://api.perplexity.ai/v1/responses', 'perplexity-agent', id='perplexity-agent'),
+        pytest.param('https://api.perplexity.ai/chat/completions', 'perplexity-sonar', id='perplexity-sonar'),
+    ],
+)
+def test_cassettes_of_every_provider_api_are_recognised(tmp_path: Path, uri: str, api: str) -> None:
+    path = tmp_path / 'c.yaml'
+    path.write_text(_cassette(uri, {'model': 'm', 'messages': [{'role': 'user', 'content': 'Hi'}]}, {}))
+    recording = load_recording(path)
+    assert (recording.api, recording.model_name) == (api, 'm')
+    from pydantic_ai_citations._models import describe_model
+
+    assert describe_model(recording.model()).api == api
