@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from inline_snapshot import snapshot
 from pydantic import JsonValue
-from pydantic_ai import WebCitationSource
+from pydantic_ai import Agent, ModelResponse, TextPart, WebCitationSource
 from pydantic_ai.exceptions import UserError
 
 from pydantic_ai_citations import CitationProblem, CitedAnswer, CitedSpan, RawCitation, SourceRef
@@ -260,6 +260,26 @@ async def test_cut_at_every_boundary(corpus: Path, subject: str):
     report = await check_seams(target, paths=['stream_cited'], max_cuts=12)
     report.assert_ok()
     assert len(report.cuts) >= 5
+
+
+async def test_citing_model_end_stream_after():
+    """A stream that ends quietly: the text that arrived, no citations still to come, no finish reason."""
+    model = CitingModel(
+        TEXT,
+        [ScriptedCitation('K2 is 8,611 metres tall', [K2])],
+        style='anthropic',
+        chunk_size=16,
+        end_stream_after=2,
+    )
+    async with Agent(model).run_stream('q') as stream:
+        text = await stream.get_output()
+    assert text == 'K2 is 8,611 metres tall'  # the cited block's text, without the citation sent at its end
+    response = stream.all_messages()[-1]
+    assert isinstance(response, ModelResponse)
+    assert response.finish_reason is None
+    assert [p.citations for p in response.parts if isinstance(p, TextPart)] == [None]
+    with pytest.raises(UserError, match='end_stream_after must be at least 1, got 0'):
+        CitingModel(TEXT, style='anthropic', end_stream_after=0)
 
 
 # --- the check itself -----------------------------------------------------------------------------------------------

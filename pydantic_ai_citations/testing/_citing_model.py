@@ -163,6 +163,8 @@ class CitingModel(Model):
             raise UserError(f'Unknown CitingModel style {style!r}; use one of {", ".join(CITING_STYLES)}.')
         if chunk_size < 1:
             raise UserError(f'chunk_size must be at least 1, got {chunk_size!r}.')
+        if end_stream_after is not None and end_stream_after < 1:
+            raise UserError(f'end_stream_after must be at least 1, got {end_stream_after!r}.')
         self.text = text
         self.citations = tuple(citations)
         self.style = style
@@ -254,8 +256,6 @@ class _CitingStream(StreamedResponse):
             # Anthropic/Bedrock send one content block per segment; the others one text part for everything.
             vendor_id = index if style in ('anthropic', 'bedrock') else 'text'
             for start in range(0, len(segment.text), model.chunk_size):
-                if model.end_stream_after is not None and deltas >= model.end_stream_after:
-                    return  # the connection closed before the finishing event: no finish reason
                 if model.break_stream_after is not None and deltas >= model.break_stream_after:
                     raise ScriptedStreamError(f'scripted stream broke after {deltas} text deltas')
                 for event in self._parts_manager.handle_text_delta(
@@ -263,6 +263,8 @@ class _CitingStream(StreamedResponse):
                 ):
                     yield event
                 deltas += 1
+                if model.end_stream_after is not None and deltas >= model.end_stream_after:
+                    return  # the connection closed before the finishing event: no finish reason
             if segment.citations and style in ('anthropic', 'bedrock'):
                 # Buffered per block and sent at the block's stop, before the next block starts.
                 for event in self._citations_for_block(vendor_id, segment):
