@@ -277,6 +277,29 @@ def _failed(url: str, liveness: Liveness, reason: str, redirects: list[str], fin
     )
 
 
+async def _read_body(response: httpx2.Response, max_bytes: int) -> tuple[bytes, bool]:
+    """The body, cut after `max_bytes`, and whether it was cut (reading stops there)."""
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in response.aiter_bytes():
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > max_bytes:
+            return b''.join(chunks)[:max_bytes], True
+    return b''.join(chunks), False
+
+
+def _liveness_of(url: str, final: httpx2.URL, status: int, redirects: list[str]) -> tuple[Liveness, list[str]]:
+    if status in (404, 410):
+        return 'not_found', [f'HTTP {status}']
+    if not 200 <= status < 300:
+        return 'error', [f'HTTP {status}']
+    cited = httpx2.URL(url)
+    if redirects and _is_home(final) and not _is_home(cited) and cited.host not in _REDIRECTOR_HOSTS:
+        return 'gone', [f'redirected to a home page ({final})']
+    return 'ok', []
+
+
 async def _capture_one(
     client: httpx2.AsyncClient,
     url: str,
@@ -321,16 +344,7 @@ async def _capture_one(
                             )
                         current = current.join(location)
                         continue
-                    chunks: list[bytes] = []
-                    size = 0
-                    truncated = False
-                    async for chunk in response.aiter_bytes():
-                        chunks.append(chunk)
-                        size += len(chunk)
-                        if size > max_bytes:
-                            truncated = True
-                            break
-                    body = b''.join(chunks)[:max_bytes]
+                    body, truncated = await _read_body(response, max_bytes)
                 finally:
                     await response.aclose()
                 break
@@ -342,24 +356,7 @@ async def _capture_one(
         return _failed(url, 'error', f'{type(e).__name__}: {e}', redirects, str(current))
 
     status = response.status_code
-    reasons: list[str] = []
-    liveness: Liveness
-    if status in (404, 410):
-        liveness = 'not_found'
-        reasons.append(f'HTTP {status}')
-    elif not 200 <= status < 300:
-        liveness = 'error'
-        reasons.append(f'HTTP {status}')
-    elif (
-        redirects
-        and _is_home(current)
-        and not _is_home(httpx2.URL(url))
-        and httpx2.URL(url).host not in _REDIRECTOR_HOSTS
-    ):
-        liveness = 'gone'
-        reasons.append(f'redirected to a home page ({current})')
-    else:
-        liveness = 'ok'
+    liveness, reasons = _liveness_of(url, current, status, redirects)
     if truncated:
         reasons.append(f'body cut at {max_bytes} bytes')
     return PageSnapshot(
