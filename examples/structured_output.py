@@ -67,9 +67,8 @@ async def main() -> None:
     print(result.output.model_dump_json(indent=2))
     print('removed:')
     for removed in removed_markup(result):
-        print(
-            f'  {removed.target:9} {".".join(map(str, removed.path)):15} {removed.kind:14} ids={list(removed.source_ids)}'
-        )
+        path = ''.join(f'[{key}]' if isinstance(key, int) else f'.{key}' for key in removed.path).lstrip('.')
+        print(f'  {removed.target:9} {path:15} {removed.kind:14} ids={list(removed.source_ids)}')
     print('problems:', [p.code for p in track.report(result).problems])
 
 
