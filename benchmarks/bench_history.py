@@ -9,7 +9,9 @@ Anthropic-style cite tags, xAI `[[N]](url)` markers a citation is anchored on).
 - `CleanStaleCitations`' first pass (the check for edits before a request, then stripping the 313 parts for the
   model serving it): at most 0.1x the baseline.
 
-Both are plain passes (nothing is cached between calls), so every pass is a first pass. For scale, a plain Python
+Both are plain passes (nothing is cached between calls), so every pass is a first pass. The answers were
+fingerprinted when they were made (`fingerprint_response`, as `CleanStaleCitations` does), which also records where
+their markup is: the pass hashes each answer and cuts the recorded ranges, it does not scan the text again. For scale, a plain Python
 pass that only hashes each cited part is measured in the same run and printed (about 0.04x on an idle machine).
 """
 

@@ -43,7 +43,7 @@ from pydantic_ai import (
 from pydantic_ai.exceptions import UserError
 
 from ._problems import CitationProblem
-from .formats.markup import scan_markup, strip_markup
+from .formats.markup import StrippedMarkup, strip_markup
 from .formats.numbered import is_numbered_marker
 
 __all__ = (
@@ -135,7 +135,7 @@ def _cut_mapper(cuts: Sequence[Range]) -> Callable[[int, int], Range | None]:
     A range that overlaps a cut did not survive unchanged (`None`).
     """
     starts = [start for start, _ in cuts]
-    removed_before = list(itertools.accumulate((end - start for start, end in cuts), initial=0))
+    removed_before = [0, *itertools.accumulate(end - start for start, end in cuts)]
 
     def move(start: int, end: int) -> Range | None:
         k = bisect.bisect_right(starts, start)  # cuts starting at or before `start`
@@ -144,7 +144,7 @@ def _cut_mapper(cuts: Sequence[Range]) -> Callable[[int, int], Range | None]:
         if k < len(cuts) and cuts[k][0] < end:
             return None  # a cut starts inside the range
         shift = removed_before[k]
-        return start - shift, end - shift
+        return (start, end) if not shift else (start - shift, end - shift)
 
     return move
 
@@ -393,9 +393,9 @@ def fingerprint_response(response: ModelResponse) -> None:
 
     Stored under `metadata['pydantic_ai_citations']` as `{'fingerprints': {'<part index>': '<hash>'}, 'anchors':
     {'<part index>': [[<hash of anchored text>, <length>] | None, ...]}}`, plus `'out_of_range': {'<part index>':
-    [[<citation index>, <start>, <end>], ...]}` when an anchor does not fit its text, and `'markup': ['<part
-    index>', ...]`, the parts whose text may hold raw citation markup (so that a history checked later need not
-    look for markup in text its fingerprint vouches for): JSON-safe, kept by `ModelMessagesTypeAdapter` round
+    [[<citation index>, <start>, <end>], ...]}` when an anchor does not fit its text, and `'markup': {'<part index>':
+    [[<start>, <end>], ...]}`, the ranges of raw citation markup that `strip_citation_markers` removes (so that text
+    its fingerprint vouches for is cleaned later without reading it again; parts not listed hold none): JSON-safe, kept by `ModelMessagesTypeAdapter` round
     trips, and never sent to a model (`ModelResponse.metadata` is not). Parts without citations are not
     fingerprinted. Mutates `response.metadata` in place when it is a dict, so a dict shared with a
     `StreamedResponse` carries the fingerprint into `run_stream` history too.
@@ -403,15 +403,15 @@ def fingerprint_response(response: ModelResponse) -> None:
     prints: dict[str, str] = {}
     anchors: dict[str, list[list[str | int] | None]] = {}
     out_of_range: dict[str, list[list[int | None]]] = {}
-    markup: list[str] = []
+    markup: dict[str, list[list[int]]] = {}
     for index, part in enumerate(response.parts):
         if not _is_cited(part):
             continue
         assert isinstance(part, TextPart)
         key = str(index)
         prints[key] = _hash(part.content)
-        if _may_have_markup(part.content, part.citations):
-            markup.append(key)
+        if _may_have_markup(part.content, part.citations) and (cuts := _markup(part).cuts):
+            markup[key] = [[start, end] for start, end in cuts]
         anchors[key] = _anchor_prints(part)
         bad = _anchor_findings(part.citations, len(part.content))
         if bad:
@@ -459,8 +459,9 @@ _STALE: tuple[_Finding, ...] = (('stale_after_edit', None, None, None),)
 Found = tuple[int, int, TextPart | None, tuple[_Finding, ...]]
 """(message index, part index, the part or `None` if it is gone, findings) for a part with findings."""
 
-Marked = list[tuple[int, ModelResponse, int, TextPart]]
-"""(message index, response, part index, part) for each text part that may hold raw citation markup."""
+Marked = list[tuple[int, ModelResponse, int, TextPart, object]]
+"""(message index, response, part index, part, its markup ranges as fingerprinted or `None`) for each text part that
+may hold raw citation markup."""
 
 
 def _anchor_findings(citations: object, size: int) -> tuple[_Finding, ...]:
@@ -508,9 +509,7 @@ def _may_have_markup(content: object, citations: object) -> bool:
     # `isascii()` is O(1) on CPython's compact strings: private-use and `【` markers are not ASCII.
     if not content.isascii() and ('\ue200' in content or '\ue201' in content or '【' in content):
         return True
-    return 'cite' in content or (
-        bool(citations) and '[' in content and next(_numbered_cuts(citations, content), None) is not None
-    )
+    return 'cite' in content or (bool(citations) and '[' in content and _numbered_anchor(citations, content))
 
 
 _NOTHING: tuple[Any, Any, Any] = (None, None, None)
@@ -529,7 +528,7 @@ def _read_ours(metadata: Any) -> tuple[Any, Any, Any]:
     return (
         prints if prints.__class__ is dict and prints else None,
         out_of_range,
-        markup if markup.__class__ is list else None,
+        markup if markup.__class__ is dict else None,
     )
 
 
@@ -543,6 +542,7 @@ def _vouched(content: Any, value: object) -> bool:
         return False
 
 
+_sha256 = hashlib.sha256
 _KEYS = tuple(str(i) for i in range(64))
 
 
@@ -553,7 +553,7 @@ def _survey_response(message_index: int, response: ModelResponse, found: list[Fo
     whose text is vouched for are not read again (their anchors were checked when it was fingerprinted).
     """
     metadata: Any = response.metadata
-    prints, out_of_range, markup_keys = _read_ours(metadata) if metadata else _NOTHING
+    prints, out_of_range, markup = _read_ours(metadata) if metadata else _NOTHING
     seen = 0
     for part_index, part in enumerate(response.parts):
         if not isinstance(part, TextPart):
@@ -564,16 +564,22 @@ def _survey_response(message_index: int, response: ModelResponse, found: list[Fo
         vouched = False
         if value is not None:
             seen += 1
-            vouched = _vouched(content, value)
+            try:  # `_vouched`, inlined for its common case: this loop runs over every part of a long history
+                vouched = value == _sha256(content.encode()).hexdigest()[:16]
+            except (UnicodeEncodeError, AttributeError):
+                vouched = _vouched(content, value)
             findings = (_stored_findings(out_of_range, key) if out_of_range else ()) if vouched else _STALE
         else:
             findings = _anchor_findings(citations, len(content)) if citations else ()
         if findings:
             found.append((message_index, part_index, part, findings))
-        if marked is not None and (
-            key in markup_keys if vouched and markup_keys is not None else _may_have_markup(content, citations)
-        ):
-            marked.append((message_index, response, part_index, part))
+        if marked is None:
+            continue
+        if vouched and markup is not None:
+            if key in markup:  # as fingerprinted: the text is the one its markup was found in
+                marked.append((message_index, response, part_index, part, markup[key]))
+        elif _may_have_markup(content, citations):
+            marked.append((message_index, response, part_index, part, None))
     if prints and seen < len(prints):
         found.extend(_gone(message_index, response, prints))
 
@@ -714,62 +720,88 @@ def repair_history(
 # --- raw citation markup --------------------------------------------------------------------------------------------
 
 
-def numbered_marker_at(text: str, start: int, end: int) -> bool:
-    """Whether `text[start:end]` is, as a whole, one numbered marker of the grammar: `[1]`, `[1, 2]`, `[[1]](url)`."""
-    if is_numbered_marker(text, start, end):
-        return True
-    if not text.startswith('[[', start):
-        return False  # the cheap tests first: most marker anchors are on links or sentences
-    found = scan_markup(text[start:end], numbered=True).matches
-    return len(found) == 1 and found[0].start == 0 and found[0].end == end - start
+def _numbered_anchor(citations: object, text: str) -> bool:
+    """Whether a citation is marker-anchored on a numbered marker's shape (`[1]`, `[1, 2]`, xAI's `[[1]](url)`).
 
-
-def _numbered_cuts(citations: object, text: str) -> Iterator[Range]:
-    """Where citations are marker-anchored exactly on a numbered marker (`[1]`, `[1, 2]`, xAI's `[[1]](url)`)."""
+    Then the part's provider writes numbered markers, and the grammar is asked to remove them.
+    """
     for citation in cast(list[object], citations) if isinstance(citations, list) else []:
         anchor = cast(object, getattr(citation, 'anchor', None))
         if isinstance(anchor, MarkerCitationAnchor):
             start, end = _anchor_range(anchor)
-            if start is not None and end is not None and numbered_marker_at(text, start, end):
-                yield start, end
+            if (
+                start is not None
+                and end is not None
+                and text.startswith('[', start)
+                and (is_numbered_marker(text, start, end) or (text.startswith('[[', start) and text[end - 1] == ')'))
+            ):
+                return True
+    return False
 
 
-def _merge(ranges: list[Range]) -> list[Range]:
-    ranges.sort()
-    merged: list[Range] = []
-    for start, end in ranges:
-        if merged and start <= merged[-1][1]:
-            merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
-        else:
-            merged.append((start, end))
-    return merged
+def _markup(part: TextPart) -> StrippedMarkup:
+    return strip_markup(part.content, numbered=_numbered_anchor(part.citations, part.content))
 
 
-def strip_citation_markers(part: TextPart) -> tuple[TextPart, list[Range]]:
+def _known_cuts(found: Any, size: int) -> list[Range] | None:
+    """Markup ranges as `fingerprint_response` stored them (untyped JSON), if well-formed for a text of `size`."""
+    cuts: list[Range] = []
+    last = -1
+    try:
+        for start, end in found:
+            if not (start.__class__ is int and end.__class__ is int and last < start < end <= size):
+                return None
+            cuts.append((start, end))
+            last = end
+    except (TypeError, ValueError):
+        return None
+    return cuts or None
+
+
+def strip_citation_markers(part: TextPart, markup: object = None) -> tuple[TextPart, list[Range]]:
     """A copy of `part` without raw citation markup, and the removed ranges (offsets into the old text).
 
     Removes what the package's one markup grammar (`formats.markup.strip_markup`) removes: OpenAI private-use markers
-    (`\ue200…\ue201`, also unterminated or malformed ones), `【…†…】` markers, Anthropic-style cite tags (`<cite …>`
-    or `(cite …>` and `</cite>`; the cited words stay), and one space before a removed marker where it separated a
-    word from punctuation. Numbered markers (`[1]`, `[1, 2]`, xAI's `[[1]](url)`) are removed from a part with a
-    citation marker-anchored exactly on one (its provider writes numbered markers, as Perplexity and xAI do); in other
-    parts `[1]` may be prose and stays. Citations are shifted by the removed lengths; one anchored on removed markup is dropped. Returns `part`
-    itself when nothing was found.
+    (`\\ue200…\\ue201`, also unterminated or malformed ones), `【…†…】` markers, Anthropic-style cite tags
+    (`<cite …>` or `(cite …>` and `</cite>`; the cited words stay), and one space before a removed marker where it
+    separated a word from punctuation. Numbered markers (`[1]`, `[1, 2]`, xAI's `[[1]](url)`) are removed from a part
+    with a citation marker-anchored on one (its provider writes numbered markers, as Perplexity and xAI do); in other
+    parts `[1]` may be prose and stays. Citations are shifted by the removed lengths; one anchored on removed markup is
+    dropped. Returns `part` itself when nothing was found.
+
+    `markup`: the ranges `fingerprint_response` found in this very text (vouched for by its fingerprint); used
+    instead of scanning again when well-formed.
     """
     text = part.content
-    anchored = list(_numbered_cuts(part.citations, text))
-    stripped = strip_markup(text, numbered=bool(anchored))
-    cuts = _merge([*stripped.cuts, *anchored]) if anchored else list(stripped.cuts)
+    cuts = _known_cuts(markup, len(text)) if markup is not None else None
+    if cuts is None:
+        stripped = _markup(part)
+        cuts, new_text = list(stripped.cuts), stripped.text
+    else:
+        bounds = [0, *itertools.chain.from_iterable(cuts), len(text)]
+        new_text = ''.join(text[bounds[k] : bounds[k + 1]] for k in range(0, len(bounds), 2))
     if not cuts:
         return part, []
-    new_text = stripped.text if len(cuts) == len(stripped.cuts) else _apply_cuts(text, cuts)
+    if _all_before(part.citations, cuts[0][0]):  # markers after the cited words, the common case: nothing moves
+        details = dict(part.provider_details) if part.provider_details is not None else None
+        citations = list(part.citations) if part.citations else None
+        return copy_with(part, content=new_text, id=None, citations=citations, provider_details=details), cuts
     move = _cut_mapper(cuts)
-    new_part, _ = _realign(
-        part, new_text, lambda _index, start, end: move(start, end), reason='its citation markup was removed'
-    )
+    new_part, _ = _realign(part, new_text, lambda _index, start, end: move(start, end), reason='its markup was removed')
     return new_part, cuts
 
 
-def _apply_cuts(text: str, cuts: list[Range]) -> str:
-    bounds = [0, *itertools.chain.from_iterable(cuts), len(text)]
-    return ''.join(text[bounds[k] : bounds[k + 1]] for k in range(0, len(bounds), 2))
+def _all_before(citations: Any, position: int) -> bool:
+    """Whether every citation is unanchored or anchored (validly) before `position`: removing text after it changes none."""
+    try:
+        for citation in citations or ():
+            anchor = citation.anchor
+            if anchor is not None and not (
+                anchor.start.__class__ is int
+                and anchor.end.__class__ is int
+                and 0 <= anchor.start < anchor.end <= position
+            ):
+                return False
+    except AttributeError:
+        return False
+    return True

@@ -170,7 +170,7 @@ def _candidates(messages: Sequence[ModelMessage], marked: Marked | None) -> Mark
     """The parts of `messages` that may hold markup: `marked` while it still describes `messages`, else a new survey."""
     if marked is not None:
         n = len(messages)
-        if all(i < n and messages[i] is m and m.parts[j] is p for i, m, j, p in marked):
+        if all(i < n and messages[i] is m and m.parts[j] is p for i, m, j, p, _ in marked):
             return marked
     fresh: Marked = []
     survey(messages, fresh)
@@ -183,18 +183,20 @@ def _strip_for(
     """`messages` with markup stripped from parts `model` does not accept as its own, or `None` if none had any."""
     problems: list[CitationProblem] = []
     new_parts: dict[int, list[Any]] = {}
-    for message_index, message, part_index, part in _candidates(messages, marked):
+    destination = ''
+    for message_index, message, part_index, part, markup in _candidates(messages, marked):
         if model.accepts_stateless_artifacts(message, part):
             continue  # the same provider: sent exactly as Pydantic AI would send it
-        stripped, removed = strip_citation_markers(part)
+        stripped, removed = strip_citation_markers(part, markup)
         if not removed:
             continue
         new_parts.setdefault(message_index, list(message.parts))[part_index] = stripped
+        destination = destination or f'{model.system!r} ({model.model_name})'
         problems.append(
             CitationProblem(
                 'markers_stripped_for_provider',
                 f'{len(removed)} raw citation marker(s) of provider {part.provider_name!r} were removed from '
-                f'what is sent to {model.system!r} ({model.model_name}); the stored history keeps them.',
+                f'what is sent to {destination}; the stored history keeps them.',
                 message_index=message_index,
                 part_index=part_index,
                 start=removed[0][0],

@@ -1,8 +1,9 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -15,6 +16,7 @@ from pydantic_ai import (
     ModelMessage,
     ModelRequest,
     ModelResponse,
+    ModelResponsePart,
     TextPart,
     UserPromptPart,
     WebCitationSource,
@@ -30,6 +32,7 @@ from pydantic_ai_citations._edit import (
     fingerprint_response,
     strip_citation_markers,
 )
+from pydantic_ai_citations._edit import survey as survey_parts
 
 TEXT = 'Pydantic validates data. It is fast. Logfire observes it.'
 #       0         1         2         3         4         5
@@ -172,6 +175,8 @@ def test_edit_text_openai_raw_annotations_shift_with_markers() -> None:
     assert new.provider_details == {
         'citations': [{**raw[0], 'start_index': a + 8, 'end_index': b + 8}],
     }
+    assert new.provider_details is not None
+    entry: dict[str, Any]
     (entry,) = new.provider_details['citations']
     assert entry['url'] in new_text[entry['start_index'] : entry['end_index']]
 
@@ -279,7 +284,7 @@ def part_and_edit(draw: st.DrawFn) -> tuple[TextPart, str]:
 @given(part_and_edit())
 def test_property_surviving_citations_anchor_the_same_text(case: tuple[TextPart, str]) -> None:
     part, new_text = case
-    before = {
+    before: dict[str, str] = {
         c.sources[0].url: part.content[c.anchor.start : c.anchor.end]  # type: ignore[union-attr]
         for c in part.citations or []
         if c.anchor is not None and c.anchor.end <= len(part.content)
@@ -524,7 +529,7 @@ def test_find_stale_second_pass_sees_every_kind_of_change() -> None:
     assert isinstance(part, TextPart)
     part.content = part.content.upper()  # in place, same object
     assert [(p.code, p.message_index) for p in find_stale(grown)] == [('stale_after_edit', 1), ('stale_after_edit', 5)]
-    first.parts.append(
+    cast(list[ModelResponsePart], first.parts).append(
         TextPart('new', citations=[Citation([web('https://x')], anchor=ContentCitationAnchor(start=0, end=9))])
     )
     codes = [(p.code, p.message_index, p.part_index) for p in find_stale(grown)]
@@ -695,3 +700,74 @@ async def test_fingerprints_with_track_citations_in_either_order(clean_first: bo
     assert find_stale(messages) == []
     part.content += ' (edited)'
     assert [p.code for p in find_stale(messages)] == ['stale_after_edit']
+
+
+# --- stripping: properties, and markup found when fingerprinting --------------------------------------------------------
+
+_FRAGMENTS = st.sampled_from(
+    [
+        'word',
+        ' ',
+        '. ',
+        '[1]',
+        '[1, 2]',
+        '[[1]](https://x.ai/a)',
+        '\ue200cite\ue202turn0search0\ue201',
+        '\ue200cite\ue202turn9',
+        '\ue201',
+        '【4:0†source】',
+        '<cite index="0-1">',
+        '(cite index="0-2">',
+        '</cite>',
+        '(cite sources)',
+        'é',
+    ]
+)
+
+
+@st.composite
+def marked_up_part(draw: st.DrawFn) -> TextPart:
+    text = ''.join(draw(st.lists(_FRAGMENTS, min_size=1, max_size=12)))
+    citations: list[Citation] = []
+    for i in range(draw(st.integers(0, 3))):
+        start = draw(st.integers(0, len(text) - 1))
+        end = draw(st.integers(start + 1, len(text)))
+        kind = draw(st.sampled_from([ContentCitationAnchor, MarkerCitationAnchor]))
+        citations.append(Citation([web(f'https://s/{i}')], anchor=kind(start=start, end=end)))
+    return TextPart(text, citations=citations or None, provider_name='p')
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(marked_up_part())
+def test_property_strip_citation_markers(part: TextPart) -> None:
+    """Cuts lie in the text, nothing private-use is left, surviving citations anchor the same words, and the markup
+    found when fingerprinting strips exactly the same."""
+    stripped, cuts = strip_citation_markers(part)
+    text = part.content
+    assert all(0 <= s < e <= len(text) for s, e in cuts)
+    assert all(a[1] < b[0] for a, b in itertools.pairwise(cuts))
+    assert not any(ch in stripped.content for ch in '\ue200\ue201\ue202')
+    before = {c.sources[0].url: text[c.anchor.start : c.anchor.end] for c in part.citations or [] if c.anchor}  # type: ignore[union-attr]
+    for c in stripped.citations or []:
+        assert c.anchor is not None
+        assert stripped.content[c.anchor.start : c.anchor.end] == before[c.sources[0].url]  # type: ignore[union-attr]
+    response = ModelResponse(parts=[part])
+    fingerprint_response(response)
+    markup = (response.metadata or {}).get(METADATA_KEY, {}).get('markup', {}).get('0')
+    assert strip_citation_markers(part, markup) == (stripped, cuts) if cuts else markup is None
+
+
+def test_fingerprinted_markup_is_used_and_checked() -> None:
+    text = 'Fact. \ue200cite\ue202turn0search0\ue201 More.'
+    part = TextPart(text, citations=[Citation([web('https://a')], anchor=ContentCitationAnchor(start=0, end=5))])
+    response = ModelResponse(parts=[part])
+    fingerprint_response(response)
+    assert response.metadata is not None
+    assert response.metadata[METADATA_KEY]['markup'] == {'0': [[5, 25]]}
+    marked: list[Any] = []
+    assert survey_parts([ModelRequest(parts=[UserPromptPart('q')]), response], marked) == []
+    assert [(m[0], m[2], m[4]) for m in marked] == [(1, 0, [[5, 25]])]
+    assert strip_citation_markers(part, [[5, 25]])[0].content == 'Fact. More.'
+    # Stored ranges that do not fit the text are not trusted: the text is scanned again.
+    for bad in ([[5, 300]], [[9, 5]], [[5, 10], [7, 12]], 'x', [['a', 'b']]):
+        assert strip_citation_markers(part, bad)[0].content == 'Fact. More.'
