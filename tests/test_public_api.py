@@ -165,3 +165,9 @@ def test_importing_the_root_loads_no_provider_sdk():
 def test_formats_modules_import():
     for name in ('openai_markers', 'numbered', 'anthropic_search_results', 'perplexity', 'unmapped', 'wire'):
         importlib.import_module(f'pydantic_ai_citations.formats.{name}')
+
+
+def test_lazy_tables_list_exactly_the_public_names():
+    for module in (pydantic_ai_citations, pydantic_ai_citations.testing, pydantic_ai_citations.matrix):
+        homes: dict[str, str] = vars(module)['_HOMES']
+        assert sorted(homes) == sorted(module.__all__), module.__name__
