@@ -507,3 +507,18 @@ def test_markers_are_frozen_values() -> None:
     assert marker == Marker(mk('cite', 'a'), 'cite', ('a',), None, 2, 2 + len(mk('cite', 'a')))
     assert hash(marker) == hash(Marker(mk('cite', 'a'), 'cite', ('a',), None, 2, 2 + len(mk('cite', 'a'))))
     assert repr(marker).startswith("Marker(raw='")
+
+
+@pytest.mark.parametrize(
+    'text',
+    [
+        pytest.param(f'See {S}cite{P}turn9 and more', id='real'),
+        pytest.param('See \\ue200cite\\ue202turn9 and more', id='escaped'),
+        pytest.param(f'See \\ue200cite{P}turn9 and more', id='mixed'),
+    ],
+)
+def test_unterminated_marker_leaves_nothing_behind_and_is_reported(text: str) -> None:
+    assert strip_markers(text, escaped=True) == 'See and more'
+    conversion = to_citations(text, SOURCES, escaped=True)
+    assert conversion.clean_text == 'See and more'
+    assert [p.code for p in conversion.problems] == ['unterminated_marker']

@@ -68,6 +68,8 @@ _TAG_RE = re.compile(r'[A-Za-z][A-Za-z0-9_-]*')
 _ESC_CANDIDATE_RE = re.compile(r'(?:\ue200|\\u[eE]200)(?:(?!\\u[eE]20[01])[^\ue200\ue201])*(?:\ue201|\\u[eE]201)?')
 _ESC_SEP_RE = re.compile(r'\ue202|\\u[eE]202')
 _ESC_CLOSE_RE = re.compile(r'(?:\ue201|\\u[eE]201)\Z')
+# What follows an escaped opener and is still marker: family / id / locator characters and separators.
+_ESC_BODY_RE = re.compile(r'(?:[A-Za-z0-9_.:-]|\ue202|\\u[eE]202){0,500}')
 _ESC_PARTIAL_TAIL_RE = re.compile(r'\\(?:u(?:[eE](?:2(?:0)?)?)?)?\Z')
 
 _DETAIL_MAX = 80
@@ -362,7 +364,7 @@ def _candidate_spans(text: str, escaped: bool) -> list[tuple[int, int, bool]]:
 
     The grammar (`formats.markup`) decides for real delimiters: an unterminated marker loses its opener and its
     marker characters (`U+E200 cite U+E202 turn9`), a lone `U+E201` / `U+E202` goes too. With escape text, a
-    complete candidate goes whole and an unterminated one loses its opener.
+    complete candidate goes whole and an unterminated one loses its opener and its marker characters.
     """
     if not escaped:
         scan = scan_markup(text)
@@ -374,7 +376,9 @@ def _candidate_spans(text: str, escaped: bool) -> list[tuple[int, int, bool]]:
         raw = m.group()
         opener = 1 if raw[0] == _S else 6
         complete = len(raw) > opener and bool(_ESC_CLOSE_RE.search(raw))
-        spans.append((m.start(), m.end() if complete else m.start() + opener, complete))
+        body = None if complete else _ESC_BODY_RE.match(text, m.start() + opener)
+        end = m.end() if body is None else body.end()
+        spans.append((m.start(), end, complete))
     return spans
 
 
