@@ -6,10 +6,8 @@ import re
 
 import pytest
 from inline_snapshot import snapshot
-from pydantic_ai import Citation, ContentCitationAnchor, MarkerCitationAnchor, WebCitationSource
-from pydantic_ai.messages import ModelResponse, TextPart
 
-from pydantic_ai_citations import CitedAnswer, redact, render_html, render_markdown
+from pydantic_ai_citations import CitedAnswer, CitedSpan, SourceRef, redact, render_html, render_markdown
 from pydantic_ai_citations._redact import clean_markup
 
 OAI = '\ue200cite\ue202turn0search0\ue201'
@@ -17,12 +15,16 @@ TEXT = f'Paris is big {OAI}. It is old (cite index="0-1">since Roman times</cite
 RAW = re.compile('[\ue200-\ue202]|[<(]cite[^>]*>|</cite>|【[^】]*†')
 
 
-def _answer(text: str) -> CitedAnswer:
-    start = text.index('It is old')
-    citation = Citation(
-        [WebCitationSource('https://a.example/p', title='A')], anchor=ContentCitationAnchor(start=start, end=start + 9)
+def _answer(text: str, *, marker: tuple[int, int] | None = None) -> CitedAnswer:
+    """Built by hand, as a stored or hand-made answer may be: nothing cleaned it."""
+    start = text.index('It is old') if marker is None else marker[0]
+    end = start + 9 if marker is None else marker[1]
+    kind = 'content' if marker is None else 'marker'
+    return CitedAnswer(
+        text,
+        spans=[CitedSpan(start, end, kind, [1], message_index=0, part_index=0, citation_index=0)],
+        sources=[SourceRef(1, 'web', url='https://a.example/p', title='A')],
     )
-    return CitedAnswer.from_messages([ModelResponse(parts=[TextPart(text, citations=[citation])])])
 
 
 @pytest.mark.parametrize('how', ['hand-built', 'from-json'])
@@ -68,9 +70,6 @@ def test_redact_cleans_markup_too():
 def test_markup_a_citation_is_anchored_on_stays_for_the_renderer_to_replace():
     text = 'Lyon is big【4:0†source】.'
     start = text.index('【')
-    citation = Citation(
-        [WebCitationSource('https://l.example')], anchor=MarkerCitationAnchor(start=start, end=start + 12)
-    )
-    answer = CitedAnswer.from_messages([ModelResponse(parts=[TextPart(text, citations=[citation])])])
+    answer = _answer(text, marker=(start, start + 12))
     assert clean_markup(answer) is answer
-    assert render_markdown(answer) == snapshot('Lyon is big[[1]](https://l.example).\n')
+    assert render_markdown(answer) == snapshot('Lyon is big[[1]](https://a.example/p).\n')
