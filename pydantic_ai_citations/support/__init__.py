@@ -19,10 +19,10 @@ from ._audit_run import (
     audit_answers,
     audited_citation_ta,
 )
-from ._claims import Claim, ClaimKind, claims_for
+from ._claims import DEFAULT_MIN_CLAIM_WORDS, Claim, ClaimKind, claims_for
 from ._decode import DecodedPage, decode_body
 from ._judge import Judge, Judgement, JudgeVerdict, LexicalJudge, LLMJudge, LLMVerdict
-from ._passages import DEFAULT_MIN_WORDS, Passage, split_passages
+from ._passages import DEFAULT_MIN_PASSAGE_WORDS, Passage, split_passages
 from ._report import (
     THRESHOLDS,
     Basis,
@@ -44,7 +44,8 @@ from ._snapshots import Liveness, PageSnapshot, SnapshotStore, capture, capture_
 from ._terms import detect_language, terms
 
 __all__ = (
-    'DEFAULT_MIN_WORDS',
+    'DEFAULT_MIN_CLAIM_WORDS',
+    'DEFAULT_MIN_PASSAGE_WORDS',
     'AnswerSource',
     'AuditFormat',
     'AuditInputError',

@@ -15,8 +15,9 @@ from pydantic import TypeAdapter
 
 from .._answer import CitedAnswer
 from .._problems import shorten
+from ._claims import DEFAULT_MIN_CLAIM_WORDS
 from ._decode import DEFAULT_MAX_BYTES
-from ._passages import DEFAULT_MIN_WORDS
+from ._passages import DEFAULT_MIN_PASSAGE_WORDS
 from ._report import (
     VERDICTS,
     CitationCheck,
@@ -82,7 +83,8 @@ def audit(
             weak_threshold=weak_threshold,
             judge=None,
             language=language,
-            min_words=DEFAULT_MIN_WORDS,
+            min_passage_words=DEFAULT_MIN_PASSAGE_WORDS,
+            min_claim_words=DEFAULT_MIN_CLAIM_WORDS,
             max_bytes=DEFAULT_MAX_BYTES,
             page_cache=cache,
         )

@@ -34,8 +34,9 @@ from ._audit import (
     markdown_answer,
     markdown_head,
 )
+from ._claims import DEFAULT_MIN_CLAIM_WORDS
 from ._decode import DEFAULT_MAX_BYTES
-from ._passages import DEFAULT_MIN_WORDS
+from ._passages import DEFAULT_MIN_PASSAGE_WORDS
 from ._report import CitationCheck, Pages, SupportSummary, SupportTally, check_lexical, page_cache
 from ._snapshots import PageSnapshot, SnapshotStore
 
@@ -107,8 +108,10 @@ class AuditOptions:
     """Score at or above which it is `'weak'`."""
     language: str | None = None
     """Language of the Latin-script words; `None` means English."""
-    min_words: int = DEFAULT_MIN_WORDS
-    """Minimum passage length in words."""
+    min_passage_words: int = DEFAULT_MIN_PASSAGE_WORDS
+    """Passages shorter than this many words are dropped when splitting pages."""
+    min_claim_words: int = DEFAULT_MIN_CLAIM_WORDS
+    """Claims shorter than this many words are not compared (verdict `'too_short'`)."""
     max_bytes: int = DEFAULT_MAX_BYTES
     """Pages are cut at this size before parsing."""
 
@@ -117,6 +120,8 @@ class AuditOptions:
             raise UserError(f'threshold must be in (0, 1], got {self.threshold!r}.')
         if not 0.0 <= self.weak_threshold <= self.threshold:
             raise UserError(f'weak_threshold must be in [0, threshold], got {self.weak_threshold!r}.')
+        if self.min_passage_words < 1 or self.min_claim_words < 1:
+            raise UserError('min_passage_words and min_claim_words must be at least 1.')
 
 
 @dataclass(frozen=True)
@@ -376,7 +381,8 @@ def check_partition(partition: Partition, pages: Pages, options: AuditOptions, f
             weak_threshold=options.weak_threshold,
             judge=None,
             language=options.language,
-            min_words=options.min_words,
+            min_passage_words=options.min_passage_words,
+            min_claim_words=options.min_claim_words,
             max_bytes=options.max_bytes,
             page_cache=cache,
         )

@@ -6,6 +6,9 @@
   of the answer blanked out so `[2]` never becomes a term.
 - A source cited without a position (`answer.unanchored`) can only be checked against the whole answer
   (`'whole_answer'`): labelled so, because its score is naturally lower.
+
+Claims shorter than `DEFAULT_MIN_CLAIM_WORDS` words are not compared with pages (`check_support` reports them as
+`'too_short'`): a few words found on a page say little about whether the page states them.
 """
 
 from __future__ import annotations
@@ -17,9 +20,12 @@ from pydantic import TypeAdapter
 
 from .._answer import CitedAnswer, CitedSpan
 
-__all__ = ('Claim', 'ClaimKind', 'claims_for', 'claims_ta')
+__all__ = ('DEFAULT_MIN_CLAIM_WORDS', 'Claim', 'ClaimKind', 'claims_for', 'claims_ta')
 
 ClaimKind = Literal['anchored', 'marker_sentence', 'whole_answer']
+
+DEFAULT_MIN_CLAIM_WORDS = 8
+"""Claims shorter than this many words are not compared with a page: `check_support` reports them `'too_short'`."""
 
 _TERMINATORS = '.!?…。！？'
 _CLOSERS = '"\'”’»)]'
@@ -41,6 +47,11 @@ class Claim:
     """End offset of the claim in `CitedAnswer.text` (`None` for `'whole_answer'`)."""
     span_index: int | None = None
     """Index of the span in `CitedAnswer.spans` the claim comes from (`None` for `'whole_answer'`)."""
+
+    @property
+    def word_count(self) -> int:
+        """Number of whitespace-separated words in `text` (what `min_claim_words` of `check_support` counts)."""
+        return len(self.text.split())
 
 
 claims_ta: TypeAdapter[list[Claim]] = TypeAdapter(list[Claim])

@@ -21,10 +21,10 @@ from pydantic import TypeAdapter
 from pydantic_ai.exceptions import UserError
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
-__all__ = ('DEFAULT_MIN_WORDS', 'Passage', 'PageKind', 'passages_ta', 'split_passages', 'looks_like_html')
+__all__ = ('DEFAULT_MIN_PASSAGE_WORDS', 'Passage', 'PageKind', 'passages_ta', 'split_passages', 'looks_like_html')
 
-DEFAULT_MIN_WORDS = 6
-"""Passages shorter than this many words (menu items, breadcrumbs, button labels) are dropped."""
+DEFAULT_MIN_PASSAGE_WORDS = 5
+"""Passages shorter than this many words (menu items, breadcrumbs, button labels) are dropped when splitting."""
 
 PageKind = Literal['auto', 'html', 'markdown', 'text']
 
@@ -287,7 +287,9 @@ def looks_like_html(text: str) -> bool:
     return any(node.tag in _HTML_HINTS for node in root.traverse(include_text=False))
 
 
-def split_passages(html_or_text: str, *, min_words: int = DEFAULT_MIN_WORDS, kind: PageKind = 'auto') -> list[Passage]:
+def split_passages(
+    html_or_text: str, *, min_words: int = DEFAULT_MIN_PASSAGE_WORDS, kind: PageKind = 'auto'
+) -> list[Passage]:
     """Split a page into passages, one per content block, dropping blocks shorter than `min_words`.
 
     Boundaries are the ends of content blocks: paragraphs, list items, headings, table cells, block quotes
@@ -298,7 +300,8 @@ def split_passages(html_or_text: str, *, min_words: int = DEFAULT_MIN_WORDS, kin
 
     Args:
         html_or_text: The page: HTML, Markdown or plain text.
-        min_words: Blocks with fewer words are dropped (navigation crumbs, button labels). At least 1.
+        min_words: Blocks with fewer whitespace-separated words are dropped (navigation crumbs, button labels);
+            default 5 (`DEFAULT_MIN_PASSAGE_WORDS`). At least 1.
         kind: `'auto'` guesses with `looks_like_html`; `'html'`, `'markdown'` or `'text'` force a parser
             (Markdown and plain text share one).
 

@@ -15,10 +15,10 @@ from pydantic import TypeAdapter
 from pydantic_ai.exceptions import UserError
 
 from .._answer import CitedAnswer, SourceRef
-from ._claims import Claim, ClaimKind, claims_for
+from ._claims import DEFAULT_MIN_CLAIM_WORDS, Claim, ClaimKind, claims_for
 from ._decode import DEFAULT_MAX_BYTES, decode_body
 from ._judge import Judge, Judgement, LexicalJudge
-from ._passages import DEFAULT_MIN_WORDS, Passage, split_passages
+from ._passages import DEFAULT_MIN_PASSAGE_WORDS, Passage, split_passages
 from ._score import PassageIndex
 from ._snapshots import Liveness, PageSnapshot, SnapshotStore
 from ._terms import terms
@@ -40,9 +40,11 @@ __all__ = (
     'support_reports_ta',
 )
 
-Verdict = Literal['supported', 'weak', 'unsupported', 'unreachable', 'no_snapshot', 'excerpt_only', 'unreadable']
+Verdict = Literal[
+    'supported', 'weak', 'unsupported', 'too_short', 'unreachable', 'no_snapshot', 'excerpt_only', 'unreadable'
+]
 """`supported` / `weak` / `unsupported`: judged against the page (score vs thresholds, or the judge's own
-verdict); `unreachable`: the snapshot says the link is dead (`not_found`, `gone`, `timeout`, `error`);
+verdict); `too_short`: the claim has fewer than `min_claim_words` words and is not compared; `unreachable`: the snapshot says the link is dead (`not_found`, `gone`, `timeout`, `error`);
 `no_snapshot`: no page and no provider excerpt; `excerpt_only`: no page, judged against the provider's excerpt
 (see `score`); `unreadable`: the page is not text (binary body, e.g. a PDF or an image)."""
 VERDICTS: tuple[Verdict, ...] = Verdict.__args__  # pyright: ignore[reportAttributeAccessIssue]
@@ -315,7 +317,8 @@ class _Planner:
         threshold: float,
         weak_threshold: float,
         language: str | None,
-        min_words: int,
+        min_passage_words: int,
+        min_claim_words: int,
         max_bytes: int,
         cache: MutableMapping[str, _Page] | None = None,
     ) -> None:
@@ -323,12 +326,17 @@ class _Planner:
             raise UserError(f'threshold must be in (0, 1], got {threshold!r}.')
         if not 0.0 <= weak_threshold <= threshold:
             raise UserError(f'weak_threshold must be in [0, threshold], got {weak_threshold!r}.')
+        if min_claim_words < 1:
+            raise UserError(f'min_claim_words must be at least 1, got {min_claim_words!r}.')
+        if min_passage_words < 1:
+            raise UserError(f'min_passage_words must be at least 1, got {min_passage_words!r}.')
         self.answer = answer
         self.pages = pages
         self.threshold = threshold
         self.weak_threshold = weak_threshold
         self.language = language
-        self.min_words = min_words
+        self.min_passage_words = min_passage_words
+        self.min_claim_words = min_claim_words
         self.max_bytes = max_bytes
         # Split pages by key; shared between the answers of an audit partition (same pages and options).
         self.cache: MutableMapping[str, _Page] = {} if cache is None else cache
@@ -377,7 +385,7 @@ class _Planner:
         if text is None:
             page = _Page(None, liveness, 'unreadable', note or 'not a text page')
         else:
-            passages = split_passages(text, min_words=self.min_words)
+            passages = split_passages(text, min_words=self.min_passage_words)
             self.page_passages[key] = len(passages)
             page = _Page(PassageIndex(passages, language=self.language), liveness, None, note)
         self.cache[key] = page
@@ -407,38 +415,42 @@ class _Planner:
         return _Job(claim, source, 'none', None, None, check)
 
     def plan(self) -> list[_Job]:
-        jobs: list[_Job] = []
         numbers = {s.number: s for s in self.answer.sources}
-        for claim in claims_for(self.answer):
-            source = numbers.get(claim.source)
-            if source is None:
-                jobs.append(
-                    self._fixed(claim, None, 'no_snapshot', f'source number {claim.source!r} is not in the answer')
-                )
-                continue
-            if not terms(claim.text, language=self.language):
-                jobs.append(self._fixed(claim, source, 'unsupported', 'the claim has no content words to check'))
-                continue
-            found = self._lookup(source)
-            if found is None:
-                excerpt = self._excerpts(source)
-                if excerpt is None:
-                    jobs.append(self._fixed(claim, source, 'no_snapshot', 'no page snapshot and no provider excerpt'))
-                else:
-                    jobs.append(_Job(claim, source, 'excerpt', excerpt, None, None))
-                continue
-            page = self._page(*found)
-            if page.index is None:
-                # Dead link or unreadable page: still score the provider's excerpt when there is one.
-                excerpt = self._excerpts(source)
-                if excerpt is not None:
-                    jobs.append(_Job(claim, source, 'excerpt', excerpt, page, None))
-                else:
-                    verdict = page.problem or 'unreadable'
-                    jobs.append(self._fixed(claim, source, verdict, page.note or verdict, liveness=page.liveness))
-                continue
-            jobs.append(_Job(claim, source, 'page', page.index, page, None))
-        return jobs
+        return [self._plan(claim, numbers.get(claim.source)) for claim in claims_for(self.answer)]
+
+    def _plan(self, claim: Claim, source: SourceRef | None) -> _Job:
+        """What to check one claim against (the page, else the provider's excerpts), or its verdict without a check."""
+        if source is None:
+            return self._fixed(claim, None, 'no_snapshot', f'source number {claim.source!r} is not in the answer')
+        found = self._lookup(source)
+        page = None if found is None else self._page(*found)
+        basis: Basis = 'page'
+        index = None if page is None else page.index
+        if index is None:
+            # No page, a dead link or an unreadable page: score the provider's excerpt when there is one.
+            basis = 'excerpt'
+            index = self._excerpts(source)
+        if index is None:
+            if page is None:
+                return self._fixed(claim, source, 'no_snapshot', 'no page snapshot and no provider excerpt')
+            verdict = page.problem or 'unreadable'
+            return self._fixed(claim, source, verdict, page.note or verdict, liveness=page.liveness)
+        if claim.word_count < self.min_claim_words:
+            return self._too_short(claim, source, page)
+        if not terms(claim.text, language=self.language):
+            return self._fixed(claim, source, 'unsupported', 'the claim has no content words to check')
+        return _Job(claim, source, basis, index, page, None)
+
+    def _too_short(self, claim: Claim, source: SourceRef, page: _Page | None) -> _Job:
+        """A claim below `min_claim_words` is not compared; a dead or unreadable page keeps its own verdict."""
+        reason = (
+            f'the claim has {claim.word_count} word(s): claims shorter than {self.min_claim_words} words are not '
+            'compared'
+        )
+        liveness = None if page is None else page.liveness
+        if page is not None and page.problem is not None:
+            return self._fixed(claim, source, page.problem, f'{page.note or page.problem}; {reason}', liveness)
+        return self._fixed(claim, source, 'too_short', reason, liveness)
 
     def verdict_for(self, score: float | None, shared: int) -> Verdict:
         if score is None:
@@ -490,7 +502,7 @@ class _Planner:
         else:
             verdict = judged
             if not job.index or not job.index.passages:
-                reason = f'the page has no passages of at least {self.min_words} words'
+                reason = f'the page has no passages of at least {self.min_passage_words} words'
             if page is not None and page.note:
                 reason = f'{reason}; {page.note}'
         passage = judgement.passage
@@ -532,7 +544,8 @@ def check_lexical(
     weak_threshold: float,
     judge: LexicalJudge | None,
     language: str | None,
-    min_words: int,
+    min_passage_words: int,
+    min_claim_words: int,
     max_bytes: int,
     page_cache: MutableMapping[str, _Page] | None = None,
 ) -> SupportReport:
@@ -544,7 +557,8 @@ def check_lexical(
         threshold=threshold,
         weak_threshold=weak_threshold,
         language=language,
-        min_words=min_words,
+        min_passage_words=min_passage_words,
+        min_claim_words=min_claim_words,
         max_bytes=max_bytes,
         cache=page_cache,
     )
@@ -588,7 +602,8 @@ def check_support_sync(
     weak_threshold: float = 0.3,
     judge: Judge | None = None,
     language: str | None = None,
-    min_words: int = DEFAULT_MIN_WORDS,
+    min_passage_words: int = DEFAULT_MIN_PASSAGE_WORDS,
+    min_claim_words: int = DEFAULT_MIN_CLAIM_WORDS,
     max_bytes: int = DEFAULT_MAX_BYTES,
 ) -> SupportReport:
     """`check_support` for synchronous code.
@@ -606,7 +621,10 @@ def check_support_sync(
             passage is shown with every lexical verdict, so a reader can judge a weak one.
         judge: Who decides; default `LexicalJudge()` (no network).
         language: Language of the Latin-script words (see `terms`); `None` means English.
-        min_words: Minimum passage length in words (see `split_passages`).
+        min_passage_words: Passages shorter than this many words are dropped when splitting pages (default 5;
+            see `split_passages`).
+        min_claim_words: Claims shorter than this many words are not compared: their verdict is `'too_short'`
+            (default 8). A dead or unreadable page keeps its own verdict.
         max_bytes: Pages are cut at this size before parsing (the cut is mentioned in the reason).
     """
     if judge is None or isinstance(judge, LexicalJudge):
@@ -617,7 +635,8 @@ def check_support_sync(
             weak_threshold=weak_threshold,
             judge=judge,
             language=language,
-            min_words=min_words,
+            min_passage_words=min_passage_words,
+            min_claim_words=min_claim_words,
             max_bytes=max_bytes,
         )
     try:
@@ -638,7 +657,8 @@ def check_support_sync(
             weak_threshold=weak_threshold,
             judge=judge,
             language=language,
-            min_words=min_words,
+            min_passage_words=min_passage_words,
+            min_claim_words=min_claim_words,
             max_bytes=max_bytes,
         )
     )
@@ -652,7 +672,8 @@ async def check_support(
     weak_threshold: float = 0.3,
     judge: Judge | None = None,
     language: str | None = None,
-    min_words: int = DEFAULT_MIN_WORDS,
+    min_passage_words: int = DEFAULT_MIN_PASSAGE_WORDS,
+    min_claim_words: int = DEFAULT_MIN_CLAIM_WORDS,
     max_bytes: int = DEFAULT_MAX_BYTES,
 ) -> SupportReport:
     """Check every citation of `answer` against the cited pages.
@@ -674,7 +695,10 @@ async def check_support(
         judge: Who decides; default `LexicalJudge()` (no network). An async judge (such as `LLMJudge`) is awaited
             once per claim and page.
         language: Language of the Latin-script words (see `terms`); `None` means English.
-        min_words: Minimum passage length in words (see `split_passages`).
+        min_passage_words: Passages shorter than this many words are dropped when splitting pages (default 5;
+            see `split_passages`).
+        min_claim_words: Claims shorter than this many words are not compared: their verdict is `'too_short'`
+            (default 8). A dead or unreadable page keeps its own verdict.
         max_bytes: Pages are cut at this size before parsing (the cut is mentioned in the reason).
     """
     judge = judge or LexicalJudge()
@@ -684,7 +708,8 @@ async def check_support(
         threshold=threshold,
         weak_threshold=weak_threshold,
         language=language,
-        min_words=min_words,
+        min_passage_words=min_passage_words,
+        min_claim_words=min_claim_words,
         max_bytes=max_bytes,
     )
     checks: list[CitationCheck] = []
