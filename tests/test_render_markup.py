@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from inline_snapshot import snapshot
 
 from pydantic_ai_citations import CitedAnswer, CitedSpan, SourceRef, redact, render_html, render_markdown
@@ -73,3 +75,40 @@ def test_markup_a_citation_is_anchored_on_stays_for_the_renderer_to_replace():
     answer = _answer(text, marker=(start, start + 12))
     assert clean_markup(answer) is answer
     assert render_markdown(answer) == snapshot('Lyon is big[[1]](https://a.example/p).\n')
+
+
+PIECES = st.sampled_from(
+    [
+        'a',
+        ' ',
+        '.',
+        '\n',
+        'It is old',
+        OAI,
+        '\ue200cite\ue202t',
+        '\ue201',
+        '(cite index="1">',
+        '</cite>',
+        '【1†s】',
+        '【',
+    ]
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(PIECES, max_size=25).map(''.join), st.data())
+def test_clean_markup_on_any_text(text: str, data: st.DataObject):
+    start = data.draw(st.integers(0, max(0, len(text) - 1)))
+    end = data.draw(st.integers(start, len(text)))
+    answer = CitedAnswer(
+        text,
+        spans=[CitedSpan(start, end, 'content', [1], message_index=0, part_index=0, citation_index=0)],
+        sources=[SourceRef(1, 'web', url='https://a.example/p')],
+    )
+    cleaned = clean_markup(answer)
+    assert RAW.search(cleaned.text) is None
+    for span in cleaned.spans:
+        assert 0 <= span.start <= span.end <= len(cleaned.text)
+    for problem in cleaned.problems:
+        assert problem.start is None or 0 <= problem.start <= len(cleaned.text)
+    assert RAW.search(render_html(answer)) is None
