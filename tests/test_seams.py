@@ -7,13 +7,16 @@ citation the provider sent is accounted for. The check itself is tested at the e
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 from inline_snapshot import snapshot
 from pydantic import JsonValue
 from pydantic_ai import Agent, ModelResponse, TextPart, WebCitationSource
+from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.exceptions import UserError
+from pydantic_ai.models import Model
 
 from pydantic_ai_citations import CitationProblem, CitedAnswer, CitedSpan, RawCitation, SourceRef
 from pydantic_ai_citations.testing import (
@@ -373,6 +376,28 @@ def test_check_seams_sync_on_any_model():
             'accounted: what the model sent on the wire is known only for recordings and CitingModel',
         ]
     )
+
+
+async def test_check_seams_on_your_own_agent():
+    """Your agent (instructions, deps, tools, capabilities) built around the model and the check's capabilities."""
+    built: list[int] = []
+
+    def make_agent(model: Model, capabilities: Sequence[AbstractCapability[object]]) -> Agent[int, str]:
+        built.append(len(capabilities))
+        agent = Agent(model, deps_type=int, instructions='Cite your sources.', capabilities=[*capabilities])
+
+        @agent.tool_plain
+        def lookup(city: str) -> str:  # pyright: ignore[reportUnusedFunction]
+            """Facts about a city."""
+            return f'{city} facts'
+
+        return agent
+
+    report = await check_seams(
+        citing('google'), paths=['run', 'stream_cited'], agent_factory=make_agent, deps=7, max_cuts=CUTS_PER_PATH
+    )
+    report.assert_ok()
+    assert built == [1] * report.runs  # every run: a fresh agent with the check's TrackCitations
 
 
 async def test_bad_arguments():

@@ -27,11 +27,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import KW_ONLY, dataclass, field, replace
 from os import PathLike
 from pathlib import Path
-from typing import Any, Literal, cast, get_args
+from typing import TYPE_CHECKING, Any, Literal, cast, get_args
 
 import anyio
 from pydantic import JsonValue
 from pydantic_ai import Agent, ModelMessage, ModelResponse, TextPart
+from pydantic_ai.agent import AbstractAgent
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.conversation import Conversation
 from pydantic_ai.exceptions import UserError
@@ -48,6 +49,9 @@ from .._stream import FinalAnswer, TextChunk, stream_cited
 from .._track import TrackCitations
 from ..formats.wire import WIRE_APIS, count_wire_citations
 from ._citing_model import CitingModel, CitingStyle
+
+if TYPE_CHECKING:
+    from ._scenarios import CitingAgentFactory
 
 __all__ = (
     'SEAM_PATHS',
@@ -215,7 +219,8 @@ async def check_seams(
     paths: Sequence[SeamPath] = SEAM_PATHS,
     prompt: str | None = None,
     model_settings: ModelSettings | None = None,
-    capabilities: Sequence[AbstractCapability[Any]] = (),
+    agent_factory: CitingAgentFactory | None = None,
+    deps: object = None,
     max_cuts: int | None = 12,
     resend_to: CitingStyle | None = None,
 ) -> SeamReport:
@@ -229,7 +234,9 @@ async def check_seams(
     report.assert_ok()
     ```
 
-    Every run uses a fresh `Agent(model, capabilities=[TrackCitations(), *capabilities])` with text output.
+    Every run uses a fresh agent from `agent_factory` (default `Agent(model, capabilities=capabilities)`) around a
+    fresh model and the `TrackCitations` the check reads; the `'resend'` path sends the run's history on through a
+    plain `Agent(other_model, capabilities=[CleanStaleCitations()])`.
 
     Args:
         subject: What answers: a `Recording` or the path of one (replayed through Pydantic AI's real model class; a
@@ -239,7 +246,9 @@ async def check_seams(
         paths: The paths to run (default: all of `SEAM_PATHS`).
         prompt: The user prompt (default: the recording's first prompt, or `'How tall is K2? Cite your sources.'`).
         model_settings: Settings for each run (default: the recording's own `model_settings`).
-        capabilities: More capabilities for the agent, beside the `TrackCitations` the check reads.
+        agent_factory: Builds your agent (instructions, tools, your own capabilities) around the model and the
+            capabilities the check injects, as for the scenario suite (`CitingAgentFactory`); text output.
+        deps: The `deps` for each run of your agent.
         max_cuts: How many cut points to try per path: every event boundary before the finishing event when there
             are at most this many, otherwise this many spread evenly (always the first and the last). `None`: all;
             `0`: no cuts.
@@ -255,7 +264,7 @@ async def check_seams(
     if max_cuts is not None and max_cuts < 0:
         raise UserError(f'max_cuts must be at least 0 or None, got {max_cuts!r}.')
     target = _subject(subject, prompt, model_settings)
-    checker = _Checker(target, tuple(capabilities), resend_to or _other_style(target.provider))
+    checker = _Checker(target, agent_factory or _default_agent, deps, resend_to or _other_style(target.provider))
     cuts = _spread(target.cut_points, max_cuts)
     cut_any = False
     for path in paths:
@@ -691,9 +700,11 @@ class _Seen:
 
 
 class _Checker:
-    def __init__(self, subject: _Subject, capabilities: tuple[AbstractCapability[Any], ...], other: CitingStyle):
+    def __init__(self, subject: _Subject, factory: CitingAgentFactory, deps: object, other: CitingStyle):
         self.subject = subject
-        self.capabilities = capabilities
+        self.factory = factory
+        self.kwargs: dict[str, Any] = {'model_settings': subject.settings, 'deps': deps}
+        """Keyword arguments of every run."""
         self.other: CitingStyle = other
         self.failures: list[SeamFailure] = []
         self.skipped: list[SeamSkip] = []
@@ -737,11 +748,13 @@ class _Checker:
 
     # -- helpers shared by the paths --
 
-    def agent(self, cut: int | None, sent: list[dict[str, JsonValue]]) -> tuple[Agent[None, str], TrackCitations]:
+    def agent(
+        self, cut: int | None, sent: list[dict[str, JsonValue]]
+    ) -> tuple[AbstractAgent[Any, Any], TrackCitations]:
         track = TrackCitations()
         model = self.subject.make(cut, sent)
         self.runs += 1
-        return Agent(model, capabilities=[track, *self.capabilities]), track
+        return cast(AbstractAgent[Any, Any], self.factory(model, [track])), track
 
     def streams(self, cut: int | None) -> bool:
         """Whether `run`/`iter`/`store` stream: always for a streamed recording and for cuts."""
@@ -755,11 +768,7 @@ class _Checker:
         handler = _drain if self.streams(cut) else None
         try:
             result = await agent.run(
-                self.subject.prompt,
-                model_settings=self.subject.settings,
-                run_id=run_id,
-                event_stream_handler=handler,
-                **kwargs,
+                self.subject.prompt, run_id=run_id, event_stream_handler=handler, **self.kwargs, **kwargs
             )
         except Exception:
             seen.answers.append(('TrackCitations.report_run(run_id).answer', track.report_run(run_id).answer))
@@ -770,6 +779,10 @@ class _Checker:
         seen.answers.append(('TrackCitations.report(result).answer', track.report(result).answer))
         seen.messages = result.all_messages()
         return result
+
+
+def _default_agent(model: Model[Any], capabilities: Sequence[AbstractCapability[object]]) -> AbstractAgent[Any, Any]:
+    return Agent(model, capabilities=[*capabilities])
 
 
 async def _drain(ctx: Any, events: Any) -> None:
@@ -787,7 +800,7 @@ async def _path_iter(checker: _Checker, seen: _Seen, cut: int | None) -> None:
     streams = checker.streams(cut)
     run_id = f'seams-{uuid.uuid4().hex}'
     try:
-        async with agent.iter(checker.subject.prompt, model_settings=checker.subject.settings, run_id=run_id) as run:
+        async with agent.iter(checker.subject.prompt, run_id=run_id, **checker.kwargs) as run:
             async for node in run:
                 if streams and Agent.is_model_request_node(node):
                     async with node.stream(run.ctx) as stream:
@@ -811,9 +824,7 @@ async def _path_run_stream(checker: _Checker, seen: _Seen, cut: int | None) -> N
     agent, track = checker.agent(cut, sent)
     run_id = f'seams-{uuid.uuid4().hex}'
     try:
-        async with agent.run_stream(
-            checker.subject.prompt, model_settings=checker.subject.settings, run_id=run_id
-        ) as stream:
+        async with agent.run_stream(checker.subject.prompt, run_id=run_id, **checker.kwargs) as stream:
             async for _ in stream.stream_output(debounce_by=None):
                 pass
             seen.answers.append(('CitedAnswer.from_result(stream)', CitedAnswer.from_result(stream)))
@@ -831,9 +842,7 @@ async def _path_run_stream_events(checker: _Checker, seen: _Seen, cut: int | Non
     run_id = f'seams-{uuid.uuid4().hex}'
     result: Any = None
     try:
-        async with agent.run_stream_events(
-            checker.subject.prompt, model_settings=checker.subject.settings, run_id=run_id
-        ) as events:
+        async with agent.run_stream_events(checker.subject.prompt, run_id=run_id, **checker.kwargs) as events:
             async for event in events:
                 if isinstance(event, AgentRunResultEvent):
                     result = event.result
@@ -857,9 +866,7 @@ async def _stream_cited(
     chunks: list[str] = []
     final: FinalAnswer | None = None
     try:
-        async with stream_cited(
-            agent, checker.subject.prompt, via=via, model_settings=checker.subject.settings
-        ) as stream:
+        async with stream_cited(agent, checker.subject.prompt, via=via, **checker.kwargs) as stream:
             async for item in stream:
                 if isinstance(item, TextChunk):
                     chunks.append(item.text)
