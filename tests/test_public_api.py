@@ -89,6 +89,7 @@ def test_testing_all_is_pinned():
             'SeamProperty',
             'SeamReport',
             'SeamSkip',
+            'SeamSubject',
             'SeamsBroken',
             'assert_seams',
             'check_seams',

@@ -17,6 +17,7 @@ from pydantic_ai import Agent, ModelResponse, TextPart, WebCitationSource
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.exceptions import UserError
 from pydantic_ai.models import Model
+from pydantic_ai.models.test import TestModel
 
 from pydantic_ai_citations import CitationProblem, CitedAnswer, CitedSpan, RawCitation, SourceRef
 from pydantic_ai_citations.testing import (
@@ -31,6 +32,7 @@ from pydantic_ai_citations.testing import (
     SeamReport,
     SeamsBroken,
     SeamSkip,
+    assert_seams,
     check_seams,
     check_seams_sync,
     load_recording,
@@ -365,8 +367,6 @@ x.yaml: 4 broken promise(s) in 7 runs, streams cut after 1, 2, 3 events
 
 
 def test_check_seams_sync_on_any_model():
-    from pydantic_ai.models.test import TestModel
-
     report = check_seams_sync(TestModel(custom_output_text='K2 is tall.'), paths=['run', 'render'])
     assert report.ok
     assert report.runs == 2
@@ -398,6 +398,12 @@ async def test_check_seams_on_your_own_agent():
     )
     report.assert_ok()
     assert built == [1] * report.runs  # every run: a fresh agent with the check's TrackCitations
+
+
+async def test_assert_seams_returns_the_report_when_every_promise_holds():
+    report = await assert_seams(lambda: TestModel(custom_output_text='K2 is tall.'), paths=['stream_cited', 'store'])
+    assert report.ok
+    assert report.runs == 2
 
 
 async def test_bad_arguments():

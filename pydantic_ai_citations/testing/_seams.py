@@ -61,6 +61,7 @@ __all__ = (
     'SeamProperty',
     'SeamReport',
     'SeamSkip',
+    'SeamSubject',
     'SeamsBroken',
     'assert_seams',
     'check_seams',
@@ -210,11 +211,12 @@ class SeamsBroken(AssertionError):
         super().__init__(report.summary())
 
 
-Subject = Recording | str | PathLike[str] | Model[Any] | Callable[[], Model[Any]]
+SeamSubject = Recording | str | PathLike[str] | Model[Any] | Callable[[], Model[Any]]
+"""What `check_seams` runs: a recording (or its path), a `CitingModel`, any `Model`, or a function returning one."""
 
 
 async def check_seams(
-    subject: Subject,
+    subject: SeamSubject,
     *,
     paths: Sequence[SeamPath] = SEAM_PATHS,
     prompt: str | None = None,
@@ -278,6 +280,8 @@ async def check_seams(
                 await checker.check(path, cut)
     if not target.cut_points:
         checker.skipped.append(SeamSkip(None, f'incomplete_when_cut: {target.cannot_cut}'))
+    elif not cuts:
+        checker.skipped.append(SeamSkip(None, 'incomplete_when_cut: max_cuts=0'))
     if target.expected is None:
         checker.skipped.append(SeamSkip(None, f'accounted: {target.no_wire}'))
     return SeamReport(
@@ -290,16 +294,45 @@ async def check_seams(
     )
 
 
-def check_seams_sync(subject: Subject, **kwargs: Any) -> SeamReport:
+def check_seams_sync(
+    subject: SeamSubject,
+    *,
+    paths: Sequence[SeamPath] = SEAM_PATHS,
+    prompt: str | None = None,
+    model_settings: ModelSettings | None = None,
+    agent_factory: CitingAgentFactory | None = None,
+    deps: object = None,
+    max_cuts: int | None = 12,
+    resend_to: CitingStyle | None = None,
+) -> SeamReport:
     """`check_seams`, run to completion in a new event loop (not from inside a running one)."""
 
     async def main() -> SeamReport:
-        return await check_seams(subject, **kwargs)
+        return await check_seams(
+            subject,
+            paths=paths,
+            prompt=prompt,
+            model_settings=model_settings,
+            agent_factory=agent_factory,
+            deps=deps,
+            max_cuts=max_cuts,
+            resend_to=resend_to,
+        )
 
     return anyio.run(main)
 
 
-async def assert_seams(subject: Subject, **kwargs: Any) -> SeamReport:
+async def assert_seams(
+    subject: SeamSubject,
+    *,
+    paths: Sequence[SeamPath] = SEAM_PATHS,
+    prompt: str | None = None,
+    model_settings: ModelSettings | None = None,
+    agent_factory: CitingAgentFactory | None = None,
+    deps: object = None,
+    max_cuts: int | None = 12,
+    resend_to: CitingStyle | None = None,
+) -> SeamReport:
     """`check_seams`, then raise `SeamsBroken` listing every failure; returns the report when all promises hold.
 
     ```python
@@ -308,7 +341,16 @@ async def assert_seams(subject: Subject, **kwargs: Any) -> SeamReport:
         await assert_seams('tests/cassettes/test_answer.yaml')
     ```
     """
-    report = await check_seams(subject, **kwargs)
+    report = await check_seams(
+        subject,
+        paths=paths,
+        prompt=prompt,
+        model_settings=model_settings,
+        agent_factory=agent_factory,
+        deps=deps,
+        max_cuts=max_cuts,
+        resend_to=resend_to,
+    )
     report.assert_ok()
     return report
 
@@ -346,7 +388,7 @@ class _Subject:
 _DEFAULT_PROMPT = 'How tall is K2? Cite your sources.'
 
 
-def _subject(subject: Subject, prompt: str | None, settings: ModelSettings | None) -> _Subject:
+def _subject(subject: SeamSubject, prompt: str | None, settings: ModelSettings | None) -> _Subject:
     if isinstance(subject, str | PathLike):
         subject = load_recording(Path(cast('str | PathLike[str]', subject)))
     if isinstance(subject, Recording):
