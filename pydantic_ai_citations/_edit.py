@@ -53,7 +53,6 @@ __all__ = (
     'edit_text_with_report',
     'find_stale',
     'fingerprint_response',
-    'refresh_fingerprints',
     'strip_citation_markers',
 )
 
@@ -395,9 +394,9 @@ def fingerprint_response(response: ModelResponse) -> None:
     {'<part index>': [[<hash of anchored text>, <length>] | None, ...]}}`, plus `'out_of_range': {'<part index>':
     [[<citation index>, <start>, <end>], ...]}` when an anchor does not fit its text, and `'markup': {'<part index>':
     [[<start>, <end>], ...]}`, the ranges of raw citation markup that `strip_citation_markers` removes (so that text
-    its fingerprint vouches for is cleaned later without reading it again; parts not listed hold none): JSON-safe, kept by `ModelMessagesTypeAdapter` round
-    trips, and never sent to a model (`ModelResponse.metadata` is not). Parts without citations are not
-    fingerprinted. Mutates `response.metadata` in place when it is a dict, so a dict shared with a
+    its fingerprint vouches for is cleaned later without reading it again; parts not listed hold none): JSON-safe,
+    kept by `ModelMessagesTypeAdapter` round trips, and never sent to a model (`ModelResponse.metadata` is not).
+    Parts without citations are not fingerprinted. Mutates `response.metadata` in place when it is a dict, so a dict shared with a
     `StreamedResponse` carries the fingerprint into `run_stream` history too.
     """
     prints: dict[str, str] = {}
@@ -424,17 +423,6 @@ def fingerprint_response(response: ModelResponse) -> None:
     if out_of_range:
         ours['out_of_range'] = out_of_range
     response.metadata[METADATA_KEY] = ours
-
-
-def refresh_fingerprints(response: ModelResponse) -> None:
-    """Fingerprint `response` again, in place, if it carries fingerprints: for code that changes a response in place.
-
-    A capability that rewrites a response's text or citations in `after_model_request` calls this after its change,
-    so the fingerprint `CleanStaleCitations` may have recorded first (hooks run in either order) stays true.
-    """
-    if response.metadata and METADATA_KEY in response.metadata:
-        del response.metadata[METADATA_KEY]
-        fingerprint_response(response)
 
 
 def _stored_anchors(response: ModelResponse, part_index: int) -> list[object] | None:
@@ -507,7 +495,8 @@ def _may_have_markup(content: object, citations: object) -> bool:
     if not isinstance(content, str):
         return False
     # `isascii()` is O(1) on CPython's compact strings: private-use and `【` markers are not ASCII.
-    if not content.isascii() and ('\ue200' in content or '\ue201' in content or '【' in content):
+    # Every non-ASCII form of the grammar holds one of these; its ASCII forms hold `cite` or `[`.
+    if not content.isascii() and ('\ue200' in content or '\ue201' in content or '\ue202' in content or '【' in content):
         return True
     return 'cite' in content or (bool(citations) and '[' in content and _numbered_anchor(citations, content))
 
