@@ -208,16 +208,41 @@ def edit_response(
 
 
 def replace_parts(response: ModelResponse, parts: Mapping[int, TextPart]) -> ModelResponse:
-    """A copy of `response` with `parts` (by index) replaced and its fingerprints recorded afresh."""
+    """A copy of `response` with `parts` (by index) replaced and fingerprinted afresh.
+
+    The other parts keep the fingerprints they had (a fresh one would vouch for text edited outside `edit_text`
+    since); a response never fingerprinted is fingerprinted whole.
+    """
     new_parts = list(response.parts)
     for index, part in parts.items():
         new_parts[index] = part
     metadata = copy.deepcopy(response.metadata)
-    if metadata:
-        metadata.pop(METADATA_KEY, None)
+    old = metadata.pop(METADATA_KEY, None) if metadata else None
     new_response = replace(response, parts=new_parts, metadata=metadata or None)
     fingerprint_response(new_response)
+    if isinstance(old, dict) and isinstance(cast(dict[str, Any], old).get('fingerprints'), dict):
+        _keep_prints(cast(dict[str, Any], old), new_response, {str(i) for i in parts})
     return new_response
+
+
+def _keep_prints(old: dict[str, Any], response: ModelResponse, replaced: set[str]) -> None:
+    """Put back, in `response`'s fresh fingerprint, the old text and anchor prints of every part not in `replaced`.
+
+    Markup ranges and anchors out of range are only read for text its (old) print vouches for, so the fresh ones,
+    found in that same text, stand.
+    """
+    if response.metadata is None:
+        response.metadata = {}
+    ours: dict[str, Any] = response.metadata.setdefault(METADATA_KEY, {'fingerprints': {}, 'anchors': {}, 'markup': {}})
+    prints: dict[str, Any] = old['fingerprints']
+    for section in ('fingerprints', 'anchors'):
+        before: Any = old.get(section)
+        after: dict[str, Any] = ours.setdefault(section, {})
+        for key in prints:
+            if key not in replaced:
+                after.pop(key, None)
+                if isinstance(before, dict) and key in before:
+                    after[key] = before[key]
 
 
 _Mover = Callable[[int, int, int], Range | None]

@@ -30,6 +30,7 @@ from pydantic_ai_citations._edit import (
     METADATA_KEY,
     edit_text_with_report,
     fingerprint_response,
+    repair_history,
     strip_citation_markers,
 )
 from pydantic_ai_citations._edit import survey as survey_parts
@@ -771,3 +772,20 @@ def test_fingerprinted_markup_is_used_and_checked() -> None:
     # Stored ranges that do not fit the text are not trusted: the text is scanned again.
     for bad in ([[5, 300]], [[9, 5]], [[5, 10], [7, 12]], 'x', [['a', 'b']]):
         assert strip_citation_markers(part, bad)[0].content == 'Fact. More.'
+
+
+def test_edit_response_keeps_other_parts_fingerprints() -> None:
+    """Editing one part must not vouch for another part edited outside `edit_text` in the meantime."""
+    response = ModelResponse(parts=[cited_part(), cited_part()])
+    fingerprint_response(response)
+    other = response.parts[1]
+    assert isinstance(other, TextPart)
+    other.content = other.content.replace('fast', 'slow')  # edited by hand
+    edited, _ = edit_response(response, 0, 'Note. ' + TEXT)
+    assert [(p.code, p.part_index) for p in find_stale([edited])] == [('stale_after_edit', 1)]
+    repaired, problems = repair_history([edited], 'realign')
+    assert [(p.code, p.part_index) for p in problems][0] == ('stale_after_edit', 1)
+    assert find_stale([repaired[0]]) == []
+    part = repaired[0].parts[1]
+    assert isinstance(part, TextPart)
+    assert anchored(part) == WITHOUT_B  # located by the old anchor prints
