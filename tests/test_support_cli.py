@@ -12,6 +12,7 @@ from selectolax.lexbor import LexborHTMLParser
 from pydantic_ai_citations._answer import CitedAnswer, CitedSpan, SourceRef
 from pydantic_ai_citations.support import PageSnapshot, SnapshotStore
 from pydantic_ai_citations.support._audit import audit_report_ta
+from pydantic_ai_citations.support._audit_run import audited_citation_ta
 from pydantic_ai_citations.support._cli import register, run_audit
 
 PAGES = Path(__file__).parent / 'pages'
@@ -170,3 +171,83 @@ async def test_example_support_check_runs():
     lines: list[str] = await module.main()
     assert lines[0].startswith("[1] supported    score=0.89  'The school put 120 solar panels")
     assert lines[-1] == "dead links: ['https://school.test/grant (not_found)']"
+
+
+def test_audit_jsonl_streams_one_line_per_citation(setup: tuple[Path, Path], tmp_path: Path):
+    _, snaps = setup
+    source = tmp_path / 'answers.jsonl'
+    source.write_text(''.join(a.to_json().decode() + '\n' for a in answers()))
+    code, out, err = run([str(source), '--snapshots', str(snaps), '--format', 'jsonl', '--partition-size', '1'])
+    assert code == 0
+    lines = [audited_citation_ta.validate_json(line) for line in out.splitlines()]
+    assert [(x.answer, x.check.verdict) for x in lines] == [(1, 'supported'), (1, 'unreachable')]
+    assert err == '2 answer(s), 2 citation check(s): supported 1, unreachable 1\n'
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_audit_progress_bar_on_a_terminal(setup: tuple[Path, Path], tmp_path: Path):
+    answers_path, snaps = setup
+    err = Terminal()
+    target = tmp_path / 'out.md'
+    code = run_audit([str(answers_path), '--snapshots', str(snaps), '-o', str(target)], stderr=err)
+    assert code == 0
+    assert err.getvalue().endswith(f'wrote {target}\n')
+    assert target.read_text(encoding='utf-8').startswith('# Citation support audit')
+    quiet = Terminal()
+    assert (
+        run_audit([str(answers_path), '--snapshots', str(snaps), '--no-progress', '-o', str(target)], stderr=quiet) == 0
+    )
+    assert quiet.getvalue() == f'wrote {target}\n'
+
+
+def test_audit_a_conversation_store(setup: tuple[Path, Path], tmp_path: Path):
+    _, snaps = setup
+    import anyio
+    from pydantic_ai import Agent, Citation, ContentCitationAnchor, ModelResponse, TextPart, WebCitationSource
+    from pydantic_ai.models.function import FunctionModel
+
+    from pydantic_ai_citations._store import SQLiteConversationStore
+
+    def reply(*_: object) -> ModelResponse:
+        citation = Citation(
+            [WebCitationSource('https://news.test/a')], anchor=ContentCitationAnchor(start=0, end=len(CLAIM))
+        )
+        return ModelResponse(parts=[TextPart(CLAIM, citations=[citation])])
+
+    db = tmp_path / 'conversations.db'
+    store = SQLiteConversationStore(db)
+
+    async def save() -> None:
+        await store.save(await Agent(FunctionModel(reply)).run('q'))
+
+    anyio.run(save)
+    store.close()
+    code, out, err = run([str(db), '--snapshots', str(snaps), '--format', 'jsonl'])
+    assert (code, err) == (0, '1 answer(s), 1 citation check(s): supported 1\n')
+    assert audited_citation_ta.validate_json(out).answer_id is not None
+
+
+def test_audit_on_dask(setup: tuple[Path, Path]):
+    from distributed import LocalCluster
+
+    answers_path, snaps = setup
+    expected = run([str(answers_path), '--snapshots', str(snaps), '--format', 'html'])
+    assert run([str(answers_path), '--snapshots', str(snaps), '--format', 'html', '--workers', '1']) == expected
+    with LocalCluster(n_workers=1, processes=False, dashboard_address=':0') as cluster:
+        argv = [
+            str(answers_path),
+            '--snapshots',
+            str(snaps),
+            '--format',
+            'html',
+            '--scheduler',
+            cluster.scheduler_address,
+        ]
+        assert run(argv) == expected
+    code, _, err = run([str(answers_path), '--snapshots', str(snaps), '--workers', '1', '--scheduler', 'tcp://x:1'])
+    assert code == 2
+    assert 'not allowed with argument' in err

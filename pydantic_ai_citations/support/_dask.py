@@ -43,7 +43,7 @@ def _checker(client: Any) -> Checker:
     def check(
         parts: Iterator[Partition], pages: Pages, options: AuditOptions, fmt: AuditFormat
     ) -> Iterator[PartitionResult]:
-        [shared] = client.scatter([pages], broadcast=True)
+        [shared] = client.scatter([pages], broadcast=True, hash=False)  # a key of its own: audits never share one
         window = _window(client)
         pending: Any = as_completed()
         done: dict[int, PartitionResult] = {}
@@ -66,7 +66,7 @@ def _checker(client: Any) -> Checker:
                     yield done.pop(written)
                     written += 1
         finally:
-            for future in pending.futures:
+            for future in list(pending.futures):
                 future.cancel()
 
     return check
