@@ -517,11 +517,3 @@ def audit_answers(
     finally:
         writer.close()
     return AuditSummary(answers, count, summary, options.threshold)
-
-
-def report_json(report_summary: AuditSummary) -> str:
-    """`AuditSummary` as JSON."""
-    return _summary_ta.dump_json(report_summary, indent=2).decode() + '\n'
-
-
-_summary_ta: TypeAdapter[AuditSummary] = TypeAdapter(AuditSummary)
