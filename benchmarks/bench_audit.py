@@ -90,7 +90,7 @@ def load_pages() -> list[tuple[str, str, list[str]]]:
             ' '.join(s.split())
             for paragraph in entry['articleBody'].split('\n')
             for s in SENTENCE_END.split(paragraph)
-            if 8 <= len(s.split()) <= 45
+            if 16 <= len(s.split()) <= 45  # claims of at least 8 words after dropping half of them
         ]
         pages.append((f'https://corpus.test/{key[:16]}', decoded.text, sentences))
     assert len(pages) == 30
