@@ -181,7 +181,7 @@ class TrackCitations(AbstractCapability[Any]):
 
     def add_run_problems(self, problems: Iterable[CitationProblem]) -> None:
         """Take problems the package's other capabilities found during this run (see `_ledger.record_problems`)."""
-        if (state := self._run) is not None:
+        if (state := self._run) is not None and problems:
             with state.lock:
                 state.problems.extend(p for p in problems if p not in state.problems)
 

@@ -103,12 +103,17 @@ def _json(value: object) -> JsonValue:
 
 def recover(response: ModelResponse) -> Recovery:
     """Recover every citation format this module knows from one `ModelResponse` (pure; `response` is unchanged)."""
-    out = Recovery()
-    for recovery in (
-        container_file_citations(response),
-        xai_tool_output_citations(response),
-        anthropic_search_result_locations(response),
-    ):
+    found = [
+        recovery
+        for recovery in (
+            container_file_citations(response),
+            xai_tool_output_citations(response),
+            anthropic_search_result_locations(response),
+        )
+        if recovery.citations or recovery.raw_only or recovery.problems
+    ]
+    out = found[0] if found else Recovery()
+    for recovery in found[1:]:
         out = out.merged(recovery)
     return out
 
@@ -324,7 +329,10 @@ def anthropic_search_result_locations(response: ModelResponse) -> Recovery:
                 )
             )
             continue
-        found, raw_part = _anthropic_block(as_maps(cast(object, raw)), part.content, part_index)
+        entries = cast(Sequence[object], raw)
+        if not any(as_str((as_map(r) or {}).get('type')) == 'search_result_location' for r in entries):
+            continue  # the common case: every citation was mapped by Pydantic AI
+        found, raw_part = _anthropic_block(as_maps(entries), part.content, part_index)
         if found:
             citations[part_index] = found
         raw_only.extend(raw_part)
