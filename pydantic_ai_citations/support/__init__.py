@@ -4,7 +4,7 @@ Split pages into passages (`split_passages`), score claim-vs-passage coverage (`
 citation of a `CitedAnswer` (`check_support`, or `check_support_sync`), keep snapshots of cited pages taken at answer time
 (`SnapshotStore`, `capture`, `capture_answer`), judge lexically (default) or with a model (`LLMJudge`), and audit
 logged answers of any number in partitions, here or on Dask (`audit_answers`; a cluster needs the `[audit]` extra).
-Needs the `[support]` extra (selectolax, snowballstemmer, httpx2).
+Needs the `[support]` extra (selectolax, snowballstemmer, httpx2; with PyStemmer, also in it, stemming runs in C).
 """
 
 from . import _requires  # noqa: F401  # pyright: ignore[reportUnusedImport]  # first: name a missing extra

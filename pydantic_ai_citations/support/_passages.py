@@ -97,21 +97,14 @@ class _Builder:
             self.length += len(text) + 1
 
 
-def _children(node: LexborNode) -> list[LexborNode]:
-    children: list[LexborNode] = []
-    child = node.child
-    while child is not None:
-        children.append(child)
-        child = child.next
-    return children
-
-
 def _html_blocks(html: str) -> _Builder:
     builder = _Builder([], [])
     tree = LexborHTMLParser(html)
     root = tree.body or tree.root
     if root is None:
         return builder
+    # Elements marked `hidden`, found by lexbor's selector engine once (reading each element's attributes is slow).
+    hidden = {node.mem_id for node in root.css('[hidden]')}
     # Iterative pre-order walk (deep junk must not hit the recursion limit); strings on the stack mark where a
     # block or a container ends.
     stack: list[LexborNode | Literal['block', 'container']] = [root]
@@ -146,7 +139,7 @@ def _html_blocks(html: str) -> _Builder:
                 last_br = False
             builder.add(text)
             continue
-        if tag is None or tag in _SKIPPED or 'hidden' in item.attributes:
+        if tag is None or tag in _SKIPPED or (hidden and item.mem_id in hidden):
             continue
         if tag == 'br':
             if last_br:
@@ -162,7 +155,9 @@ def _html_blocks(html: str) -> _Builder:
         elif tag in _CONTAINERS:
             depth += 1
             stack.append('container')
-        stack.extend(reversed(_children(item)))
+        children = list(item.iter(include_text=True))
+        children.reverse()
+        stack.extend(children)
     builder.flush()
     return builder
 

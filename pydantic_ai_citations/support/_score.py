@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pydantic import TypeAdapter
 
 from ._passages import Passage
-from ._terms import latin_algorithm, term_key, term_of, terms_of_words, tokens
+from ._terms import latin_algorithm, term_key, terms_of_group, terms_of_words, tokens
 
 __all__ = ('PassageMatch', 'PassageIndex', 'best_passage', 'coverage', 'passage_match_ta')
 
@@ -59,16 +59,18 @@ def _surface(words: Sequence[str]) -> set[str]:
 
 
 class PassageIndex:
-    """Passages of one page, indexed for many claims: surface features up front, terms as claims need them.
+    """Passages of one page, indexed once for many claims: words up front, terms and word pairs as claims need them.
 
-    Stemming is most of the cost of a check, and most of a page's words never meet a claim's. So the index
-    keeps the page's words grouped by `term_key` (their first two letters) and stems a group the first time a
-    claim has a word in it; a term always has its words' key, so every passage holding a claim's term is found.
-    The lazily filled term postings are the only state that changes, and only by growing.
+    Building the index reads each passage once: its words (`tokens`) and a posting list per distinct word. Stemming is most of the rest of the cost, and most of a page's words never meet
+    a claim's. So the index keeps the page's words grouped by `term_key` (their first two letters) and stems a group
+    the first time a claim has a word in it (one call per word to the Snowball stemmer, the C one when PyStemmer is
+    installed); a term always has its words' key, so every passage holding a claim's term is found. Pairs of adjacent
+    words are looked up the same way: only for the pairs a claim has, among the passages holding both words. The
+    lazily filled term and pair postings are the only state that changes, and only by growing.
     """
 
     def __init__(self, passages: Sequence[Passage], *, language: str | None = None) -> None:
-        """Index the surface features of each passage.
+        """Index the words of each passage.
 
         Args:
             passages: The page's passages, e.g. from `split_passages`.
@@ -77,28 +79,62 @@ class PassageIndex:
         self.passages: tuple[Passage, ...] = tuple(passages)
         self.language = language
         self._latin = latin_algorithm(language)  # an unknown language fails here, not on the first claim
-        postings: dict[str, list[int]] = {}
-        for i, passage in enumerate(self.passages):
-            for feature in _surface(tokens(passage.text)):
-                postings.setdefault(feature, []).append(i)
-        self._postings = postings
+        words: dict[str, set[int]] = {}
+        self._tokens = [tokens(passage.text) for passage in self.passages]
+        self._pairs: list[frozenset[str] | None] = [None] * len(self.passages)
+        for i, found in enumerate(self._tokens):
+            for word in set(found):
+                ids = words.get(word)
+                if ids is None:
+                    words[word] = {i}
+                else:
+                    ids.add(i)
+        self._words = words
         unstemmed: dict[str, list[str]] = {}
-        for feature in postings:
-            if feature[0] == '=':
-                unstemmed.setdefault(term_key(feature[1:]), []).append(feature[1:])
+        for word in words:
+            key = word[:2] if word.isascii() else term_key(word)
+            group = unstemmed.get(key)
+            if group is None:
+                unstemmed[key] = [word]
+            else:
+                group.append(word)
         self._unstemmed = unstemmed
         self._term_ids: dict[str, set[int]] = {}
+        self._pair_ids: dict[str, set[int]] = {}
+        n = len(self.passages)
+        # BM25's IDF over the page's passages, by document frequency: near 0 in every passage, highest in one.
+        self._idf = [math.log(1 + (n - df + 0.5) / (df + 0.5)) for df in range(n + 1)]
 
     def _stem_group(self, key: str) -> None:
-        for word in self._unstemmed.pop(key, ()):
-            term = term_of(word, self._latin)
+        group = self._unstemmed.pop(key, None)
+        if group is None:
+            return
+        term_ids = self._term_ids
+        for word, term in zip(group, terms_of_group(group, self._latin), strict=True):
             if term is not None:
-                self._term_ids.setdefault(term, set()).update(self._postings['=' + word])
+                ids = term_ids.get(term)
+                if ids is None:
+                    term_ids[term] = set(self._words[word])
+                else:
+                    ids |= self._words[word]
 
-    def _weight(self, df: int) -> float:
-        """BM25's IDF over the page's passages: near 0 for a feature in every passage, highest in one."""
-        n = len(self.passages)
-        return math.log(1 + (n - df + 0.5) / (df + 0.5))
+    def _pair(self, pair: str) -> set[int]:
+        """Passages holding the two words of `pair` (`'a b'`) next to each other."""
+        ids = self._pair_ids.get(pair)
+        if ids is None:
+            first, second = pair.split(' ')
+            both = self._words.get(first, set()) & self._words.get(second, set())
+            ids = {i for i in both if pair in self._pairs_of(i)}
+            self._pair_ids[pair] = ids
+        return ids
+
+    def _pairs_of(self, i: int) -> frozenset[str]:
+        """The pairs of adjacent words of passage `i` (made the first time a claim's pair may be in it)."""
+        pairs = self._pairs[i]
+        if pairs is None:
+            words = self._tokens[i]
+            pairs = self._pairs[i] = frozenset(map(' '.join, zip(words, words[1:], strict=False)))
+        return pairs
 
     def _candidates(self, claim: str | frozenset[str]) -> tuple[frozenset[str], dict[int, float], dict[int, int]]:
         """The claim's terms, and for each passage sharing one of them its relevance and its count of them."""
@@ -111,23 +147,25 @@ class PassageIndex:
             surface = set[str]()
         for key in {term_key(t) for t in claim_terms}:
             self._stem_group(key)
+        idf = self._idf
         relevance: dict[int, float] = {}
         counts: dict[int, int] = {}
         for term in sorted(claim_terms):  # sorted: the same sums, to the last bit, on every run
             ids = self._term_ids.get(term)
             if ids:
-                weight = self._weight(len(ids))
+                weight = idf[len(ids)]
                 for i in ids:
                     relevance[i] = relevance.get(i, 0.0) + weight
                     counts[i] = counts.get(i, 0) + 1
+        if not counts:
+            return claim_terms, relevance, counts
         # Only passages sharing a term are candidates: shared stop words or word pairs alone back nothing.
         for feature in sorted(surface):
-            ids = self._postings.get(feature)
+            ids = self._words.get(feature[1:]) if feature[0] == '=' else self._pair(feature)
             if ids:
-                weight = self._weight(len(ids))
-                for i in ids:
-                    if i in counts:
-                        relevance[i] += weight
+                weight = idf[len(ids)]
+                for i in counts.keys() & ids:
+                    relevance[i] += weight
         return claim_terms, relevance, counts
 
     def best(self, claim: str | frozenset[str]) -> PassageMatch | None:

@@ -12,6 +12,8 @@ import re
 import unicodedata
 from collections.abc import Callable, Iterable
 from functools import cache, lru_cache
+from itertools import repeat
+from typing import cast
 
 import snowballstemmer  # pyright: ignore[reportMissingTypeStubs]
 from pydantic_ai.exceptions import UserError
@@ -23,6 +25,7 @@ __all__ = (
     'resolve_language',
     'term_key',
     'term_of',
+    'terms_of_group',
     'terms',
     'terms_of_words',
     'tokens',
@@ -134,13 +137,28 @@ def _term(word: str, latin: str) -> str | None:
     """
     if len(word) < 2 and not word.isdigit():
         return None
-    algorithm = 'russian' if _is_cyrillic(word) else latin
+    algorithm = latin if word.isascii() or not _is_cyrillic(word) else 'russian'
     if algorithm == 'russian':
         word = word.replace('ё', 'е')
     if word in STOP_WORDS.get(algorithm, frozenset()):
         return None
     stem = _stemmer(algorithm)(word)
     return stem if len(stem) >= 2 and term_key(stem) == term_key(word) else word
+
+
+@cache
+def _stem_words(algorithm: str) -> Callable[[list[str]], list[str]]:
+    stemmer = snowballstemmer.stemmer(algorithm)  # pyright: ignore[reportUnknownMemberType,reportUnknownVariableType]
+    return stemmer.stemWords  # pyright: ignore[reportUnknownMemberType,reportUnknownVariableType]
+
+
+def terms_of_group(words: list[str], latin: str) -> list[str | None]:
+    """`term_of` of each word, in order, the ASCII ones stemmed in one call (one C call with PyStemmer installed)."""
+    stop = STOP_WORDS.get(latin, frozenset())
+    plain = [w for w in words if w.isascii() and w not in stop and (len(w) >= 2 or w.isdigit())]
+    stems: list[str] = _stem_words(latin)(plain)
+    found = {w: s if len(s) >= 2 and term_key(s) == w[:2] else w for w, s in zip(plain, stems, strict=True)}
+    return [found.get(w) if w.isascii() else _term(w, latin) for w in words]
 
 
 def tokens(text: str) -> list[str]:
@@ -167,13 +185,9 @@ def terms(text: str, *, language: str | None = None) -> frozenset[str]:
 
 def terms_of_words(words: Iterable[str], *, language: str | None = None) -> frozenset[str]:
     """`terms` of text already split by `tokens` (for callers that need the words too)."""
-    latin = latin_algorithm(language)
-    out: set[str] = set()
-    for word in words:
-        term = _term(word, latin)
-        if term is not None:
-            out.add(term)
-    return frozenset(out)
+    out = set(map(_term, words, repeat(latin_algorithm(language))))
+    out.discard(None)
+    return frozenset(cast('set[str]', out))
 
 
 def latin_algorithm(language: str | None) -> str:
