@@ -339,6 +339,23 @@ def test_cut_sse_keeps_whole_events():
     assert cut.payload == [{'n': 1}]
 
 
+def test_finishing_events_of_cohere_and_xai():
+    assert _finish_index('cohere', [{'type': 'content-delta'}, {'type': 'message-end'}]) == 1
+    xai: list[JsonValue] = [
+        {'outputs': [{'finish_reason': 'REASON_INVALID'}]},  # proto3's unset value: not a finish
+        {'outputs': [{'finish_reason': 'REASON_STOP'}]},
+    ]
+    assert _finish_index('xai', xai) == 1
+
+
+def test_cut_grpc_chunks_and_event_stream_frames():
+    chunks = RawResponse(200, 'application/grpc+stream', [{'n': 1}, {'n': 2}], None, chunks=(b'one', b'two'))
+    assert _cut_response(chunks, 1).chunks == (b'one',)
+    frame = (8).to_bytes(4, 'big') + b'abcd'  # an AWS event-stream frame starts with its total length
+    bedrock = RawResponse(200, 'application/vnd.amazon.eventstream', [{'a': {}}, {'b': {}}], None, frame + frame)
+    assert _cut_response(bedrock, 1).body == frame
+
+
 def test_spread():
     assert _spread([1, 2, 3], 4) == [1, 2, 3]
     assert _spread(list(range(1, 101)), 4) == [1, 34, 67, 100]
