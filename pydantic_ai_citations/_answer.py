@@ -452,10 +452,13 @@ def _build(messages: Sequence[ModelMessage], *, incomplete: str | None) -> Cited
     text_pieces: list[str] = []
     segments: list[PartSegment] = []
     offset = 0
-    for part_index in answer_parts(response):
+    indexes = answer_parts(response)
+    for part_index in indexes:
         part = response.parts[part_index]
         assert isinstance(part, TextPart)
-        content, cuts = _strip_part(b, part.content, message_index, part_index)
+        # Only the last text of a response that did not complete can end in the middle of markup.
+        cut_off = incomplete is not None and part_index == indexes[-1]
+        content, cuts = _strip_part(b, part.content, message_index, part_index, cut_off)
         segments.append(
             PartSegment(
                 offset,
@@ -494,15 +497,17 @@ _MARKUP_HINTS = (MARKER_START, MARKER_END, MARKER_SEPARATOR, '【', 'cite')
 """Characters without which a text holds no citation markup (`formats.markup`'s forms, numbered markers aside)."""
 
 
-def _strip_part(b: _Builder, content: str, message_index: int, part_index: int) -> tuple[str, tuple[Cut, ...]]:
+def _strip_part(
+    b: _Builder, content: str, message_index: int, part_index: int, cut_off: bool = False
+) -> tuple[str, tuple[Cut, ...]]:
     """The part's text without citation markup a reader must never see, and the ranges removed.
 
     Markup that was resolved was already turned into citations (`TrackCitations(marker_sources=...)`); what is left
     names no source this answer knows, so it is removed and reported with its offsets into the part's text.
     """
-    if not any(hint in content for hint in _MARKUP_HINTS):
+    if not cut_off and not any(hint in content for hint in _MARKUP_HINTS):
         return content, ()
-    stripped = strip_markup(content)
+    stripped = strip_markup(content, incomplete=cut_off)
     if not stripped.changed:
         return content, ()
     where = f'in response {message_index}, part {part_index}'

@@ -105,13 +105,14 @@ class _Cleaners:
             chunks.append(TextChunk(clean, part_index=index, response_index=response_index))
         return chunks
 
-    def close(self, index: int, response_index: int = 0) -> list[TextChunk]:
+    def close(self, index: int, response_index: int = 0, incomplete: bool = False) -> list[TextChunk]:
         cleaner = self.by_part.pop(index, None)
-        rest = cleaner.close() if cleaner is not None else ''
+        rest = cleaner.close(incomplete=incomplete) if cleaner is not None else ''
         return [TextChunk(rest, part_index=index, response_index=response_index)] if rest else []
 
-    def close_all(self, response_index: int = 0) -> list[TextChunk]:
-        return [chunk for index in sorted(self.by_part) for chunk in self.close(index, response_index)]
+    def close_all(self, response_index: int = 0, incomplete: bool = False) -> list[TextChunk]:
+        """Close every cleaner; `incomplete`: the text was cut off, so a held possible opening of markup goes."""
+        return [chunk for index in sorted(self.by_part) for chunk in self.close(index, response_index, incomplete)]
 
 
 class _Accumulator:
@@ -146,12 +147,13 @@ class _Accumulator:
         elif isinstance(event, PartEndEvent):
             self.parts[event.index] = event.part
             self.ended.add(event.index)
-            return self.cleaners.close(event.index, self.response_index)
+            # The cleaner stays open: whether what it holds is a cut-off opening of markup is known only at the end
+            # (`flush`); the next part or response closes it as complete.
         return []
 
-    def flush(self) -> list[TextChunk]:
-        """The text still held back by the cleaners (at the end of the events)."""
-        return self.cleaners.close_all(max(self.response_index, 0))
+    def flush(self, incomplete: bool) -> list[TextChunk]:
+        """The text still held back by the cleaners (at the end of the events); `incomplete` as the answer's."""
+        return self.cleaners.close_all(max(self.response_index, 0), incomplete)
 
     def response(self) -> ModelResponse | None:
         if not self.parts:
@@ -207,9 +209,10 @@ async def _from_events(events: AsyncIterator[object], acc: _Accumulator) -> Asyn
         async for event in events:
             if isinstance(event, AgentRunResultEvent):
                 result = cast(AgentRunResultEvent[object], event).result
-                for chunk in acc.flush():
+                answer = CitedAnswer.from_messages(result.all_messages())
+                for chunk in acc.flush(not answer.complete):
                     yield chunk
-                yield FinalAnswer(CitedAnswer.from_messages(result.all_messages()))
+                yield FinalAnswer(answer)
                 return
             for chunk in acc.feed(cast(AgentStreamEvent, event)):
                 yield chunk
@@ -217,7 +220,7 @@ async def _from_events(events: AsyncIterator[object], acc: _Accumulator) -> Asyn
         yield FinalAnswer(_incomplete(acc.response()), error=exc)
         raise
     # The events ended without a run result: the run did not finish.
-    for chunk in acc.flush():
+    for chunk in acc.flush(True):
         yield chunk
     yield FinalAnswer(_incomplete(acc.response()))
 
@@ -245,13 +248,11 @@ async def _from_run_stream(result: Any, snaps: _Snapshots) -> AsyncGenerator[Str
                         snaps.emitted[index] = len(part.content)
                         for chunk in snaps.cleaners.feed(index, part.content[done:]):
                             yield chunk
-        for chunk in snaps.cleaners.close_all():
-            yield chunk
         messages = cast(list[ModelMessage], result.all_messages())
-        if not result.is_complete:
-            yield FinalAnswer(_incomplete(snaps.last))
-            return
-        yield FinalAnswer(CitedAnswer.from_messages(messages))
+        answer = CitedAnswer.from_messages(messages) if result.is_complete else _incomplete(snaps.last)
+        for chunk in snaps.cleaners.close_all(incomplete=not answer.complete):
+            yield chunk
+        yield FinalAnswer(answer)
     except Exception as exc:
         yield FinalAnswer(_incomplete(snaps.last), error=exc)
         raise

@@ -137,10 +137,10 @@ def _covered(cuts: tuple[tuple[int, int], ...], start: int, end: int) -> bool:
 
 
 @settings(max_examples=400, deadline=None)
-@given(TEXTS, st.booleans())
-def test_scan_and_strip_agree(text: str, numbered: bool):
-    scan = scan_markup(text, numbered=numbered)
-    stripped = strip_markup(text, numbered=numbered, spacing=False)
+@given(TEXTS, st.booleans(), st.booleans())
+def test_scan_and_strip_agree(text: str, numbered: bool, incomplete: bool):
+    scan = scan_markup(text, numbered=numbered, incomplete=incomplete)
+    stripped = strip_markup(text, numbered=numbered, spacing=False, incomplete=incomplete)
     for m in scan.matches:
         assert 0 <= m.start <= m.kept_start <= m.kept_end <= m.end <= len(text)
         assert all(_covered(stripped.cuts, a, b) for a, b in m.cuts)
@@ -159,24 +159,29 @@ def test_scan_and_strip_agree(text: str, numbered: bool):
 
 
 @settings(max_examples=400, deadline=None)
-@given(TEXTS, st.booleans(), st.booleans())
-def test_strip_leaves_no_private_use_character_and_no_cite_tag(text: str, numbered: bool, spacing: bool):
-    clean = strip_markup(text, numbered=numbered, spacing=spacing).text
+@given(TEXTS, st.booleans(), st.booleans(), st.booleans())
+def test_strip_leaves_no_private_use_character_and_no_cite_tag(
+    text: str, numbered: bool, spacing: bool, incomplete: bool
+):
+    clean = strip_markup(text, numbered=numbered, spacing=spacing, incomplete=incomplete).text
     assert PRIVATE.search(clean) is None
     assert HALF_TAG.search(clean) is None
-    assert not scan_markup(clean, numbered=numbered).found
+    assert not scan_markup(clean, numbered=numbered, incomplete=incomplete).found
 
 
 @settings(max_examples=200, deadline=None)
 @given(st.lists(PIECES, max_size=30).map(''.join), st.data())
 def test_stream_cleaner_never_shows_markup(text: str, data: st.DataObject):
     cuts = sorted(data.draw(st.lists(st.integers(0, len(text)), max_size=8)))
+    incomplete = data.draw(st.booleans())
     cleaner = StreamCleaner()
     shown = [cleaner.feed(text[a:b]) for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True)]
-    shown.append(cleaner.close())
+    shown.append(cleaner.close(incomplete=incomplete))
     for piece in shown:
         assert PRIVATE.search(piece) is None
     assert PRIVATE.search(''.join(shown)) is None
+    if incomplete:  # what was held back as a possible opening of markup is not shown when the text was cut off
+        assert not scan_markup(shown[-1], incomplete=True).found
     for issue in cleaner.issues:
         assert 0 <= issue.start <= issue.end <= len(text)
 
@@ -191,6 +196,41 @@ def test_stream_cleaner_holds_back_only_an_open_marker():
     assert [(i.code, i.kind) for i in cleaner.issues] == [('unterminated_marker', 'openai_marker')]
     with pytest.raises(UserError, match='after close'):
         cleaner.feed('x')
+
+
+@pytest.mark.parametrize(
+    ('text', 'clean'),
+    [
+        pytest.param('It lies on (cite index="1-1', 'It lies on', id='half-opening-tag'),
+        pytest.param('It lies on <ci', 'It lies on', id='angle-prefix'),
+        pytest.param('(cite index="1">the border</cit', 'the border', id='half-closing-tag'),
+        pytest.param('Paris 【turn0', 'Paris', id='bracket-prefix'),
+        pytest.param('Paris (', 'Paris', id='bare-paren'),
+        pytest.param('Paris (cite sources) and more', 'Paris (cite sources) and more', id='prose-stays'),
+        pytest.param('x \ue200cite\ue202turn9', 'x', id='openai-unterminated'),
+    ],
+)
+def test_incomplete_text_loses_a_cut_off_opening(text: str, clean: str):
+    stripped = strip_markup(text, incomplete=True)
+    assert stripped.text == clean
+    if text != clean:
+        issue = stripped.issues[-1]
+        assert (issue.code, issue.end) == ('unterminated_marker', len(text))
+    assert strip_markup(text).text == strip_markup(text, incomplete=False).text  # a complete text keeps its tail
+    assert strip_markup('It lies on (cite index="1-1').text == 'It lies on (cite index="1-1'
+    # A stream cleaner holds the possible opening back, and drops it when the stream ends cut off.
+    cleaner = StreamCleaner()
+    shown = ''.join(cleaner.feed(text[i : i + 5]) for i in range(0, len(text), 5))
+    assert shown + cleaner.close(incomplete=True) == clean
+    assert [(i.code, i.end) for i in cleaner.issues][-1:] == (
+        [('unterminated_marker', len(text))] if text != clean else []
+    )
+
+
+def test_stream_cleaner_keeps_a_complete_texts_tail():
+    cleaner = StreamCleaner()
+    assert cleaner.feed('Paris (c') + cleaner.close() == 'Paris (c'
+    assert cleaner.issues == []
 
 
 def test_stream_cleaner_reports_a_cite_tag_left_open():
@@ -218,7 +258,7 @@ def test_linear_time_on_hostile_input(hostile: str):
         best = float('inf')
         for _ in range(3):  # best of three: the machine may be busy
             start = time.process_time()
-            strip_markup(text, numbered=True)
+            strip_markup(text, numbered=True, incomplete=True)
             best = min(best, time.process_time() - start)
         return best
 

@@ -91,12 +91,9 @@ streams), so the suite stays fast while every streamed recording is cut at many 
 
 PENDING: frozenset[str] = frozenset(
     {
-        'anthropic-every-cut',
-        'bedrock-every-cut',
         'cohere-citations-iter',
         'cohere-citations-run',
         'cohere-citations-store',
-        'google-every-cut',
         'openai_responses_code_execution_return_image_stream-every-cut',
         'openai_responses_code_execution_return_image_stream-iter',
         'openai_responses_code_execution_return_image_stream-run',
@@ -105,7 +102,6 @@ PENDING: frozenset[str] = frozenset(
         'openai_responses_code_execution_return_image_stream-store',
         'openai_responses_code_execution_return_image_stream-stream_cited',
         'openai_responses_code_execution_return_image_stream-stream_cited_run_stream',
-        'openrouter-every-cut',
         'perplexity-citations-iter',
         'perplexity-citations-run',
         'perplexity-citations-store',

@@ -26,6 +26,10 @@ issues too (a reader never sees a private-use character or half a cite tag) and 
 OpenAI marker loses its opener and every character of its body (`\ue200cite\ue202turn9`), the text after it
 stays; an unterminated cite tag loses its opening tag, the text after it stays.
 
+An *incomplete* text (a stream cut before its end: `incomplete=True`) may end in the middle of markup: a trailing
+possible opening (`(cite index="1-1`, `<ci`, `</cit`, `【turn0`; with `numbered=True` `[1` or `[[1]](https://ex`) is
+then an `unterminated_marker` issue too, and removed. A complete text keeps such a tail: there it is prose.
+
 All offsets are `str` indices into the text given. Scanning is linear in the text (every pattern is bounded).
 """
 
@@ -101,6 +105,22 @@ _WHOLE_MAX = 200
 _BRACKET_RE = re.compile(r'【([A-Za-z0-9_.:-]{1,64})†(?:([^【】\n]{0,200})】)?')
 _BRACKET_TAIL_RE = re.compile(r'[^\s【】]{0,200}')
 _NUMBERED_LINK_RE = re.compile(r'\[\[([0-9]{1,4})\]\]\((https?://[^\s()]{1,2000})\)')
+# A possible opening of markup cut off at the end of an incomplete text (searched in a bounded window at the end).
+_PARTIAL_ATTR = r"""[A-Za-z_:][-\w:.]{0,40}(?:\s{0,4}=\s{0,4}(?:"[^"\n<>]{0,300}|'[^'\n<>]{0,300})?)?"""
+_TRAILING_RES: tuple[tuple[MarkupKind, re.Pattern[str]], ...] = (
+    (
+        'cite_tag',
+        re.compile(rf'[<(](?:c(?:i(?:t(?:e(?:\s{{1,8}}{_ATTR}){{0,8}}(?:\s{{1,8}}{_PARTIAL_ATTR}|\s{{0,8}}))?)?)?)?\Z'),
+    ),
+    ('cite_tag', re.compile(r'</(?:c(?:i(?:t(?:e\s{0,8})?)?)?)?\Z')),
+    ('bracket_marker', re.compile(r'【[A-Za-z0-9_.:-]{0,64}\Z')),
+)
+_NUMBERED_TRAILING_RES: tuple[tuple[MarkupKind, re.Pattern[str]], ...] = (
+    ('numbered_marker', re.compile(r'\[[0-9][0-9, ]{0,160}\Z|\[\Z')),
+    ('numbered_link', re.compile(r'\[\[(?:[0-9]{1,4}(?:\](?:\](?:\([^\s()]{0,2000})?)?)?)?\Z')),
+)
+_TRAILING_WINDOW = 3200
+_TRAILING_REASON = 'possible citation markup cut off at the end of an incomplete text'
 _CLOSING = frozenset('.,;:!?)]}…»”’')
 _HSPACE = ' \t'
 
@@ -390,6 +410,26 @@ def _claimed(matches: list[MarkupMatch], issues: list[MarkupIssue]) -> _Taken:
     return _Taken([(m.start, m.end) for m in matches] + [c for i in issues if i.kind != 'cite_tag' for c in i.cuts])
 
 
+def _scan_trailing(text: str, numbered: bool, taken: _Taken, issues: list[MarkupIssue]) -> None:
+    """A possible opening of markup cut off at the end of an incomplete text: the longest one, if any."""
+    n = len(text)
+    lo = max(0, n - _TRAILING_WINDOW)
+    patterns = _TRAILING_RES + _NUMBERED_TRAILING_RES if numbered else _TRAILING_RES
+    found: tuple[MarkupKind, int] | None = None
+    for kind, pattern in patterns:
+        m = pattern.search(text, lo)
+        if m is not None and m.start() < n and m.start() not in taken and (found is None or m.start() < found[1]):
+            found = (kind, m.start())
+    if found is not None:
+        kind, start = found
+        issues.append(MarkupIssue('unterminated_marker', kind, start, n, _TRAILING_REASON, ((start, n),)))
+
+
+def _may_end_in_markup(text: str, numbered: bool) -> bool:
+    tail = text[-_TRAILING_WINDOW:]
+    return '<' in tail or '(' in tail or '【' in tail or (numbered and '[' in tail)
+
+
 def _may_hold_markup(text: str, numbered: bool) -> bool:
     return (
         MARKER_START in text
@@ -401,15 +441,18 @@ def _may_hold_markup(text: str, numbered: bool) -> bool:
     )
 
 
-def scan_markup(text: str, *, numbered: bool = False) -> MarkupScan:
+def scan_markup(text: str, *, numbered: bool = False, incomplete: bool = False) -> MarkupScan:
     """Find the citation markup in `text`, with offsets; never raises (see the module docstring for the grammar).
 
     Args:
         text: Any text.
         numbered: Also find numbered markers (`[1]`, `[1, 2]`, xAI's `[[1]](url)`); off by default since `[1]` can
             be prose.
+        incomplete: The text was cut off (a stream that did not complete): a possible opening of markup at its very
+            end (`(cite index="1-1`) is an `unterminated_marker` issue. Default `False`: such a tail is prose.
     """
-    if not _may_hold_markup(text, numbered):
+    trailing = incomplete and _may_end_in_markup(text, numbered)
+    if not trailing and not _may_hold_markup(text, numbered):
         return MarkupScan()
     matches: list[MarkupMatch] = []
     issues: list[MarkupIssue] = []
@@ -423,6 +466,8 @@ def scan_markup(text: str, *, numbered: bool = False) -> MarkupScan:
         _scan_numbered(text, _claimed(matches, issues), matches)
     if 'cite' in text:
         _scan_cites(text, _claimed(matches, issues), matches, issues)
+    if trailing:
+        _scan_trailing(text, numbered, _claimed(matches, issues), issues)
     return MarkupScan(
         tuple(sorted(matches, key=lambda m: (m.start, -m.end))), tuple(sorted(issues, key=lambda i: (i.start, i.end)))
     )
@@ -470,14 +515,14 @@ def _apply(text: str, cuts: tuple[Cut, ...]) -> str:
     return ''.join(out)
 
 
-def _one_pass(text: str, numbered: bool, spacing: bool) -> tuple[MarkupScan, tuple[Cut, ...]]:
-    scan = scan_markup(text, numbered=numbered)
+def _one_pass(text: str, numbered: bool, spacing: bool, incomplete: bool) -> tuple[MarkupScan, tuple[Cut, ...]]:
+    scan = scan_markup(text, numbered=numbered, incomplete=incomplete)
     if not scan.found:
         return scan, ()
     cuts = scan.cuts
     if spacing:
         markers = [(m.start, m.end) for m in scan.matches if m.kind != 'cite_tag']
-        markers += [c for i in scan.issues if i.kind != 'cite_tag' for c in i.cuts]
+        markers += [c for i in scan.issues if i.kind != 'cite_tag' or i.reason == _TRAILING_REASON for c in i.cuts]
         if markers:
             cuts = _merge([*cuts, *_spacing_cuts(text, cuts, sorted(markers))])
     return scan, cuts
@@ -486,7 +531,9 @@ def _one_pass(text: str, numbered: bool, spacing: bool) -> tuple[MarkupScan, tup
 _MAX_PASSES = 8
 
 
-def strip_markup(text: str, *, numbered: bool = False, spacing: bool = True) -> StrippedMarkup:
+def strip_markup(
+    text: str, *, numbered: bool = False, spacing: bool = True, incomplete: bool = False
+) -> StrippedMarkup:
     r"""Remove citation markup from `text`: well-formed markup, and the markup characters of what could not be read.
 
     Cite tags keep the text they wrap; markers go whole. What could not be read is in `issues` (its markup is removed
@@ -501,18 +548,20 @@ def strip_markup(text: str, *, numbered: bool = False, spacing: bool = True) -> 
         spacing: Also remove one space before a removed marker when it separated a word from whitespace, closing
             punctuation or the end of the text (`'big \ue200…\ue201.'` becomes `'big.'`); the removed space is in
             `cuts`. Nothing else about whitespace is touched.
+        incomplete: The text was cut off (a stream that did not complete): a possible opening of markup at its very
+            end is removed too and reported as `unterminated_marker` (see `scan_markup`). Default `False`.
     """
-    scan, cuts = _one_pass(text, numbered, spacing)
+    scan, cuts = _one_pass(text, numbered, spacing, incomplete)
     if not cuts:
         return StrippedMarkup(text, (), scan.matches, scan.issues)
     out = _apply(text, cuts)
-    if not _may_hold_markup(out, numbered) or not scan_markup(out, numbered=numbered).found:
+    if not scan_markup(out, numbered=numbered, incomplete=incomplete).found:
         return StrippedMarkup(out, cuts, scan.matches, scan.issues)
-    return _strip_again(text, out, cuts, scan, numbered, spacing)
+    return _strip_again(text, out, cuts, scan, (numbered, spacing, incomplete))
 
 
 def _strip_again(
-    text: str, out: str, cuts: tuple[Cut, ...], scan: MarkupScan, numbered: bool, spacing: bool
+    text: str, out: str, cuts: tuple[Cut, ...], scan: MarkupScan, flags: tuple[bool, bool, bool]
 ) -> StrippedMarkup:
     """Removing markup made new markup out of the text around it: remove that too (rare; bounded passes)."""
     # `kept[i]` is the input offset of `out[i]`.
@@ -523,7 +572,7 @@ def _strip_again(
     ]
     issues = list(scan.issues)
     for _ in range(_MAX_PASSES):
-        again, more = _one_pass(out, numbered, spacing)
+        again, more = _one_pass(out, *flags)
         if not more:
             break
         start, end = kept[more[0][0]], kept[more[-1][1] - 1] + 1
@@ -607,11 +656,17 @@ class StreamCleaner:
         self._held = held[cut:]
         return self._release(held[:cut])
 
-    def close(self) -> str:
-        """End the text; return the rest of the clean text."""
+    def close(self, *, incomplete: bool = False) -> str:
+        """End the text; return the rest of the clean text.
+
+        Args:
+            incomplete: The text was cut off (a stream that did not complete): what is still held because it may
+                open markup (`(cite index="1-1`) is removed and reported as `unterminated_marker`, as
+                `strip_markup(..., incomplete=True)` does. Default `False`: a complete text's tail is prose.
+        """
         if self._closed:
             return ''
-        out = self._release(self._held)
+        out = self._release(self._held, incomplete=incomplete)
         self._held = ''
         self._issues.extend(self._open_tags)
         self._open_tags = []
@@ -635,7 +690,7 @@ class StreamCleaner:
     def _patterns(self) -> tuple[re.Pattern[str], ...]:
         return _OPEN_TAIL_RES + _NUMBERED_TAIL_RES if self._numbered else _OPEN_TAIL_RES
 
-    def _release(self, piece: str) -> str:
+    def _release(self, piece: str, *, incomplete: bool = False) -> str:
         base = self._pos
         self._pos += len(piece)
         if not piece:
@@ -643,7 +698,7 @@ class StreamCleaner:
         # The last character shown goes first, as context for the spacing rule (a space before a marker goes only
         # when a word precedes it); it is clean text, and it is not shown again.
         context = self._last
-        stripped = strip_markup(context + piece, numbered=self._numbered)
+        stripped = strip_markup(context + piece, numbered=self._numbered, incomplete=incomplete)
         self._removed += sum(end - start for start, end in stripped.cuts)
         for issue in stripped.issues:
             self._track(_shifted(issue, base - len(context)))
