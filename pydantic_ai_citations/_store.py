@@ -40,6 +40,7 @@ from pydantic_ai.conversation_store import (
 )
 from pydantic_ai.exceptions import UserError
 
+from . import _store_sql as sql
 from ._answer import CitedAnswer, answer_parts
 from ._edit import edit_response
 from ._problems import PROBLEM_CODES, CitationProblem, ProblemCode
@@ -129,39 +130,21 @@ _answer_ta: TypeAdapter[CitedAnswer] = TypeAdapter(CitedAnswer)
 # --- schema ---------------------------------------------------------------------------------------------------------
 
 
+def _ddl(conn: sqlite3.Connection, version: int) -> None:
+    for statement in sql.SCHEMA[version]:
+        conn.execute(sql.SQLITE.sql(statement))
+
+
 def _v1(conn: sqlite3.Connection) -> None:
-    conn.execute('CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL, package TEXT)')
-    conn.execute(
-        'CREATE TABLE conversations (conversation_id TEXT PRIMARY KEY, scope TEXT, revision TEXT NOT NULL, '
-        'updated_at REAL NOT NULL, record BLOB NOT NULL)'
-    )
-    conn.execute('CREATE INDEX conversations_scope ON conversations (scope, updated_at)')
-    conn.execute('CREATE INDEX conversations_updated ON conversations (updated_at)')
-    conn.execute(
-        'CREATE TABLE entries (id TEXT PRIMARY KEY, parent_id TEXT, kind TEXT NOT NULL, message BLOB NOT NULL)'
-    )
-    # The head and the branch tips of each conversation: where the entries still in use are reached from.
-    conn.execute('CREATE TABLE tips (conversation_id TEXT NOT NULL, entry_id TEXT NOT NULL)')
-    conn.execute('CREATE INDEX tips_conversation ON tips (conversation_id)')
+    _ddl(conn, 0)
 
 
 def _v2(conn: sqlite3.Connection) -> None:
-    conn.execute(
-        'CREATE TABLE answers (entry_id TEXT PRIMARY KEY, conversation_id TEXT NOT NULL, answer BLOB NOT NULL, '
-        'raw BLOB NOT NULL, package_version TEXT NOT NULL, pydantic_ai_version TEXT NOT NULL, provider_name TEXT, '
-        'model_name TEXT, response_time TEXT, stored_at TEXT NOT NULL)'
-    )
-    conn.execute('CREATE TABLE answer_sources (entry_id TEXT NOT NULL, url TEXT, domain TEXT, document_id TEXT)')
-    conn.execute('CREATE INDEX answer_sources_entry ON answer_sources (entry_id)')
-    conn.execute('CREATE INDEX answer_sources_url ON answer_sources (url)')
-    conn.execute('CREATE INDEX answer_sources_domain ON answer_sources (domain)')
-    conn.execute('CREATE TABLE answer_problems (entry_id TEXT NOT NULL, code TEXT NOT NULL)')
-    conn.execute('CREATE INDEX answer_problems_entry ON answer_problems (entry_id)')
-    conn.execute('CREATE INDEX answer_problems_code ON answer_problems (code)')
+    _ddl(conn, 1)
     # Backfill: answers of the responses stored before this version. A row that cannot be read is left for
     # `read_entry` to report; the migration does not fail on it.
-    rows = conn.execute('SELECT id, message FROM entries').fetchall()
-    tips = {cast(str, tip): cast(str, cid) for tip, cid in conn.execute('SELECT entry_id, conversation_id FROM tips')}
+    rows = conn.execute(sql.ENTRIES_ALL).fetchall()
+    tips = {cast(str, tip): cast(str, cid) for tip, cid in conn.execute(sql.TIPS_ALL)}
     for entry_id, blob in rows:
         try:
             message = _message_ta.validate_json(blob)
@@ -175,12 +158,7 @@ def _v2(conn: sqlite3.Connection) -> None:
 def _owner_of(conn: sqlite3.Connection, entry_id: str, tips: dict[str, str]) -> str | None:
     """The conversation whose head or branch reaches `entry_id` (first found), for backfilled answers."""
     for tip, conversation_id in tips.items():
-        found = conn.execute(
-            'WITH RECURSIVE chain(id, parent_id) AS (SELECT id, parent_id FROM entries WHERE id = ? '
-            'UNION ALL SELECT e.id, e.parent_id FROM entries e JOIN chain c ON e.id = c.parent_id) '
-            'SELECT 1 FROM chain WHERE id = ? LIMIT 1',
-            (tip, entry_id),
-        ).fetchone()
+        found = conn.execute(sql.REACHES, (tip, entry_id)).fetchone()
         if found:
             return conversation_id
     return None
@@ -216,10 +194,7 @@ def migrate(conn: sqlite3.Connection, *, target: int = SCHEMA_VERSION) -> int:
             if current < target:
                 MIGRATIONS[current](conn)
                 current += 1
-                conn.execute(
-                    'INSERT INTO schema_migrations (version, applied_at, package) VALUES (?, ?, ?)',
-                    (current, _now().isoformat(), _package_version()),
-                )
+                conn.execute(sql.LOG_MIGRATION, (current, _now().isoformat(), _package_version()))
                 conn.execute(f'PRAGMA user_version = {current:d}')
             conn.execute('COMMIT')
         except BaseException:
@@ -302,35 +277,24 @@ def _json(value: object) -> JsonValue:
 def _insert_answer(conn: sqlite3.Connection, row: _AnswerRow | None) -> None:
     if row is None:
         return
-    conn.execute(
-        'INSERT OR REPLACE INTO answers (entry_id, conversation_id, answer, raw, package_version, '
-        'pydantic_ai_version, provider_name, model_name, response_time, stored_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
+    for statement, params in _answer_statements(row):
+        conn.executemany(statement, params)
+
+
+def _answer_statements(row: _AnswerRow) -> list[tuple[str, list[tuple[object, ...]]]]:
+    """The statements (shared `?` text) and their parameter rows that store one answer and its index rows."""
+    answer = (row.entry_id, row.conversation_id, row.answer, row.raw, _package_version(), _pydantic_ai_version())
+    return [
         (
-            row.entry_id,
-            row.conversation_id,
-            row.answer,
-            row.raw,
-            _package_version(),
-            _pydantic_ai_version(),
-            row.provider_name,
-            row.model_name,
-            row.response_time,
-            _now().isoformat(),
+            sql.UPSERT_ANSWER,
+            [(*answer, row.provider_name, row.model_name, row.response_time, _now().isoformat())],
         ),
-    )
-    conn.execute('DELETE FROM answer_sources WHERE entry_id = ?', (row.entry_id,))
-    conn.execute('DELETE FROM answer_problems WHERE entry_id = ?', (row.entry_id,))
-    conn.executemany(
-        'INSERT INTO answer_sources (entry_id, url, domain) VALUES (?, ?, ?)',
-        [(row.entry_id, url, url_host(url)) for url in row.urls],
-    )
-    conn.executemany(
-        'INSERT INTO answer_sources (entry_id, document_id) VALUES (?, ?)',
-        [(row.entry_id, doc) for doc in row.documents],
-    )
-    conn.executemany(
-        'INSERT INTO answer_problems (entry_id, code) VALUES (?, ?)', [(row.entry_id, code) for code in row.problems]
-    )
+        (sql.DELETE_SOURCES, [(row.entry_id,)]),
+        (sql.DELETE_PROBLEMS, [(row.entry_id,)]),
+        (sql.INSERT_URL_SOURCE, [(row.entry_id, url, url_host(url)) for url in row.urls]),
+        (sql.INSERT_DOCUMENT_SOURCE, [(row.entry_id, doc) for doc in row.documents]),
+        (sql.INSERT_PROBLEM, [(row.entry_id, code) for code in row.problems]),
+    ]
 
 
 def _entry_from_row(entry_id: str, parent_id: str | None, kind: str, blob: bytes) -> ConversationEntry:
@@ -358,6 +322,80 @@ def _record_from_row(conversation_id: str, blob: bytes) -> ConversationRecord:
 def _tips(record: ConversationRecord) -> list[str]:
     tips: list[str] = [record.head_id] if record.head_id else []
     return list(dict.fromkeys([*tips, *record.branches]))
+
+
+def _records_query(scope: str | None, limit: int | None) -> tuple[str, list[object]]:
+    statement, params = sql.RECORDS, list[object]()
+    if scope is not None:
+        statement += sql.RECORDS_IN_SCOPE
+        params.append(scope)
+    statement += sql.RECORDS_ORDER
+    if limit is not None:
+        statement += sql.LIMIT
+        params.append(limit)
+    return statement, params
+
+
+def _record_statements(record: ConversationRecord, blob: bytes) -> list[tuple[str, list[tuple[object, ...]]]]:
+    """The statements (shared `?` text) and parameter rows that put a record and its tips."""
+    cid = record.conversation_id
+    return [
+        (sql.UPSERT_RECORD, [(cid, record.scope, record.revision, record.updated_at.timestamp(), blob)]),
+        (sql.DELETE_TIPS, [(cid,)]),
+        (sql.INSERT_TIP, [(cid, tip) for tip in _tips(record)]),
+    ]
+
+
+@dataclass(frozen=True)
+class _EditPlan:
+    record: ConversationRecord
+    entry_rows: list[tuple[str, str | None, str, bytes]]
+    answer_rows: list[_AnswerRow | None]
+    conversation: Conversation
+    problems: list[CitationProblem]
+
+
+def _plan_edit(
+    record: ConversationRecord, history: list[ConversationEntry], message_index: int, part_index: int, new_text: str
+) -> _EditPlan:
+    """What `edit_answer` writes: the edited response and the messages after it as a new branch (both backends)."""
+    if not 0 <= message_index < len(history) or not isinstance(history[message_index].message, ModelResponse):
+        raise UserError(f'`message_index` {message_index!r} does not name a `ModelResponse` in the history.')
+    response = history[message_index].message
+    assert isinstance(response, ModelResponse)
+    if not 0 <= part_index < len(response.parts) or not isinstance(response.parts[part_index], TextPart):
+        raise UserError(f'`part_index` {part_index!r} does not name a `TextPart` of message {message_index}.')
+    edited, problems = edit_response(response, part_index, new_text)
+    messages = [e.message for e in history]
+    messages[message_index] = edited
+    parent_id = history[message_index - 1].id if message_index else None
+    new_entries: list[ConversationEntry] = []
+    for message in messages[message_index:]:
+        new_entries.append(ConversationEntry(parent_id=parent_id, message=message))
+        parent_id = new_entries[-1].id
+    branches = [*(b for b in record.branches if b != history[-1].id), history[-1].id]
+    updated = dataclasses.replace(
+        record, head_id=parent_id, branches=branches, revision=str(uuid.uuid4()), updated_at=_now()
+    )
+    conversation = Conversation(
+        messages=messages,
+        usage=updated.usage,
+        conversation_id=record.conversation_id,
+        deferred_tool_requests=updated.deferred_tool_requests,
+        revision=updated.revision,
+        new_message_index=len(messages),
+    )
+    return _EditPlan(
+        updated,
+        [(e.id, e.parent_id, e.kind, _message_ta.dump_json(e.message)) for e in new_entries],
+        [
+            _answer_row(e.id, record.conversation_id, e.message)
+            for e in new_entries
+            if isinstance(e.message, ModelResponse)
+        ],
+        conversation,
+        [dataclasses.replace(p, message_index=message_index, part_index=part_index) for p in problems],
+    )
 
 
 # --- the store ------------------------------------------------------------------------------------------------------
@@ -423,25 +461,15 @@ class SQLiteConversationStore(ConversationStore):
 
     async def read_record(self, conversation_id: str) -> ConversationRecord | None:
         def read(conn: sqlite3.Connection) -> ConversationRecord | None:
-            row = conn.execute(
-                'SELECT record FROM conversations WHERE conversation_id = ?', (conversation_id,)
-            ).fetchone()
+            row = conn.execute(sql.RECORD, (conversation_id,)).fetchone()
             return None if row is None else _record_from_row(conversation_id, row[0])
 
         return await self._run(read)
 
     async def read_records(self, *, scope: str | None = None, limit: int | None = None) -> Sequence[ConversationRecord]:
         def read(conn: sqlite3.Connection) -> list[ConversationRecord]:
-            sql = 'SELECT conversation_id, record FROM conversations'
-            params: list[object] = []
-            if scope is not None:
-                sql += ' WHERE scope = ?'
-                params.append(scope)
-            sql += ' ORDER BY updated_at DESC'
-            if limit is not None:
-                sql += ' LIMIT ?'
-                params.append(limit)
-            return [_record_from_row(cid, blob) for cid, blob in conn.execute(sql, params).fetchall()]
+            statement, params = _records_query(scope, limit)
+            return [_record_from_row(cid, blob) for cid, blob in conn.execute(statement, params).fetchall()]
 
         return await self._run(read)
 
@@ -467,9 +495,7 @@ class SQLiteConversationStore(ConversationStore):
             new_ids = {row[0] for row in entry_rows}
             if record.head_id is not None and record.head_id not in new_ids and not _has_entry(conn, record.head_id):
                 raise ConversationConflict(record.conversation_id)
-            conn.executemany(
-                'INSERT OR IGNORE INTO entries (id, parent_id, kind, message) VALUES (?, ?, ?, ?)', entry_rows
-            )
+            conn.executemany(sql.INSERT_ENTRY_IF_NEW, entry_rows)
             for row in answer_rows:
                 _insert_answer(conn, row)
             _put_record(conn, record, record_blob)
@@ -478,27 +504,19 @@ class SQLiteConversationStore(ConversationStore):
 
     async def delete_record(self, conversation_id: str, *, expected_revision: str) -> None:
         def delete(conn: sqlite3.Connection) -> None:
-            row = conn.execute(
-                'SELECT revision FROM conversations WHERE conversation_id = ?', (conversation_id,)
-            ).fetchone()
+            row = conn.execute(sql.REVISION, (conversation_id,)).fetchone()
             if row is None or row[0] != expected_revision:
                 raise ConversationConflict(conversation_id)
-            conn.execute('DELETE FROM conversations WHERE conversation_id = ?', (conversation_id,))
-            conn.execute('DELETE FROM tips WHERE conversation_id = ?', (conversation_id,))
-            reachable = (
-                'WITH RECURSIVE reach(id) AS (SELECT entry_id FROM tips UNION '
-                'SELECT e.parent_id FROM entries e JOIN reach r ON e.id = r.id WHERE e.parent_id IS NOT NULL) '
-            )
-            for table, column in (('answer_sources', 'entry_id'), ('answer_problems', 'entry_id')):
-                conn.execute(f'{reachable}DELETE FROM {table} WHERE {column} NOT IN (SELECT id FROM reach)')
-            conn.execute(f'{reachable}DELETE FROM answers WHERE entry_id NOT IN (SELECT id FROM reach)')
-            conn.execute(f'{reachable}DELETE FROM entries WHERE id NOT IN (SELECT id FROM reach)')
+            conn.execute(sql.DELETE_RECORD, (conversation_id,))
+            conn.execute(sql.DELETE_TIPS, (conversation_id,))
+            for statement in sql.COLLECT_GARBAGE:
+                conn.execute(statement)
 
         await self._write(delete)
 
     async def read_entry(self, entry_id: str) -> ConversationEntry:
         def read(conn: sqlite3.Connection) -> ConversationEntry:
-            row = conn.execute('SELECT id, parent_id, kind, message FROM entries WHERE id = ?', (entry_id,)).fetchone()
+            row = conn.execute(sql.ENTRY, (entry_id,)).fetchone()
             if row is None:
                 raise KeyError(entry_id)
             return _entry_from_row(*row)
@@ -514,7 +532,7 @@ class SQLiteConversationStore(ConversationStore):
 
     async def answer(self, entry_id: str) -> StoredAnswer | None:
         """The stored answer of the response with this entry id, or `None`."""
-        found = await self._answers('WHERE a.entry_id = ?', (entry_id,))
+        found = await self._answers(sql.BY_ENTRY, (entry_id,))
         return found[0] if found else None
 
     async def answers_citing(self, *, url: str | None = None, domain: str | None = None) -> list[StoredAnswer]:
@@ -526,15 +544,10 @@ class SQLiteConversationStore(ConversationStore):
         if (url is None) == (domain is None):
             raise UserError(f'Pass exactly one of `url` and `domain`, got url={url!r}, domain={domain!r}.')
         if url is not None:
-            return await self._answers(
-                'WHERE a.entry_id IN (SELECT entry_id FROM answer_sources WHERE url = ?)', (url,)
-            )
+            return await self._answers(sql.CITING_URL, (url,))
         assert domain is not None
         host = bare_host(domain)
-        return await self._answers(
-            "WHERE a.entry_id IN (SELECT entry_id FROM answer_sources WHERE domain = ? OR domain LIKE '%.' || ?)",
-            (host, host),
-        )
+        return await self._answers(sql.CITING_DOMAIN, (host, host))
 
     async def answers_with_problem(self, code: ProblemCode) -> list[StoredAnswer]:
         """Stored answers whose `CitedAnswer.problems` include `code`.
@@ -544,7 +557,7 @@ class SQLiteConversationStore(ConversationStore):
         """
         if code not in PROBLEM_CODES:
             raise UserError(f'Unknown problem code {code!r}; expected one of {", ".join(PROBLEM_CODES)}.')
-        return await self._answers('WHERE a.entry_id IN (SELECT entry_id FROM answer_problems WHERE code = ?)', (code,))
+        return await self._answers(sql.WITH_PROBLEM, (code,))
 
     async def iter_answers(self, *, batch_size: int = 500) -> AsyncIterator[StoredAnswer]:
         """Every stored answer, by entry id, read `batch_size` at a time: memory stays bounded (audits)."""
@@ -552,7 +565,7 @@ class SQLiteConversationStore(ConversationStore):
             raise UserError(f'`batch_size` must be at least 1, got {batch_size!r}.')
         after = ''
         while True:
-            page = await self._answers('WHERE a.entry_id > ?', (after,), order='a.entry_id', limit=batch_size)
+            page = await self._answers(sql.AFTER_ENTRY, (after,), order=sql.BY_ENTRY_ID, limit=batch_size)
             for stored in page:
                 yield stored
             if len(page) < batch_size:
@@ -560,15 +573,11 @@ class SQLiteConversationStore(ConversationStore):
             after = page[-1].entry_id
 
     async def _answers(
-        self, where: str, params: tuple[object, ...], *, order: str = 'a.stored_at, a.entry_id', limit: int = -1
+        self, where: str, params: tuple[object, ...], *, order: str = sql.BY_STORED, limit: int | None = None
     ) -> list[StoredAnswer]:
         def read(conn: sqlite3.Connection) -> list[StoredAnswer]:
-            rows = conn.execute(
-                'SELECT a.entry_id, a.conversation_id, a.answer, a.raw, a.package_version, a.pydantic_ai_version, '
-                f'a.provider_name, a.model_name, a.response_time, a.stored_at FROM answers a {where} '
-                f'ORDER BY {order} LIMIT ?',
-                (*params, limit),
-            ).fetchall()
+            statement = sql.ANSWERS + where + order + (sql.LIMIT if limit is not None else '')
+            rows = conn.execute(statement, (*params, limit) if limit is not None else params).fetchall()
             return [_stored_answer(*row) for row in rows]
 
         return await self._run(read)
@@ -608,96 +617,50 @@ class SQLiteConversationStore(ConversationStore):
         result: list[tuple[Conversation, list[CitationProblem]]] = []
 
         def edit(conn: sqlite3.Connection) -> None:
-            row = conn.execute(
-                'SELECT record, scope FROM conversations WHERE conversation_id = ?', (conversation_id,)
-            ).fetchone()
+            row = conn.execute(sql.RECORD_AND_SCOPE, (conversation_id,)).fetchone()
             if row is None or (scope is not None and row[1] != scope):
                 raise UserError(f'Conversation {conversation_id!r} is not in the store.')
             record = _record_from_row(conversation_id, row[0])
             if expected_revision is not None and record.revision != expected_revision:
                 raise ConversationConflict(conversation_id)
             history = _read_chain(conn, record.head_id, None) if record.head_id else []
-            if not 0 <= message_index < len(history) or not isinstance(history[message_index].message, ModelResponse):
-                raise UserError(f'`message_index` {message_index!r} does not name a `ModelResponse` in the history.')
-            response = history[message_index].message
-            assert isinstance(response, ModelResponse)
-            if not 0 <= part_index < len(response.parts) or not isinstance(response.parts[part_index], TextPart):
-                raise UserError(f'`part_index` {part_index!r} does not name a `TextPart` of message {message_index}.')
-            edited, problems = edit_response(response, part_index, new_text)
-            messages = [e.message for e in history]
-            messages[message_index] = edited
-            parent_id = history[message_index - 1].id if message_index else None
-            new_entries: list[ConversationEntry] = []
-            for message in messages[message_index:]:
-                new_entries.append(ConversationEntry(parent_id=parent_id, message=message))
-                parent_id = new_entries[-1].id
-            branches = [*(b for b in record.branches if b != history[-1].id), history[-1].id]
-            updated = dataclasses.replace(
-                record, head_id=parent_id, branches=branches, revision=str(uuid.uuid4()), updated_at=_now()
-            )
-            conn.executemany(
-                'INSERT INTO entries (id, parent_id, kind, message) VALUES (?, ?, ?, ?)',
-                [(e.id, e.parent_id, e.kind, _message_ta.dump_json(e.message)) for e in new_entries],
-            )
-            for e in new_entries:
-                if isinstance(e.message, ModelResponse):
-                    _insert_answer(conn, _answer_row(e.id, conversation_id, e.message))
-            _put_record(conn, updated, _dump_record(updated))
-            problems = [dataclasses.replace(p, message_index=message_index, part_index=part_index) for p in problems]
-            conversation = Conversation(
-                messages=messages,
-                usage=updated.usage,
-                conversation_id=conversation_id,
-                deferred_tool_requests=updated.deferred_tool_requests,
-                revision=updated.revision,
-                new_message_index=len(messages),
-            )
-            result.append((conversation, problems))
+            plan = _plan_edit(record, history, message_index, part_index, new_text)
+            conn.executemany(sql.INSERT_ENTRY, plan.entry_rows)
+            for answer_row in plan.answer_rows:
+                _insert_answer(conn, answer_row)
+            _put_record(conn, plan.record, _dump_record(plan.record))
+            result.append((plan.conversation, plan.problems))
 
         await self._write(edit)
         return result[0]
 
     @staticmethod
     def _check_revision(conn: sqlite3.Connection, conversation_id: str, expected_revision: str | None) -> None:
-        row = conn.execute(
-            'SELECT revision FROM conversations WHERE conversation_id = ?', (conversation_id,)
-        ).fetchone()
+        row = conn.execute(sql.REVISION, (conversation_id,)).fetchone()
         if (row[0] if row is not None else None) != expected_revision:
             raise ConversationConflict(conversation_id)
 
 
 def _has_entry(conn: sqlite3.Connection, entry_id: str) -> bool:
-    return conn.execute('SELECT 1 FROM entries WHERE id = ?', (entry_id,)).fetchone() is not None
+    return conn.execute(sql.HAS_ENTRY, (entry_id,)).fetchone() is not None
 
 
 def _put_record(conn: sqlite3.Connection, record: ConversationRecord, blob: bytes) -> None:
-    conn.execute(
-        'INSERT OR REPLACE INTO conversations (conversation_id, scope, revision, updated_at, record) '
-        'VALUES (?, ?, ?, ?, ?)',
-        (record.conversation_id, record.scope, record.revision, record.updated_at.timestamp(), blob),
-    )
-    conn.execute('DELETE FROM tips WHERE conversation_id = ?', (record.conversation_id,))
-    conn.executemany(
-        'INSERT INTO tips (conversation_id, entry_id) VALUES (?, ?)',
-        [(record.conversation_id, tip) for tip in _tips(record)],
-    )
+    for statement, params in _record_statements(record, blob):
+        conn.executemany(statement, params)
 
 
 def _read_chain(conn: sqlite3.Connection, head_id: str, limit: int | None) -> list[ConversationEntry]:
-    rows = conn.execute(
-        'WITH RECURSIVE chain(id, parent_id, kind, message, depth) AS ('
-        'SELECT id, parent_id, kind, message, 1 FROM entries WHERE id = ? '
-        'UNION ALL SELECT e.id, e.parent_id, e.kind, e.message, c.depth + 1 FROM entries e '
-        'JOIN chain c ON e.id = c.parent_id WHERE ? IS NULL OR c.depth < ?) '
-        'SELECT id, parent_id, kind, message FROM chain ORDER BY depth DESC',
-        (head_id, limit, limit),
-    ).fetchall()
+    return _chain_entries(head_id, limit, conn.execute(sql.CHAIN, (head_id, limit, limit)).fetchall())
+
+
+def _chain_entries(head_id: str, limit: int | None, rows: Sequence[Sequence[object]]) -> list[ConversationEntry]:
     if not rows:
         raise KeyError(head_id)
-    first_parent = rows[0][1]
+    first_parent = cast('str | None', rows[0][1])
     if first_parent is not None and (limit is None or len(rows) < limit):
         raise KeyError(first_parent)  # the chain breaks: an entry it points at is gone
-    return [_entry_from_row(*row) for row in rows]
+    return [_entry_from_row(*cast('tuple[str, str | None, str, bytes]', row)) for row in rows]
 
 
 def _stored_answer(
