@@ -9,7 +9,8 @@ Every module that scans or strips citation markup calls this one (`scan_markup`,
   `Always (cite sources) when the error rate is > 5%.` is not a tag. A closing tag is `</cite>`. Removing a
   tag keeps the text it wraps.
 - **OpenAI private-use markers**: `U+E200 family (U+E202 id)+ (U+E202 L8[-L13])? U+E201`, e.g.
-  `\ue200cite\ue202turn0search1\ue201`. A family is ASCII letters, digits and `_`, starting with a letter; an
+  `\ue200cite\ue202turn0search1\ue201`; as in OpenAI's reference helper, spaces and tabs around a part are trimmed
+  and empty parts (a doubled `U+E202`) skipped. A family is ASCII letters, digits and `_`, starting with a letter; an
   id is ASCII letters, digits, `_`, `-`, `.` and `:` (`turn0.search1` is an id); a last part shaped like a
   line locator is the locator, never an id. Removed entirely.
 - **Bracket markers** (Assistants / ChatGPT): `【4:0†source】`, `【turn0search1†title】`: `【`, an id of ASCII
@@ -137,19 +138,37 @@ class OpenAIBody:
     """The line range `(first, last)` written as the last part (1-based, both included), if any."""
 
 
-def parse_openai_body(body: str) -> OpenAIBody | str:
+def parse_openai_body(body: str, *, id_pattern: re.Pattern[str] | None = None) -> OpenAIBody | str:
     r"""Parse the body of an OpenAI marker (between `U+E200` and `U+E201`, real `U+E202` separators).
+
+    As tolerant as OpenAI's reference helper: spaces and tabs around each part are trimmed and empty parts (a doubled
+    `U+E202`) are skipped, so `\ue200cite\ue202 turn0file0 \ue201` cites `turn0file0`.
+
+    Args:
+        body: The marker's body.
+        id_pattern: Ids must match this pattern in full (e.g. `re.compile(r'block[0-9]+')` for a system with its own
+            ids); default: the grammar's ids (ASCII letters, digits, `_`, `-`, `.`, `:`).
 
     Returns the parsed body, or a message saying what is wrong with it.
     """
     good = _GOOD_BODY_RE.fullmatch(body)
     if good is not None:  # the usual shape, read by one regex (no id starts with `L`, so none looks like a locator)
         family, ids, first, last = good.groups()
+        source_ids = tuple(ids.split(MARKER_SEPARATOR))
+        if id_pattern is not None and (bad := next((i for i in source_ids if not id_pattern.fullmatch(i)), None)):
+            return f'source id {bad[:40]!r} does not match the id pattern {id_pattern.pattern!r}'
         if first is None:
-            return OpenAIBody(family, tuple(ids.split(MARKER_SEPARATOR)), None)
+            return OpenAIBody(family, source_ids, None)
         if 0 < int(first) <= int(last or first):
-            return OpenAIBody(family, tuple(ids.split(MARKER_SEPARATOR)), (int(first), int(last or first)))
-    parts = body.split(MARKER_SEPARATOR)
+            return OpenAIBody(family, source_ids, (int(first), int(last or first)))
+    return _parse_tolerant(body, id_pattern)
+
+
+def _parse_tolerant(body: str, id_pattern: re.Pattern[str] | None) -> OpenAIBody | str:
+    parts = [part.strip(_HSPACE) for part in body.split(MARKER_SEPARATOR)]
+    if len(parts) > 1:
+        parts = [parts[0], *(part for part in parts[1:] if part)]
+    body = MARKER_SEPARATOR.join(parts)  # offsets below are into the trimmed body
     family = parts[0]
     if not _FAMILY_RE.fullmatch(family):
         return f'marker has no valid family name (got {family[:40]!r})'
@@ -175,6 +194,8 @@ def parse_openai_body(body: str) -> OpenAIBody | str:
                 return f'invalid source id {source_id[:40]!r} (ids use letters, digits, `_`, `-`, `.` and `:`)'
             if _LOCATOR_RE.fullmatch(source_id):
                 return f'line range {source_id!r} must be the last part of the marker'
+    if id_pattern is not None and (bad := next((i for i in parts[1:count] if not id_pattern.fullmatch(i)), None)):
+        return f'source id {bad[:40]!r} does not match the id pattern {id_pattern.pattern!r}'
     return OpenAIBody(family, tuple(parts[1:count]), locator)
 
 

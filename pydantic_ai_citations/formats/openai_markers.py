@@ -9,7 +9,9 @@ Grammar, as this module reads it:
   `malformed_marker` ("unknown family"). The remaining parts are source ids (ASCII letters, digits, `_`,
   `-`). When the *last* part has the shape of a line locator (`L8` or `L8-L13`) it is the locator, never an
   id, and at least one id must precede it (a part shaped like a locator anywhere else is an error,
-  not an id). A body that does not fit is reported as `malformed_marker`:
+  not an id). Spaces and tabs around a part are trimmed and empty parts (a doubled `U+E202`) skipped, as OpenAI's
+  reference helper does; `id_pattern` narrows the ids for systems with their own (`block5`). A body that does not
+  fit is reported as `malformed_marker`:
   nothing is guessed from it.
 - A lone `U+E201` or `U+E202` outside a candidate is not a marker. It is left in the text and not reported.
 - With `escaped=True` each of the three delimiters may also be written as its literal escape text
@@ -137,8 +139,8 @@ class MarkerConversion:
 _Parsed = tuple[str, tuple[str, ...], LineRange | None] | str
 
 
-def _check_families(families: Sequence[str]) -> frozenset[str]:
-    if isinstance(families, str) or not families:
+def _check_families(families: Sequence[str], *, allow_empty: bool = False) -> frozenset[str]:
+    if isinstance(families, str) or not (families or allow_empty):
         raise UserError(f'`families` must be a non-empty sequence of family names, got {families!r}.')
     for family in families:
         if not _FAMILY_RE.fullmatch(family):
@@ -146,23 +148,27 @@ def _check_families(families: Sequence[str]) -> frozenset[str]:
     return frozenset(families)
 
 
-def _parse_body(body: str, families: frozenset[str]) -> _Parsed:
+def _parse_body(body: str, families: frozenset[str], id_pattern: re.Pattern[str] | None = None) -> _Parsed:
     """Parse a marker body written with real `U+E202` separators (the grammar is `formats.markup`'s)."""
-    family = body.split(_SEP, 1)[0]
+    family = body.split(_SEP, 1)[0].strip(' \t')
     if family not in families and _FAMILY_RE.fullmatch(family):
-        return f'unknown marker family {family!r} (allowed: {", ".join(sorted(families))})'
-    parsed = parse_openai_body(body)
+        return f'unknown marker family {family!r} (allowed: {", ".join(sorted(families)) or "none"})'
+    parsed = parse_openai_body(body, id_pattern=id_pattern)
     if isinstance(parsed, str):
         return parsed
     locator = None if parsed.locator is None else LineRange(*parsed.locator)
     return parsed.family, parsed.source_ids, locator
 
 
-def _parse_raw(raw: str, families: frozenset[str]) -> _Parsed:
+def _parse_raw(raw: str, families: frozenset[str], id_pattern: re.Pattern[str] | None) -> _Parsed:
     """Parse a complete candidate whose delimiters may be escape text."""
     body_start = 1 if raw[0] == _S else 6
     body_end = len(raw) - (1 if raw[-1] == _E else 6)
-    return _parse_body(_ESC_SEP_RE.sub(_SEP, raw[body_start:body_end]), families)
+    return _parse_body(_ESC_SEP_RE.sub(_SEP, raw[body_start:body_end]), families, id_pattern)
+
+
+def _compile_ids(id_pattern: str | re.Pattern[str] | None) -> re.Pattern[str] | None:
+    return re.compile(id_pattern) if isinstance(id_pattern, str) else id_pattern
 
 
 def _detail(raw: str) -> str:
@@ -197,14 +203,24 @@ class MarkerScanner:
     once per scanner.
     """
 
-    def __init__(self, families: Sequence[str] = ('cite',), *, escaped: bool = False) -> None:
+    def __init__(
+        self,
+        families: Sequence[str] = ('cite',),
+        *,
+        escaped: bool = False,
+        id_pattern: str | re.Pattern[str] | None = None,
+    ) -> None:
         """Create a scanner.
 
         Args:
-            families: Marker families to accept (`'cite'` by default).
+            families: Marker families to accept (`'cite'` by default); `()` accepts none (every marker is then
+                reported as an unknown family).
             escaped: Also accept delimiters written as escape text (`\\ue200`…).
+            id_pattern: Source ids must match this pattern in full, for systems with their own ids
+                (`r'block[0-9]+'`); a marker with another id is `malformed_marker`. Default: the grammar's ids.
         """
-        self._families = _check_families(families)
+        self._families = _check_families(families, allow_empty=True)
+        self._id_pattern = _compile_ids(id_pattern)
         self._escaped = escaped
         self._cache: dict[str, _Parsed] = {}
         self._pending: list[str] = []  # text not scanned yet, from an opener still open or the last closer on
@@ -311,7 +327,7 @@ class MarkerScanner:
         """Parse a complete candidate, once per distinct text."""
         if len(self._cache) >= _CACHE_MAX:
             self._cache.clear()
-        parsed = self._cache[raw] = _parse_raw(raw, self._families)
+        parsed = self._cache[raw] = _parse_raw(raw, self._families, self._id_pattern)
         return parsed
 
     def _emit(self, raw: str, start: int, markers: list[Marker]) -> None:
@@ -323,7 +339,11 @@ class MarkerScanner:
 
 
 def extract_markers_with_problems(
-    text: str, families: Sequence[str] = ('cite',), *, escaped: bool = False
+    text: str,
+    families: Sequence[str] = ('cite',),
+    *,
+    escaped: bool = False,
+    id_pattern: str | re.Pattern[str] | None = None,
 ) -> MarkerExtraction:
     """Find every marker in `text`, and report what looked like a marker but could not be read as one.
 
@@ -331,16 +351,23 @@ def extract_markers_with_problems(
         text: The model's text.
         families: Marker families to accept (`'cite'` by default); others are reported as `malformed_marker`.
         escaped: Also accept delimiters written as escape text (`\\ue200`…).
+        id_pattern: Source ids must match this pattern in full (see `MarkerScanner`).
 
     Returns:
         The well-formed markers and the `unterminated_marker` / `malformed_marker` problems, in text order.
     """
-    scanner = MarkerScanner(families, escaped=escaped)
+    scanner = MarkerScanner(families, escaped=escaped, id_pattern=id_pattern)
     markers = scanner.feed(text)
     return MarkerExtraction(markers, scanner.close())
 
 
-def extract_markers(text: str, families: Sequence[str] = ('cite',), *, escaped: bool = False) -> list[Marker]:
+def extract_markers(
+    text: str,
+    families: Sequence[str] = ('cite',),
+    *,
+    escaped: bool = False,
+    id_pattern: str | re.Pattern[str] | None = None,
+) -> list[Marker]:
     """Find every well-formed marker of an allowed family in `text`.
 
     Use `extract_markers_with_problems` to also learn what could not be read.
@@ -349,8 +376,9 @@ def extract_markers(text: str, families: Sequence[str] = ('cite',), *, escaped: 
         text: The model's text.
         families: Marker families to accept (`'cite'` by default).
         escaped: Also accept delimiters written as escape text (`\\ue200`…).
+        id_pattern: Source ids must match this pattern in full (see `MarkerScanner`).
     """
-    return extract_markers_with_problems(text, families, escaped=escaped).markers
+    return extract_markers_with_problems(text, families, escaped=escaped, id_pattern=id_pattern).markers
 
 
 # --- stripping -----------------------------------------------------------------------------------------------
@@ -521,6 +549,7 @@ def to_citations(
     source_lines: Mapping[str, Sequence[str]] | None = None,
     families: Sequence[str] = ('cite',),
     escaped: bool = False,
+    id_pattern: str | re.Pattern[str] | None = None,
 ) -> MarkerConversion:
     """Turn the markers in `text` into Pydantic AI citations on the text without markers.
 
@@ -541,8 +570,9 @@ def to_citations(
         source_lines: Lines of sources, by id, to turn line locators into excerpts.
         families: Marker families to accept (`'cite'` by default).
         escaped: Also accept delimiters written as escape text.
+        id_pattern: Source ids must match this pattern in full (see `MarkerScanner`).
     """
-    extraction = extract_markers_with_problems(text, families, escaped=escaped)
+    extraction = extract_markers_with_problems(text, families, escaped=escaped, id_pattern=id_pattern)
     spans = _candidate_spans(text, escaped)
     clean, positions = _remove_spans(text, [(start, end) for start, end, _ in spans])
     position_of = {start: positions[k] for k, (start, _, complete) in enumerate(spans) if complete}
