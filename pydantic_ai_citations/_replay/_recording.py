@@ -14,10 +14,10 @@ recording is a script of answers, not a mock server. Three layouts are read:
 
 from __future__ import annotations
 
-import gzip
 import importlib
 import json
 import re
+import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +29,7 @@ from pydantic_ai.exceptions import UserError
 from pydantic_ai.settings import ModelSettings
 
 from .._models import PROVIDER_APIS, ProviderApi
-from ..formats._sse import sse_data
+from ..formats._sse import MAX_JSON_DEPTH, loads_bounded, sse_data
 from ._eventstream import EventStreamFormatError, decode_event_stream, encode_event_stream
 
 if TYPE_CHECKING:
@@ -104,6 +104,11 @@ _SEQUENCED_SSE: frozenset[RecordingApi] = frozenset({'openai-responses', 'perple
 _DONE_SSE: frozenset[RecordingApi] = frozenset({'openai-chat', 'openrouter', 'perplexity-sonar', 'groq', 'mistral'})
 """APIs whose streams end with `data: [DONE]`."""
 _RESPONSES_FAMILY: frozenset[RecordingApi] = frozenset({'openai-responses', 'perplexity-agent'})
+
+MAX_RECORDING_BYTES = 64 * 1024 * 1024
+"""The largest recording file read (64 MiB; real cassettes are well under 1 MiB)."""
+MAX_BODY_BYTES = 64 * 1024 * 1024
+"""The most bytes one recorded body may decompress to (64 MiB): a gzip bomb is refused, not expanded."""
 
 _DROPPED_HEADERS = frozenset({'content-length', 'content-encoding', 'transfer-encoding'})
 
@@ -209,6 +214,9 @@ def load_recording(path: str | Path, *, api: RecordingApi | None = None) -> Reco
     if not p.is_file():
         raise RecordingError(p, 'file not found')
     try:
+        size = p.stat().st_size
+        if size > MAX_RECORDING_BYTES:
+            raise RecordingError(p, f'file too large: {size} bytes (the limit is {MAX_RECORDING_BYTES})')
         data = p.read_bytes()
     except OSError as e:
         raise RecordingError(p, f'cannot read file: {e}') from e
@@ -262,11 +270,72 @@ def _load_yaml(path: Path, data: bytes) -> object:
             'Reading VCR cassettes needs PyYAML: install `pydantic-ai-citations[testing]` (or `pyyaml`).'
         ) from e
 
+    # `!!binary` values (gzip, AWS event stream, protobuf) are standard YAML tags: the safe loader gives `bytes`.
     try:
-        # `!!binary` values (gzip, AWS event stream, protobuf) are standard YAML tags: safe_load gives `bytes`.
-        return cast(object, yaml.safe_load(data))
+        loader = _bounded_yaml_loader(yaml)(data)
+        try:
+            return cast(object, loader.get_single_data())
+        finally:
+            loader.dispose()
     except yaml.YAMLError as e:
         raise RecordingError(path, f'malformed YAML: {e}') from e
+    except RecursionError:
+        raise RecordingError(path, f'malformed YAML: nested deeper than {MAX_JSON_DEPTH} levels') from None
+
+
+def _bounded_yaml_loader(yaml: Any) -> Any:
+    """PyYAML's safe loader, refusing aliases (a few bytes can expand to gigabytes) and deep nesting."""
+
+    class BoundedLoader(yaml.SafeLoader):
+        depth = 0
+
+        def fetch_flow_collection_start(self, token_class: object) -> None:
+            # PyYAML's scanner does work per open flow collection for every token: bound the nesting first.
+            if self.flow_level >= MAX_JSON_DEPTH:
+                raise yaml.scanner.ScannerError(
+                    None, None, f'nested deeper than {MAX_JSON_DEPTH} levels', self.get_mark()
+                )
+            super().fetch_flow_collection_start(token_class)  # pyright: ignore[reportUnknownMemberType]
+
+        def compose_node(self, parent: object, index: object) -> object:
+            if self.check_event(yaml.AliasEvent):
+                event = self.peek_event()
+                raise yaml.composer.ComposerError(
+                    None, None, f'YAML aliases are not accepted in recordings (*{event.anchor})', event.start_mark
+                )
+            self.depth += 1
+            try:
+                if self.depth > MAX_JSON_DEPTH:
+                    event = self.peek_event()
+                    raise yaml.composer.ComposerError(
+                        None, None, f'nested deeper than {MAX_JSON_DEPTH} levels', event.start_mark
+                    )
+                return cast(object, super().compose_node(parent, index))  # pyright: ignore[reportUnknownMemberType]
+            finally:
+                self.depth -= 1
+
+    return BoundedLoader
+
+
+def _gunzip(path: Path, raw: bytes, where: str) -> bytes:
+    """Decompress gzip data (all members), refusing output past `MAX_BODY_BYTES`."""
+    out: list[bytes] = []
+    total = 0
+    rest = raw
+    try:
+        while rest:
+            unzip = zlib.decompressobj(31)
+            chunk = unzip.decompress(rest, MAX_BODY_BYTES - total + 1)
+            total += len(chunk)
+            if total > MAX_BODY_BYTES or unzip.unconsumed_tail:
+                raise RecordingError(path, f'{where}: gzip body decompresses past {MAX_BODY_BYTES} bytes')
+            out.append(chunk)
+            if not unzip.eof:
+                raise RecordingError(path, f'{where}: bad gzip data: truncated')
+            rest = unzip.unused_data.lstrip(b'\x00')
+    except zlib.error as e:
+        raise RecordingError(path, f'{where}: bad gzip data: {e}') from e
+    return b''.join(out)
 
 
 def _interactions(path: Path, document: object) -> list[dict[str, object]]:
@@ -400,13 +469,10 @@ def _request_body(path: Path, request: dict[str, object], index: int) -> JsonVal
         return None
     raw = body if isinstance(body, bytes) else str(body).encode('utf-8')
     if raw[:2] == b'\x1f\x8b':
-        try:
-            raw = gzip.decompress(raw)
-        except (OSError, EOFError) as e:
-            raise RecordingError(path, f'interaction {index} request body: bad gzip data: {e}') from e
+        raw = _gunzip(path, raw, f'interaction {index} request body')
     text = raw.decode('utf-8', 'replace')
     try:
-        return cast(JsonValue, json.loads(text))
+        return cast(JsonValue, loads_bounded(text))
     except ValueError:
         return text
 
@@ -443,10 +509,7 @@ def _vcr_response(path: Path, response: dict[str, object], uri: str, index: int)
         raw = str(body).encode('utf-8')
     encoding = (_header(headers, 'content-encoding') or '').lower()
     if raw[:2] == b'\x1f\x8b' or encoding == 'gzip':
-        try:
-            raw = gzip.decompress(raw)
-        except (OSError, EOFError) as e:
-            raise RecordingError(path, f'{where}: bad gzip data: {e}') from e
+        raw = _gunzip(path, raw, where)
     elif encoding not in ('', 'identity'):
         raise RecordingError(path, f'{where}: cannot decode content-encoding {encoding!r}')
 
@@ -468,7 +531,7 @@ def _json_headers() -> tuple[tuple[str, str], ...]:
 
 def _parse_json(path: Path, raw: bytes, where: str) -> JsonValue:
     try:
-        return cast(JsonValue, json.loads(raw))
+        return cast(JsonValue, loads_bounded(raw))
     except ValueError as e:
         raise RecordingError(path, f'{where}: body is not valid JSON (truncated?): {e}') from e
 
@@ -477,9 +540,9 @@ def _parse_sse(path: Path, raw: bytes, where: str) -> list[JsonValue]:
     events: list[JsonValue] = []
     for data in sse_data(raw):
         try:
-            events.append(cast(JsonValue, json.loads(data)))
+            events.append(cast(JsonValue, loads_bounded(data)))
         except ValueError as e:
-            raise RecordingError(path, f'{where}: SSE event is not valid JSON (truncated?): {data[:80]!r}') from e
+            raise RecordingError(path, f'{where}: SSE event is not valid JSON (truncated?): {e}: {data[:80]!r}') from e
     return events
 
 
@@ -492,7 +555,7 @@ def _decode_bedrock_stream(path: Path, raw: bytes, where: str) -> list[JsonValue
     for frame in frames:
         kind = frame.headers.get(':event-type') or frame.headers.get(':exception-type') or 'unknown'
         try:
-            payload = cast(JsonValue, json.loads(frame.payload)) if frame.payload else {}
+            payload = cast(JsonValue, loads_bounded(frame.payload)) if frame.payload else {}
         except ValueError as e:
             raise RecordingError(path, f'{where}: event {kind!r} payload is not JSON') from e
         events.append({str(kind): payload})
@@ -618,7 +681,7 @@ def _load_vercel(path: Path, data: bytes, api: RecordingApi | None) -> Recording
             if not line.strip():
                 continue
             try:
-                events.append(cast(JsonValue, json.loads(line)))
+                events.append(cast(JsonValue, loads_bounded(line)))
             except ValueError as e:
                 raise RecordingError(path, f'line {n} is not a JSON object (truncated?): {e}') from e
         if not events:

@@ -10,8 +10,12 @@ is still returned by `flush()`.
 from __future__ import annotations
 
 import json
+from typing import cast
 
-__all__ = ('SseDecoder', 'load_json', 'sse_data')
+__all__ = ('MAX_JSON_DEPTH', 'JsonNestingError', 'SseDecoder', 'load_json', 'loads_bounded', 'sse_data')
+
+MAX_JSON_DEPTH = 256
+"""The deepest nesting of arrays and objects accepted in recorded or streamed JSON (real bodies stay under 30)."""
 
 
 class SseDecoder:
@@ -56,9 +60,44 @@ def sse_data(body: str | bytes) -> list[str]:
     return data + decoder.flush()
 
 
-def load_json(data: str) -> object | None:
-    """An event's `data` decoded as JSON, or `None` when it is not JSON."""
+class JsonNestingError(ValueError):
+    """JSON nested deeper than `MAX_JSON_DEPTH`: refused before anything recurses over it."""
+
+
+def loads_bounded(data: str | bytes, *, max_depth: int = MAX_JSON_DEPTH) -> object:
+    """`json.loads`, refusing nesting deeper than `max_depth` with `JsonNestingError` (a `ValueError`).
+
+    Deep input never raises `RecursionError`, here or in the code that later walks the value.
+    """
     try:
-        return json.loads(data)
+        value = json.loads(data)
+    except RecursionError:
+        raise JsonNestingError(f'JSON nested deeper than {max_depth} levels') from None
+    if _depth_exceeds(value, max_depth):
+        raise JsonNestingError(f'JSON nested deeper than {max_depth} levels')
+    return value
+
+
+def _depth_exceeds(value: object, max_depth: int) -> bool:
+    """Whether `value` nests lists/dicts deeper than `max_depth` (iterative: no recursion of its own)."""
+    stack: list[tuple[object, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: list[object] = list(cast(dict[object, object], item).values())
+        elif isinstance(item, list):
+            children = cast(list[object], item)
+        else:
+            continue
+        if depth > max_depth:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
+
+
+def load_json(data: str) -> object | None:
+    """An event's `data` decoded as JSON, or `None` when it is not JSON (or nested deeper than `MAX_JSON_DEPTH`)."""
+    try:
+        return loads_bounded(data)
     except ValueError:
         return None
