@@ -32,6 +32,13 @@ ProblemCode = Literal[
     'conflicting_source_id',
     'search_result_index_out_of_range',
     'invalid_search_result',
+    # marker placement (OpenAI's guidance, `formats.openai_placement`)
+    'marker_not_after_punctuation',
+    'marker_in_emphasis',
+    'marker_in_code',
+    'marker_on_fence_line',
+    'markers_grouped_at_end',
+    'bare_marker_id',
     # structured output and evidence
     'markup_in_output',
     'citations_disabled_by_output_mode',

@@ -73,6 +73,8 @@ from ._problems import CitationProblem
 from ._recover import MarkerSources, record_whole_body, recover_in_place
 from ._tap import PerplexityTap
 from ._wrappers import StreamWatch
+from .formats.markup import MARKER_START
+from .formats.openai_placement import check_marker_placement
 
 __all__ = (
     'Arrival',
@@ -259,6 +261,9 @@ class TrackCitations(AbstractCapability[Any]):
         if request.info.api == 'other' or request.info.model_class == 'FallbackModel':
             request.info = describe_serving_model(request_context.model, response.model_name, response.provider_name)
         sources = self.marker_sources(ctx) if callable(self.marker_sources) else self.marker_sources
+        for index, part in enumerate(response.parts):  # where markers stand, before recovery removes them
+            if isinstance(part, TextPart) and MARKER_START in part.content:  # (it reports unknown ids itself)
+                self.add_run_problems(check_marker_placement(part.content, part_index=index))
         recovery = recover_in_place(
             response, api=request.info.api, marker_sources=sources, raw=self.recover_raw, tap=self.perplexity_tap
         )

@@ -1,0 +1,84 @@
+"""OpenAI's marker placement guidance, checked over hand-written answers that break each rule."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pydantic_ai_citations.formats.openai_placement import check_marker_placement
+
+M = '\ue200cite\ue202turn0file0\ue201'
+N = '\ue200cite\ue202turn0file1\ue201'
+
+
+@pytest.mark.parametrize(
+    ('text', 'codes'),
+    [
+        pytest.param(f'Paris is big.{M} It is old.{N}', [], id='well-placed'),
+        pytest.param(f'Paris is big.{M}{N} It is old.', [], id='two-markers-after-one-sentence'),
+        pytest.param(f'Paris is big {M}. It is old.{N}', ['marker_not_after_punctuation'], id='before-punctuation'),
+        pytest.param(f'Paris{M} is big. It is old.{N}', ['marker_not_after_punctuation'], id='mid-sentence'),
+        pytest.param(f'Paris is **big.{M}** It is old.{N}', ['marker_in_emphasis'], id='inside-bold'),
+        pytest.param(f'Paris is *big.{M}* It is old.{N}', ['marker_in_emphasis'], id='inside-italics'),
+        pytest.param(f'Run `pip install x.{M}` first. Then go.{N}', ['marker_in_code'], id='inline-code'),
+        pytest.param(f'Run this:\n```\npip install x{M}\n```\nThen go.{N}', ['marker_in_code'], id='fence'),
+        pytest.param(f'Run this:\n```\npip install x\n```{M}\nThen go.{N}', ['marker_on_fence_line'], id='fence-line'),
+        pytest.param(
+            f'Paris is big. It is old. It is on the Seine.\n\n{M}{N}',
+            ['markers_grouped_at_end'],
+            id='grouped-at-end',
+        ),
+        pytest.param(f'Paris is big, see turn0file0. It is old.{N}', ['bare_marker_id'], id='bare-id'),
+    ],
+)
+def test_each_rule(text: str, codes: list[str]):
+    problems = check_marker_placement(text)
+    assert [p.code for p in problems] == codes
+    for problem in problems:
+        assert problem.start is not None and problem.end is not None
+        assert 0 <= problem.start < problem.end <= len(text)
+
+
+def test_only_given_ids():
+    text = f'Paris is big.{M} It is old.{N}'
+    [problem] = check_marker_placement(text, source_ids={'turn0file0'}, part_index=2)
+    assert (problem.code, problem.part_index) == ('unknown_source_id', 2)
+    assert text[problem.start : problem.end] == N  # type: ignore[misc]
+    assert 'turn0file1' in problem.message
+
+
+def test_offsets_point_at_the_marker():
+    text = f'Paris is **big.{M}** It is old.{N}'
+    [problem] = check_marker_placement(text)
+    assert text[problem.start : problem.end] == M  # type: ignore[misc]
+
+
+def test_no_markers_no_problems():
+    assert check_marker_placement('Plain prose with **bold** and `code`.') == []
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.sampled_from(['a', ' ', '.', '*', '_', '`', '\n', '~', M, N, 'turn0file3', '\ue200', '\ue201'])).map(
+        ''.join
+    )
+)
+def test_never_crashes_and_offsets_inside(text: str):
+    for problem in check_marker_placement(text, source_ids=()):
+        assert problem.start is not None and problem.end is not None
+        assert 0 <= problem.start <= problem.end <= len(text)
+
+
+@pytest.mark.anyio
+async def test_track_citations_reports_placement():
+    from pydantic_ai import Agent
+    from pydantic_ai.models.test import TestModel
+
+    from pydantic_ai_citations import TrackCitations
+
+    text = f'Paris is **big.{M}** It is old.{N}'
+    track = TrackCitations()
+    result = await Agent(TestModel(custom_output_text=text), capabilities=[track]).run('q')
+    problems = [p for p in track.report(result).problems if p.code == 'marker_in_emphasis']
+    assert [(p.part_index, text[p.start : p.end]) for p in problems] == [(0, M)]  # type: ignore[misc]
