@@ -35,6 +35,7 @@ if TYPE_CHECKING:
         removed_markup,
     )
     from ._history import CleanStaleCitations
+    from ._pgstore import PostgresConversationStore
     from ._problems import CitationProblem, ProblemCode
     from ._redact import redact
     from ._render import render_html, render_markdown
@@ -87,6 +88,7 @@ _HOMES: dict[str, str] = {
     'edit_response': '_edit',
     'find_stale': '_edit',
     'SQLiteConversationStore': '_store',
+    'PostgresConversationStore': '_pgstore',
     'StoredAnswer': '_store',
     'StoreCorruptionError': '_store',
     # the capability matrix
@@ -109,6 +111,7 @@ __all__ = (
     'FinalAnswer',
     'PartArrival',
     'PerplexityTap',
+    'PostgresConversationStore',
     'ProblemCode',
     'RawCitation',
     'RemovedMarkup',

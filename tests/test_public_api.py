@@ -33,6 +33,7 @@ def test_root_all_is_pinned():
             'FinalAnswer',
             'PartArrival',
             'PerplexityTap',
+            'PostgresConversationStore',
             'ProblemCode',
             'RawCitation',
             'RemovedMarkup',

@@ -1,17 +1,24 @@
 from __future__ import annotations
 
+import multiprocessing
+import os
 import sqlite3
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
+from _postgres import DSN_VAR, REQUIRE_VAR, NoServer, fresh_schema, throwaway_cluster
+from _store_worker import append_many
 from pydantic_ai import (
     Agent,
     Citation,
     ContentCitationAnchor,
     DocumentCitationSource,
     ModelMessage,
+    ModelRequest,
     ModelResponse,
     TextPart,
     WebCitationSource,
@@ -22,7 +29,7 @@ from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import ModelMessagesTypeAdapter
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from pydantic_ai_citations import CleanStaleCitations, find_stale
+from pydantic_ai_citations import CleanStaleCitations, PostgresConversationStore, find_stale
 from pydantic_ai_citations._edit import METADATA_KEY
 from pydantic_ai_citations._store import (
     SCHEMA_VERSION,
@@ -30,6 +37,7 @@ from pydantic_ai_citations._store import (
     StoreCorruptionError,
     migrate,
 )
+from pydantic_ai_citations._store_sql import POSTGRES
 
 TEXT = 'Pydantic validates data. It is fast.'
 
@@ -67,15 +75,81 @@ def dump(messages: list[ModelMessage]) -> bytes:
     return ModelMessagesTypeAdapter.dump_json(messages)
 
 
+Store = SQLiteConversationStore | PostgresConversationStore
+Opener = Callable[[], Awaitable[Store]]
+
+
+@pytest.fixture(scope='session')
+def pg_dsn() -> Iterator[str]:
+    """A PostgreSQL server: CI's (`PYDANTIC_AI_CITATIONS_POSTGRES_DSN`), else a throw-away cluster, else skip."""
+    if os.environ.get(DSN_VAR):
+        yield os.environ[DSN_VAR]
+        return
+    try:
+        with throwaway_cluster() as dsn:
+            yield dsn
+    except NoServer as e:
+        if os.environ.get(REQUIRE_VAR):
+            pytest.fail(f'{REQUIRE_VAR} is set but no PostgreSQL server: {e}')
+        pytest.skip(f'no PostgreSQL server: {e}')
+
+
+@pytest.fixture(params=['sqlite', 'postgres'])
+def backend(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
 @pytest.fixture
-def store(tmp_path: Path) -> SQLiteConversationStore:
-    s = SQLiteConversationStore(tmp_path / 'c.db')
-    yield s  # type: ignore[misc]
-    s.close()
+def target(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
+    """Where a test's store lives: a fresh SQLite file, or a fresh schema on the PostgreSQL server."""
+    if backend == 'sqlite':
+        return str(tmp_path / 'c.db')
+    return fresh_schema(request.getfixturevalue('pg_dsn'))
+
+
+async def close(s: Store) -> None:
+    if isinstance(s, PostgresConversationStore):
+        await s.close()
+    else:
+        s.close()
+
+
+@pytest.fixture
+async def open_store(backend: str, target: str) -> AsyncIterator[Opener]:
+    """Opens stores on the test's database (several can share it); closes them after the test."""
+    opened: list[Store] = []
+
+    async def opener() -> Store:
+        s: Store = SQLiteConversationStore(target) if backend == 'sqlite' else PostgresConversationStore(target)
+        if isinstance(s, PostgresConversationStore):
+            await s.open()
+        opened.append(s)
+        return s
+
+    yield opener
+    for s in opened:
+        await close(s)
+
+
+@pytest.fixture
+async def store(open_store: Opener) -> Store:
+    return await open_store()
+
+
+def raw_execute(backend: str, target: str, statement: str, params: tuple[object, ...] = ()) -> list[tuple[Any, ...]]:
+    """Run one statement (shared `?` text) on the test's database, behind the store's back."""
+    if backend == 'sqlite':
+        with sqlite3.connect(target) as conn:
+            return conn.execute(statement, params).fetchall()
+    import psycopg
+
+    with psycopg.connect(target, autocommit=True) as conn:
+        cur = conn.execute(POSTGRES.sql(statement), params)  # pyright: ignore[reportArgumentType]
+        return cur.fetchall() if cur.description else []
 
 
 @pytest.mark.anyio
-async def test_save_load_byte_identical_and_answers(store: SQLiteConversationStore) -> None:
+async def test_save_load_byte_identical_and_answers(store: Store) -> None:
     conversation = Conversation(conversation_id='c1')
     result = await agent().run('What is Pydantic?', conversation=conversation)
     entries = await store.save(result)
@@ -125,7 +199,7 @@ async def test_save_load_byte_identical_and_answers(store: SQLiteConversationSto
 
 
 @pytest.mark.anyio
-async def test_behaves_like_in_memory_store(store: SQLiteConversationStore) -> None:
+async def test_behaves_like_in_memory_store(store: Store) -> None:
     """The same sequence of operations gives the same histories, branches and errors on both stores."""
     outcomes: list[list[Any]] = []
     for s in (InMemoryConversationStore(), store):
@@ -162,77 +236,67 @@ async def test_behaves_like_in_memory_store(store: SQLiteConversationStore) -> N
 
 
 @pytest.mark.anyio
-async def test_concurrent_writers_one_wins(tmp_path: Path) -> None:
-    path = tmp_path / 'c.db'
-    a, b = SQLiteConversationStore(path), SQLiteConversationStore(path)  # two writers, one file
-    try:
-        first = await agent().run('one', conversation=Conversation(conversation_id='c'))
-        await a.save(first)
-        loaded_a, loaded_b = await a.load('c'), await b.load('c')
-        assert loaded_a is not None
-        assert loaded_b is not None
-        ra = await agent().run('from a', conversation=loaded_a)
-        rb = await agent().run('from b', conversation=loaded_b)
-        outcomes: list[str] = []
+async def test_concurrent_writers_one_wins(open_store: Opener) -> None:
+    a, b = await open_store(), await open_store()  # two writers, one database
+    first = await agent().run('one', conversation=Conversation(conversation_id='c'))
+    await a.save(first)
+    loaded_a, loaded_b = await a.load('c'), await b.load('c')
+    assert loaded_a is not None
+    assert loaded_b is not None
+    ra = await agent().run('from a', conversation=loaded_a)
+    rb = await agent().run('from b', conversation=loaded_b)
+    outcomes: list[str] = []
 
-        async def save(store: SQLiteConversationStore, result: Any, name: str) -> None:
-            try:
-                await store.save(result)
-                outcomes.append(f'{name} won')
-            except ConversationConflict as e:
-                outcomes.append(f'{name} conflict {e.conversation_id}')
+    async def save(store: Store, result: Any, name: str) -> None:
+        try:
+            await store.save(result)
+            outcomes.append(f'{name} won')
+        except ConversationConflict as e:
+            outcomes.append(f'{name} conflict {e.conversation_id}')
 
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(save, a, ra, 'a')
-            tg.start_soon(save, b, rb, 'b')
-        assert sorted(o.split(maxsplit=1)[1] for o in outcomes) == ['conflict c', 'won']
-        final = await b.load('c')
-        assert final is not None
-        assert len(final.messages) == 4
-        # also two tasks on one store instance
-        again_a, again_b = await a.load('c'), await a.load('c')
-        assert again_a is not None
-        assert again_b is not None
-        outcomes.clear()
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(save, a, await agent().run('x', conversation=again_a), 'a')
-            tg.start_soon(save, a, await agent().run('y', conversation=again_b), 'b')
-        assert sorted(o.split(maxsplit=1)[1] for o in outcomes) == ['conflict c', 'won']
-    finally:
-        a.close()
-        b.close()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(save, a, ra, 'a')
+        tg.start_soon(save, b, rb, 'b')
+    assert sorted(o.split(maxsplit=1)[1] for o in outcomes) == ['conflict c', 'won']
+    final = await b.load('c')
+    assert final is not None
+    assert len(final.messages) == 4
+    # also two tasks on one store instance
+    again_a, again_b = await a.load('c'), await a.load('c')
+    assert again_a is not None
+    assert again_b is not None
+    outcomes.clear()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(save, a, await agent().run('x', conversation=again_a), 'a')
+        tg.start_soon(save, a, await agent().run('y', conversation=again_b), 'b')
+    assert sorted(o.split(maxsplit=1)[1] for o in outcomes) == ['conflict c', 'won']
 
 
 @pytest.mark.anyio
-async def test_corrupt_row_raises_clearly_and_loses_nothing_else(tmp_path: Path) -> None:
-    path = tmp_path / 'c.db'
-    store = SQLiteConversationStore(path)
-    try:
-        for cid in ('good', 'bad'):
-            await store.save(await agent().run('q', conversation=Conversation(conversation_id=cid)))
-        entries = await store.load_entries('bad')
-        assert entries is not None
-        bad_id = entries[1].id
-        with sqlite3.connect(path) as raw:
-            raw.execute('UPDATE entries SET message = ? WHERE id = ?', (b'{"kind": "response", "parts": [', bad_id))
-        with pytest.raises(StoreCorruptionError, match=f"'{bad_id}' in table 'entries'") as excinfo:
-            await store.load('bad')
-        assert excinfo.value.key == bad_id
-        good = await store.load('good')
-        assert good is not None
-        assert len(good.messages) == 2
-        assert len(await store.answers_citing(domain='pydantic.dev')) == 2  # the answers index is intact
-        with sqlite3.connect(path) as raw:
-            assert raw.execute('SELECT count(*) FROM entries').fetchone()[0] == 4  # the bad row is kept
-            raw.execute("UPDATE conversations SET record = 'nope' WHERE conversation_id = 'good'")
-        with pytest.raises(StoreCorruptionError, match="'good' in table 'conversations'"):
-            await store.load('good')
-    finally:
-        store.close()
+async def test_corrupt_row_raises_clearly_and_loses_nothing_else(store: Store, backend: str, target: str) -> None:
+    for cid in ('good', 'bad'):
+        await store.save(await agent().run('q', conversation=Conversation(conversation_id=cid)))
+    entries = await store.load_entries('bad')
+    assert entries is not None
+    bad_id = entries[1].id
+    raw_execute(
+        backend, target, 'UPDATE entries SET message = ? WHERE id = ?', (b'{"kind": "response", "parts": [', bad_id)
+    )
+    with pytest.raises(StoreCorruptionError, match=f"'{bad_id}' in table 'entries'") as excinfo:
+        await store.load('bad')
+    assert excinfo.value.key == bad_id
+    good = await store.load('good')
+    assert good is not None
+    assert len(good.messages) == 2
+    assert len(await store.answers_citing(domain='pydantic.dev')) == 2  # the answers index is intact
+    assert raw_execute(backend, target, 'SELECT count(*) FROM entries')[0][0] == 4  # the bad row is kept
+    raw_execute(backend, target, "UPDATE conversations SET record = ? WHERE conversation_id = 'good'", (b'nope',))
+    with pytest.raises(StoreCorruptionError, match="'good' in table 'conversations'"):
+        await store.load('good')
 
 
 @pytest.mark.anyio
-async def test_edit_answer(store: SQLiteConversationStore) -> None:
+async def test_edit_answer(store: Store) -> None:
     result = await agent().run('q', conversation=Conversation(conversation_id='c'))
     await store.save(result)
     loaded = await store.load('c')
@@ -340,7 +404,7 @@ def recordings() -> list[Any]:
 @pytest.mark.anyio
 @pytest.mark.filterwarnings('ignore:The model .* is deprecated:DeprecationWarning')
 @pytest.mark.parametrize('relative', recordings())
-async def test_recording_round_trip_byte_identical(corpus: Path, relative: str | None, tmp_path: Path) -> None:
+async def test_recording_round_trip_byte_identical(corpus: Path, relative: str | None, open_store: Opener) -> None:
     from pydantic_ai_citations.testing import load_recording
 
     assert relative is not None
@@ -357,24 +421,86 @@ async def test_recording_round_trip_byte_identical(corpus: Path, relative: str |
     else:
         result = await replay_agent.run(prompt, model_settings=recording.model_settings, conversation=conversation)
         messages = result.all_messages()
-    store = SQLiteConversationStore(tmp_path / 'r.db')
+    store = await open_store()
+    await store.save(Conversation(conversation_id='rec', messages=messages))
+    loaded = await store.load('rec')
+    assert loaded is not None
+    assert dump(loaded.messages) == dump(messages)
+    cited = [
+        p for m in messages if isinstance(m, ModelResponse) for p in m.parts if isinstance(p, TextPart) and p.citations
+    ]
+    if cited:
+        response_entries = [e for e in (await store.load_entries('rec') or []) if isinstance(e.message, ModelResponse)]
+        stored = [await store.answer(e.id) for e in response_entries]
+        assert any(s is not None and (s.answer.spans or s.answer.unanchored) for s in stored)
+
+
+@pytest.mark.anyio
+async def test_postgres_migrations_from_v0_and_v1(pg_dsn: str) -> None:
+    target = fresh_schema(pg_dsn)
+    store = PostgresConversationStore(target)
     try:
-        await store.save(Conversation(conversation_id='rec', messages=messages))
-        loaded = await store.load('rec')
-        assert loaded is not None
-        assert dump(loaded.messages) == dump(messages)
-        cited = [
-            p
-            for m in messages
-            if isinstance(m, ModelResponse)
-            for p in m.parts
-            if isinstance(p, TextPart) and p.citations
-        ]
-        if cited:
-            response_entries = [
-                e for e in (await store.load_entries('rec') or []) if isinstance(e.message, ModelResponse)
-            ]
-            stored = [await store.answer(e.id) for e in response_entries]
-            assert any(s is not None and (s.answer.spans or s.answer.unanchored) for s in stored)
+        assert await store.open(target=1) == 1
+        tables = raw_execute('postgres', target, 'SELECT tablename FROM pg_tables WHERE schemaname = current_schema()')
+        assert {t for (t,) in tables} == {'schema_migrations', 'conversations', 'entries', 'tips'}
+        assert await store.migrate() == SCHEMA_VERSION
+        await store.save(await agent().run('q', conversation=Conversation(conversation_id='c')))
+        for table in ('answers', 'answer_sources', 'answer_problems'):
+            raw_execute('postgres', target, f'DROP TABLE {table}')
+        raw_execute('postgres', target, 'DELETE FROM schema_migrations WHERE version > 1')
+        assert await store.migrate() == SCHEMA_VERSION  # v1 -> v2 backfills the answers
+        (found,) = await store.answers_citing(url='https://docs.pydantic.dev/latest/')
+        assert found.conversation_id == 'c'
+        assert found.answer.text == TEXT
+        versions = raw_execute('postgres', target, 'SELECT version FROM schema_migrations ORDER BY version')
+        assert [v for (v,) in versions] == [1, 2]
+        raw_execute(
+            'postgres', target, 'INSERT INTO schema_migrations VALUES (?, ?, ?)', (SCHEMA_VERSION + 1, 'x', 'x')
+        )
+        with pytest.raises(UserError, match='newer than this package supports'):
+            await store.migrate()
+        with pytest.raises(UserError, match='`target` must be between'):
+            await store.migrate(target=99)
     finally:
-        store.close()
+        await store.close()
+
+
+@pytest.mark.anyio
+async def test_postgres_store_opens_on_first_use(pg_dsn: str) -> None:
+    async with PostgresConversationStore(fresh_schema(pg_dsn)) as s:
+        assert await s.read_records() == []
+    lazy = PostgresConversationStore(fresh_schema(pg_dsn))
+    try:
+        await lazy.save(Conversation(conversation_id='z', messages=[ModelRequest.user_text_prompt('hi')]))
+        assert [r.conversation_id for r in await lazy.list_conversations()] == ['z']
+        assert [a async for a in lazy.iter_answers()] == []
+    finally:
+        await lazy.close()
+
+
+WORKERS, ROUNDS = 3, 6
+
+
+@pytest.mark.anyio
+async def test_processes_append_concurrently(backend: str, target: str, open_store: Opener) -> None:
+    """Several processes append to one shared and to their own conversations: nothing lost, nothing doubled,
+    every conflict reported as `ConversationConflict` (and retried)."""
+    await open_store()  # creates the schema before the workers race
+    with ProcessPoolExecutor(WORKERS, mp_context=multiprocessing.get_context('spawn')) as pool:
+        futures = [pool.submit(append_many, backend, target, w, ROUNDS) for w in range(WORKERS)]
+        outcomes = [f.result(timeout=300) for f in futures]
+    assert [o['errors'] for o in outcomes] == [[]] * WORKERS
+    saved = [tag for o in outcomes for tag in o['saved']]
+    assert len(saved) == 2 * WORKERS * ROUNDS
+    reader = await open_store()
+    stored: list[str] = []
+    for cid in ['shared', *(f'own-{w}' for w in range(WORKERS))]:
+        conversation = await reader.load(cid)
+        assert conversation is not None
+        requests = [m for m in conversation.messages if isinstance(m, ModelRequest)]
+        assert len(conversation.messages) == 2 * len(requests)
+        stored += [str(r.parts[0].content) for r in requests]  # type: ignore[union-attr]
+    lost = set(saved) - set(stored)
+    duplicated = len(stored) - len(set(stored))
+    assert (lost, duplicated, len(stored)) == (set(), 0, len(saved))
+    print(f'{backend}: {sum(o["conflicts"] for o in outcomes)} conflicts, all ConversationConflict')

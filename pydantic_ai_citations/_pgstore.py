@@ -1,0 +1,396 @@
+"""`PostgresConversationStore`: `SQLiteConversationStore`'s schema, migrations and queries on PostgreSQL (psycopg 3).
+
+The statements are the same text (`_store_sql`, in the PostgreSQL dialect); rows are built and read by the same
+functions as the SQLite store, so both backends store and return the same bytes.
+
+Everything is async on a `psycopg_pool.AsyncConnectionPool`: no worker threads. Each write is one transaction that
+first takes a transaction-level advisory lock on its conversation (and a shared one on the store, which `delete`
+takes exclusively because it collects entries no conversation reaches any more), then checks the revision: two
+writers of one conversation, in any number of processes, cannot both win; the second gets `ConversationConflict`.
+
+Install with the `postgres` extra: `pip install 'pydantic-ai-citations[postgres]'`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from types import TracebackType
+from typing import Any, LiteralString, TypeVar, cast
+
+import anyio
+from pydantic_ai import ModelResponse
+from pydantic_ai.conversation import Conversation
+from pydantic_ai.conversation_store import (
+    ConversationConflict,
+    ConversationEntry,
+    ConversationRecord,
+    ConversationStore,
+)
+from pydantic_ai.exceptions import UserError
+
+from . import _store_sql as sql
+from ._problems import PROBLEM_CODES, CitationProblem, ProblemCode
+from ._store import (
+    SCHEMA_VERSION,
+    StoredAnswer,
+    _answer_row,  # pyright: ignore[reportPrivateUsage]
+    _answer_statements,  # pyright: ignore[reportPrivateUsage]
+    _chain_entries,  # pyright: ignore[reportPrivateUsage]
+    _dump_record,  # pyright: ignore[reportPrivateUsage]
+    _entry_from_row,  # pyright: ignore[reportPrivateUsage]
+    _message_ta,  # pyright: ignore[reportPrivateUsage]
+    _now,  # pyright: ignore[reportPrivateUsage]
+    _package_version,  # pyright: ignore[reportPrivateUsage]
+    _plan_edit,  # pyright: ignore[reportPrivateUsage]
+    _record_from_row,  # pyright: ignore[reportPrivateUsage]
+    _record_statements,  # pyright: ignore[reportPrivateUsage]
+    _records_query,  # pyright: ignore[reportPrivateUsage]
+    _stored_answer,  # pyright: ignore[reportPrivateUsage]
+)
+from ._urls import bare_host
+
+try:
+    from psycopg import AsyncConnection
+    from psycopg_pool import AsyncConnectionPool
+except ImportError as _e:  # pragma: no cover
+    raise ImportError(
+        "`PostgresConversationStore` needs psycopg 3 and psycopg-pool: pip install 'pydantic-ai-citations[postgres]'"
+    ) from _e
+
+__all__ = ('PostgresConversationStore',)
+
+_T = TypeVar('_T')
+_Conn = AsyncConnection[tuple[Any, ...]]
+_Statements = list[tuple[str, list[tuple[object, ...]]]]
+
+_LOCK_CLASS = 7030
+"""Advisory lock keys: `(_LOCK_CLASS, 0)` the store (shared by writers, exclusive for `delete` and migrations),
+`(_LOCK_CLASS + 1, hashtext(conversation_id))` one conversation."""
+
+
+def _pg(statement: str) -> LiteralString:
+    return cast(LiteralString, sql.POSTGRES.sql(statement))  # the package's own statements, never user text
+
+
+async def _execute_all(conn: _Conn, statements: _Statements) -> None:
+    async with conn.cursor() as cur:
+        for statement, params in statements:
+            if params:
+                await cur.executemany(_pg(statement), params)
+
+
+async def _fetchone(conn: _Conn, statement: str, params: Sequence[object] = ()) -> tuple[Any, ...] | None:
+    cur = await conn.execute(_pg(statement), params)
+    return await cur.fetchone()
+
+
+async def _fetchall(conn: _Conn, statement: str, params: Sequence[object] = ()) -> list[tuple[Any, ...]]:
+    cur = await conn.execute(_pg(statement), params)
+    return await cur.fetchall()
+
+
+async def _schema_version(conn: _Conn) -> int:
+    row = await _fetchone(conn, "SELECT to_regclass('schema_migrations') IS NOT NULL")
+    if row is None or not row[0]:
+        return 0
+    row = await _fetchone(conn, 'SELECT coalesce(max(version), 0) FROM schema_migrations')
+    return int(row[0]) if row else 0
+
+
+async def _backfill_answers(conn: _Conn) -> None:
+    """Schema v2's backfill, as in the SQLite store: answers of the responses stored before it."""
+    tips = {cast(str, tip): cast(str, cid) for tip, cid in await _fetchall(conn, sql.TIPS_ALL)}
+    for entry_id, blob in await _fetchall(conn, sql.ENTRIES_ALL):
+        try:
+            message = _message_ta.validate_json(blob)
+        except ValueError:
+            continue
+        if not isinstance(message, ModelResponse):
+            continue
+        owner = ''
+        for tip, cid in tips.items():
+            if await _fetchone(conn, sql.REACHES, (tip, entry_id)):
+                owner = cid
+                break
+        row = _answer_row(entry_id, owner, message)
+        if row is not None:
+            await _execute_all(conn, _answer_statements(row))
+
+
+class PostgresConversationStore(ConversationStore):
+    """Pydantic AI's `ConversationStore` on PostgreSQL, with `SQLiteConversationStore`'s citation queries.
+
+    ```python
+    async with PostgresConversationStore('postgresql://app@db/conversations') as store:
+        conversation = await store.load(cid) or Conversation(conversation_id=cid)
+        result = await agent.run(prompt, conversation=conversation)
+        await store.save(result)
+        await store.answers_citing(domain='docs.pydantic.dev')
+    ```
+
+    The pool opens (and the schema is created or migrated) on first use or `open()`; `close()` closes it.
+    """
+
+    def __init__(self, conninfo: str, *, min_size: int = 1, max_size: int = 10, timeout: float = 30.0) -> None:
+        """A store on the database at `conninfo` (a libpq connection string or URL).
+
+        Args:
+            conninfo: Where the database is.
+            min_size: Connections the pool keeps open.
+            max_size: Connections the pool opens at most.
+            timeout: Seconds to wait for a connection from the pool.
+        """
+        self.conninfo = conninfo
+        self._pool: AsyncConnectionPool[_Conn] = AsyncConnectionPool(
+            conninfo, min_size=min_size, max_size=max_size, timeout=timeout, open=False
+        )
+        self._ready = False
+        self._opening: anyio.Lock | None = None
+
+    async def open(self, *, target: int = SCHEMA_VERSION) -> int:
+        """Open the pool and create or migrate the schema to `target`; return the schema version."""
+        if not self._ready:
+            await self._pool.open()
+            self._ready = True
+        return await self.migrate(target=target)
+
+    async def close(self) -> None:
+        """Close the pool."""
+        await self._pool.close()
+        self._ready = False
+
+    async def __aenter__(self) -> PostgresConversationStore:
+        await self.open()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    async def migrate(self, *, target: int = SCHEMA_VERSION) -> int:
+        """Upgrade the database to schema version `target`, one step per transaction (as `migrate` for SQLite).
+
+        Raises:
+            UserError: The database was written by a newer version of this package, or `target` is out of range.
+        """
+        if not 0 <= target <= SCHEMA_VERSION:
+            raise UserError(f'`target` must be between 0 and {SCHEMA_VERSION}, got {target!r}.')
+        if not self._ready:
+            await self._pool.open()
+            self._ready = True
+        while True:
+            async with self._pool.connection() as conn, conn.transaction():
+                await conn.execute('SELECT pg_advisory_xact_lock(%s, 0)', (_LOCK_CLASS,))
+                current = await _schema_version(conn)
+                if current > SCHEMA_VERSION:
+                    raise UserError(
+                        f'The database has schema version {current!r}, newer than this package supports '
+                        f'({SCHEMA_VERSION}); upgrade pydantic-ai-citations.'
+                    )
+                if current >= target:
+                    return current
+                for statement in sql.SCHEMA[current]:
+                    await conn.execute(_pg(statement))
+                if current == 1:
+                    await _backfill_answers(conn)
+                await conn.execute(_pg(sql.LOG_MIGRATION), (current + 1, _now().isoformat(), _package_version()))
+
+    async def _ensure_open(self) -> None:
+        if self._ready:
+            return
+        if self._opening is None:
+            self._opening = anyio.Lock()
+        async with self._opening:
+            if not self._ready:
+                await self.open()
+
+    async def _query(self, fn: Callable[[_Conn], Awaitable[_T]]) -> _T:
+        await self._ensure_open()
+        async with self._pool.connection() as conn:
+            return await fn(conn)
+
+    async def _write(self, conversation_id: str | None, fn: Callable[[_Conn], Awaitable[_T]]) -> _T:
+        await self._ensure_open()
+        async with self._pool.connection() as conn, conn.transaction():
+            if conversation_id is None:
+                await conn.execute('SELECT pg_advisory_xact_lock(%s, 0)', (_LOCK_CLASS,))
+            else:
+                await conn.execute('SELECT pg_advisory_xact_lock_shared(%s, 0)', (_LOCK_CLASS,))
+                await conn.execute('SELECT pg_advisory_xact_lock(%s, hashtext(%s))', (_LOCK_CLASS + 1, conversation_id))
+            return await fn(conn)
+
+    # --- the five primitives, and a one-query history ---
+
+    async def read_record(self, conversation_id: str) -> ConversationRecord | None:
+        async def read(conn: _Conn) -> ConversationRecord | None:
+            row = await _fetchone(conn, sql.RECORD, (conversation_id,))
+            return None if row is None else _record_from_row(conversation_id, row[0])
+
+        return await self._query(read)
+
+    async def read_records(self, *, scope: str | None = None, limit: int | None = None) -> Sequence[ConversationRecord]:
+        statement, params = _records_query(scope, limit)
+
+        async def read(conn: _Conn) -> list[ConversationRecord]:
+            return [_record_from_row(cid, blob) for cid, blob in await _fetchall(conn, statement, params)]
+
+        return await self._query(read)
+
+    async def write_record(
+        self,
+        record: ConversationRecord,
+        *,
+        new_entries: Sequence[ConversationEntry] = (),
+        expected_revision: str | None,
+    ) -> None:
+        entry_rows: list[tuple[object, ...]] = [
+            (e.id, e.parent_id, e.kind, _message_ta.dump_json(e.message)) for e in new_entries
+        ]
+        statements: _Statements = [(sql.INSERT_ENTRY_IF_NEW, entry_rows)]
+        for e in new_entries:
+            if isinstance(e.message, ModelResponse):
+                row = _answer_row(e.id, record.conversation_id, e.message)
+                if row is not None:
+                    statements += _answer_statements(row)
+        statements += _record_statements(record, _dump_record(record))
+        new_ids = {e.id for e in new_entries}
+        cid = record.conversation_id
+
+        async def write(conn: _Conn) -> None:
+            await _check_revision(conn, cid, expected_revision)
+            head = record.head_id
+            if head is not None and head not in new_ids and await _fetchone(conn, sql.HAS_ENTRY, (head,)) is None:
+                raise ConversationConflict(cid)
+            await _execute_all(conn, statements)
+
+        await self._write(cid, write)
+
+    async def delete_record(self, conversation_id: str, *, expected_revision: str) -> None:
+        async def delete(conn: _Conn) -> None:
+            row = await _fetchone(conn, sql.REVISION, (conversation_id,))
+            if row is None or row[0] != expected_revision:
+                raise ConversationConflict(conversation_id)
+            await conn.execute(_pg(sql.DELETE_RECORD), (conversation_id,))
+            await conn.execute(_pg(sql.DELETE_TIPS), (conversation_id,))
+            for statement in sql.COLLECT_GARBAGE:
+                await conn.execute(_pg(statement))
+
+        await self._write(None, delete)
+
+    async def read_entry(self, entry_id: str) -> ConversationEntry:
+        async def read(conn: _Conn) -> ConversationEntry:
+            row = await _fetchone(conn, sql.ENTRY, (entry_id,))
+            if row is None:
+                raise KeyError(entry_id)
+            return _entry_from_row(*row)
+
+        return await self._query(read)
+
+    async def read_history(self, head_id: str | None, *, limit: int | None = None) -> list[ConversationEntry]:
+        if head_id is None or limit == 0:
+            return []
+
+        async def read(conn: _Conn) -> list[ConversationEntry]:
+            return _chain_entries(head_id, limit, await _fetchall(conn, sql.CHAIN, (head_id, limit, limit)))
+
+        return await self._query(read)
+
+    # --- citations (as `SQLiteConversationStore`) ---
+
+    async def answer(self, entry_id: str) -> StoredAnswer | None:
+        """The stored answer of the response with this entry id, or `None`."""
+        found = await self._answers(sql.BY_ENTRY, (entry_id,))
+        return found[0] if found else None
+
+    async def answers_citing(self, *, url: str | None = None, domain: str | None = None) -> list[StoredAnswer]:
+        """Stored answers citing `url` exactly, or any URL on `domain` (or its subdomains; `www.` ignored).
+
+        Raises:
+            UserError: Not exactly one of `url` and `domain` is given.
+        """
+        if (url is None) == (domain is None):
+            raise UserError(f'Pass exactly one of `url` and `domain`, got url={url!r}, domain={domain!r}.')
+        if url is not None:
+            return await self._answers(sql.CITING_URL, (url,))
+        host = bare_host(cast(str, domain))
+        return await self._answers(sql.CITING_DOMAIN, (host, host))
+
+    async def answers_with_problem(self, code: ProblemCode) -> list[StoredAnswer]:
+        """Stored answers whose `CitedAnswer.problems` include `code`.
+
+        Raises:
+            UserError: `code` is not a `ProblemCode`.
+        """
+        if code not in PROBLEM_CODES:
+            raise UserError(f'Unknown problem code {code!r}; expected one of {", ".join(PROBLEM_CODES)}.')
+        return await self._answers(sql.WITH_PROBLEM, (code,))
+
+    async def iter_answers(self, *, batch_size: int = 500) -> AsyncIterator[StoredAnswer]:
+        """Every stored answer, by entry id, read `batch_size` at a time: memory stays bounded (audits)."""
+        if batch_size < 1:
+            raise UserError(f'`batch_size` must be at least 1, got {batch_size!r}.')
+        after = ''
+        while True:
+            page = await self._answers(sql.AFTER_ENTRY, (after,), order=sql.BY_ENTRY_ID, limit=batch_size)
+            for stored in page:
+                yield stored
+            if len(page) < batch_size:
+                return
+            after = page[-1].entry_id
+
+    async def _answers(
+        self, where: str, params: tuple[object, ...], *, order: str = sql.BY_STORED, limit: int | None = None
+    ) -> list[StoredAnswer]:
+        statement = sql.ANSWERS + where + order + (sql.LIMIT if limit is not None else '')
+        values = (*params, limit) if limit is not None else params
+
+        async def read(conn: _Conn) -> list[StoredAnswer]:
+            return [_stored_answer(*row) for row in await _fetchall(conn, statement, values)]
+
+        return await self._query(read)
+
+    async def edit_answer(
+        self,
+        conversation_id: str,
+        *,
+        message_index: int,
+        part_index: int,
+        new_text: str,
+        expected_revision: str | None = None,
+        scope: str | None = None,
+    ) -> tuple[Conversation, list[CitationProblem]]:
+        """Edit a stored answer's text part, atomically, as a new branch: `SQLiteConversationStore.edit_answer`.
+
+        Raises:
+            UserError: The conversation is not stored, or the indexes do not name a text part of a response.
+            ConversationConflict: The conversation changed since `expected_revision`.
+        """
+
+        async def edit(conn: _Conn) -> tuple[Conversation, list[CitationProblem]]:
+            row = await _fetchone(conn, sql.RECORD_AND_SCOPE, (conversation_id,))
+            if row is None or (scope is not None and row[1] != scope):
+                raise UserError(f'Conversation {conversation_id!r} is not in the store.')
+            record = _record_from_row(conversation_id, row[0])
+            if expected_revision is not None and record.revision != expected_revision:
+                raise ConversationConflict(conversation_id)
+            history: list[ConversationEntry] = []
+            if record.head_id:
+                rows = await _fetchall(conn, sql.CHAIN, (record.head_id, None, None))
+                history = _chain_entries(record.head_id, None, rows)
+            plan = _plan_edit(record, history, message_index, part_index, new_text)
+            statements: _Statements = [(sql.INSERT_ENTRY, cast('list[tuple[object, ...]]', plan.entry_rows))]
+            for answer_row in plan.answer_rows:
+                if answer_row is not None:
+                    statements += _answer_statements(answer_row)
+            statements += _record_statements(plan.record, _dump_record(plan.record))
+            await _execute_all(conn, statements)
+            return plan.conversation, plan.problems
+
+        return await self._write(conversation_id, edit)
+
+
+async def _check_revision(conn: _Conn, conversation_id: str, expected_revision: str | None) -> None:
+    row = await _fetchone(conn, sql.REVISION, (conversation_id,))
+    if (row[0] if row is not None else None) != expected_revision:
+        raise ConversationConflict(conversation_id)
