@@ -1,10 +1,12 @@
 from __future__ import annotations
 
+import datetime
 import re
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from inline_snapshot import snapshot
 from pydantic_ai import Citation, ContentCitationAnchor, DocumentCitationSource, WebCitationSource
 from pydantic_ai.exceptions import UserError
 
@@ -335,28 +337,41 @@ def test_to_citations_reports_malformed_and_unterminated() -> None:
 
 def test_render_source() -> None:
     rendered = render_source(
-        'turn0file1', 'first\nsecond', title='A\ntitle', url='https://x', date='2025-01-02', numbered_lines=True
+        'turn0file1', 'first\nsecond', title='A\ntitle', url='https://x', date='2 Jan 2025', numbered_lines=True
     )
-    assert rendered == (
-        f'[source turn0file1] cite as {mk("cite", "turn0file1")} or, for lines 2 to 4, {mk("cite", "turn0file1", "L2-L4")}\n'
-        'Title: A title\n'
-        'URL: https://x\n'
-        'Date: 2025-01-02\n'
-        '\n'
-        '[L1] first\n'
-        '[L2] second'
-    )
-    assert (
-        render_source('b1', f'forged {mk("cite", "x")} text')
-        == f'[source b1] cite as {mk("cite", "b1")}\n\nforged citex text'
-    )
+    assert rendered == snapshot("""\
+[turn0file1]
+Title: A title
+URL: https://x
+Updated: 2 Jan 2025
+Citation Marker: \ue200cite\ue202turn0file1\ue201
+Citation Marker for lines 2 to 4: \ue200cite\ue202turn0file1\ue202L2-L4\ue201
+
+[L1] first
+[L2] second\
+""")
+    assert render_source('block5', 'x', date=datetime.date(2025, 1, 2), block=True) == snapshot("""\
+<BLOCK block5>
+[block5]
+Updated: 2025-01-02
+Citation Marker: \ue200cite\ue202block5\ue201
+
+x
+</BLOCK>\
+""")
+    assert render_source('b1', f'forged {mk("cite", "x")} text') == snapshot("""\
+[b1]
+Citation Marker: \ue200cite\ue202b1\ue201
+
+forged citex text\
+""")
     with pytest.raises(UserError, match="'bad id'"):
         render_source('bad id', 'x')
+    # The `Citation Marker:` lines parse as the markers of this source.
+    assert {m.source_ids for m in extract_markers(rendered)} == {('turn0file1',)}
 
 
 def test_render_source_block() -> None:
-    import datetime
-
     rendered = render_source_block('block5', 'a < b & "c"', title='T "q" <x>', date=datetime.date(2025, 1, 2))
     assert rendered == (
         '<source id="block5" title="T &quot;q&quot; &lt;x&gt;" date="2025-01-02">\na &lt; b &amp; "c"\n</source>'
@@ -367,14 +382,31 @@ def test_render_source_block() -> None:
 
 
 def test_instructions() -> None:
-    assert citation_instructions() == CITATION_INSTRUCTIONS
-    assert mk('cite', 'turn0file1') in CITATION_INSTRUCTIONS
-    assert 'never invent' in CITATION_INSTRUCTIONS.lower()
-    assert 'L8-L13' not in CITATION_INSTRUCTIONS
+    instructions = citation_instructions()
+    assert instructions == CITATION_INSTRUCTIONS
+    assert instructions == snapshot("""\
+Cite your sources with citation markers. Every source in the context has an id (for example `turn0file1`) and a `Citation Marker:` line with the exact marker to use for it.
+Write a marker exactly like this: \ue200cite\ue202turn0file1\ue201 - that is the character U+E200, the word `cite`, the character U+E202, the id, and the character U+E201, with no spaces or other characters inside.
+When several sources support the same statement, put all their ids in one marker, separated by U+E202: \ue200cite\ue202turn0file1\ue202turn1search3\ue201
+Put each marker right after the punctuation that ends the sentence or paragraph it supports, on the same line. Never put a marker on a line of its own, inside a link, inside bold or italic text, inside inline code or a code block, or on the same line as the closing fence of a code block.
+Cite each statement where it is made. Do not group citations at the end of the response.
+When sources disagree, cite each of them and describe the disagreement; do not pick one silently.
+Use only ids that appear in the context, copied exactly. Never invent, guess or alter an id.
+Cite only what the sources say. Never put a marker on a statement that comes from your own knowledge or anywhere outside the context; if no source supports a statement, write it without a marker.\
+""")
     line_level = citation_instructions(('cite', 'navlist'), line_level=True)
-    assert mk('cite', 'turn0file1', 'L8-L13') in line_level
-    assert 'or a line range' in line_level
-    assert '`navlist`' in line_level
+    assert line_level == snapshot("""\
+Cite your sources with citation markers. Every source in the context has an id (for example `turn0file1`) and a `Citation Marker:` line with the exact marker to use for it.
+Write a marker exactly like this: \ue200cite\ue202turn0file1\ue201 - that is the character U+E200, the word `cite`, the character U+E202, the id, and the character U+E201, with no spaces or other characters inside.
+When several sources support the same statement, put all their ids in one marker, separated by U+E202: \ue200cite\ue202turn0file1\ue202turn1search3\ue201
+Sources shown with numbered lines ([L1], [L2], ...) can be cited by line: add the line range as the last part, \ue200cite\ue202turn0file1\ue202L8\ue201 for line 8 or \ue200cite\ue202turn0file1\ue202L8-L13\ue201 for lines 8 to 13. Use only line numbers shown in the source.
+Markers may also use these words instead of `cite`, with the same syntax: `navlist`.
+Put each marker right after the punctuation that ends the sentence or paragraph it supports, on the same line. Never put a marker on a line of its own, inside a link, inside bold or italic text, inside inline code or a code block, or on the same line as the closing fence of a code block.
+Cite each statement where it is made. Do not group citations at the end of the response.
+When sources disagree, cite each of them and describe the disagreement; do not pick one silently.
+Use only ids that appear in the context, copied exactly. Never invent, guess or alter an id or a line range.
+Cite only what the sources say. Never put a marker on a statement that comes from your own knowledge or anywhere outside the context; if no source supports a statement, write it without a marker.\
+""")
     # The instructions' own examples parse as markers.
     assert {m.source_ids for m in extract_markers(line_level)} >= {('turn0file1',), ('turn0file1', 'turn1search3')}
 

@@ -655,27 +655,50 @@ def render_source(
     date: str | datetime.date | None = None,
     numbered_lines: bool = False,
     family: str = 'cite',
+    block: bool = False,
 ) -> str:
-    """Render one citable source for the model's context: a header with the marker to use, metadata, the text.
+    r"""Render one citable source for the model's context, in the shape OpenAI documents for file search.
 
-    The delimiter characters are removed from the text and metadata so a source cannot forge a marker.
-    With `numbered_lines=True` each line of `text` (as `text.splitlines()` gives them) is prefixed `[L1] `,
-    `[L2] `…, and the header shows how to cite a line range; give the same lines to `to_citations` as
-    `source_lines` to get the cited lines back as excerpts.
+    ```text
+    [turn0file1]
+    Title: K2
+    URL: https://example.com/k2
+    Updated: 2025-01-02
+    Citation Marker: \ue200cite\ue202turn0file1\ue201
+
+    [L1] K2 is 8,611 m tall.
+    ```
+
+    The `Citation Marker:` line carries the exact marker to write for this source. The delimiter characters are
+    removed from the text and metadata so a source cannot forge a marker.
+
+    Args:
+        source_id: The source's id (ASCII letters, digits, `_`, `-`), e.g. `turn0file1`.
+        text: The source's text.
+        title: Shown as `Title:`, if given.
+        url: Shown as `URL:`, if given.
+        date: When the source was last updated, shown as `Updated:`: a string exactly as given, a `date` in ISO
+            form. Default `None`: no `Updated:` line.
+        numbered_lines: Prefix each line of `text` (as `text.splitlines()` gives them) with `[L1] `, `[L2] `…, and
+            show the marker for a line range too; give the same lines to `to_citations` as `source_lines` to get the
+            cited lines back as excerpts. Default `False`.
+        family: The marker family to write (`'cite'` by default).
+        block: Wrap the source as `<BLOCK id>` … `</BLOCK>`, as OpenAI's block-citing layout does. Default `False`.
 
     Raises:
         UserError: If `source_id` or `family` does not fit the marker grammar.
     """
     _check_id(source_id)
     _check_families((family,))
-    header = f'[source {source_id}] cite as {_marker(source_id, family)}'
-    if numbered_lines:
-        header += f' or, for lines 2 to 4, {_marker(source_id, family, "L2-L4")}'
-    lines = [header]
-    for label, value in (('Title', title), ('URL', url), ('Date', _date_str(date))):
+    lines = [f'[{source_id}]']
+    for label, value in (('Title', title), ('URL', url), ('Updated', _date_str(date))):
         if value is not None:
             lines.append(f'{label}: {_clean_value(value)}')
-    return '\n'.join(lines) + '\n\n' + _body(text, numbered_lines)
+    lines.append(f'Citation Marker: {_marker(source_id, family)}')
+    if numbered_lines:
+        lines.append(f'Citation Marker for lines 2 to 4: {_marker(source_id, family, "L2-L4")}')
+    rendered = '\n'.join(lines) + '\n\n' + _body(text, numbered_lines)
+    return f'<BLOCK {source_id}>\n{rendered}\n</BLOCK>' if block else rendered
 
 
 def render_source_block(
@@ -706,7 +729,13 @@ def render_source_block(
 
 
 def citation_instructions(families: Sequence[str] = ('cite',), line_level: bool = False) -> str:
-    """Instructions telling the model the exact marker syntax, where markers go, and never to invent ids.
+    """Instructions telling the model the exact marker syntax and every rule of OpenAI's citation guidance.
+
+    The rules: the exact syntax; several ids in one marker; markers right after the punctuation that ends the
+    statement, on its line; never inside bold, italics, code or a code fence, never on a closing fence's line, never
+    on a line of their own; not grouped at the end; conflicting sources are all cited and the disagreement described;
+    only ids from the context, copied exactly; never a citation for outside knowledge. `check_marker_placement`
+    (`formats.openai_placement`) checks the placement rules on the answer.
 
     Args:
         families: Allowed marker families; the first is the one to use for citing.
@@ -718,7 +747,8 @@ def citation_instructions(families: Sequence[str] = ('cite',), line_level: bool 
     example = _marker('turn0file1', family)
     two = _S + _SEP.join([family, 'turn0file1', 'turn1search3']) + _E
     text = [
-        'Cite your sources with citation markers. Every source in the context has an id (for example `turn0file1`).',
+        'Cite your sources with citation markers. Every source in the context has an id (for example `turn0file1`) '
+        'and a `Citation Marker:` line with the exact marker to use for it.',
         f'Write a marker exactly like this: {example} - that is the character U+E200, the word `{family}`, the '
         'character U+E202, the id, and the character U+E201, with no spaces or other characters inside.',
         f'When several sources support the same statement, put all their ids in one marker, separated by U+E202: {two}',
@@ -736,10 +766,15 @@ def citation_instructions(families: Sequence[str] = ('cite',), line_level: bool 
         text.append(f'Markers may also use these words instead of `{family}`, with the same syntax: {others}.')
     text += [
         'Put each marker right after the punctuation that ends the sentence or paragraph it supports, on the same '
-        'line. Never put a marker on a line of its own, inside code, inside a link, or inside bold or italic text.',
+        'line. Never put a marker on a line of its own, inside a link, inside bold or italic text, inside inline code '
+        'or a code block, or on the same line as the closing fence of a code block.',
+        'Cite each statement where it is made. Do not group citations at the end of the response.',
+        'When sources disagree, cite each of them and describe the disagreement; do not pick one silently.',
         'Use only ids that appear in the context, copied exactly. Never invent, guess or alter an id'
         + (' or a line range' if line_level else '')
-        + '. If no source supports a statement, write it without a marker.',
+        + '.',
+        'Cite only what the sources say. Never put a marker on a statement that comes from your own knowledge or '
+        'anywhere outside the context; if no source supports a statement, write it without a marker.',
     ]
     return '\n'.join(text)
 
