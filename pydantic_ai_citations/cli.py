@@ -10,7 +10,10 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:
+    from .matrix import CapabilityMatrix
 
 __all__ = ('main', 'run')
 
@@ -57,7 +60,7 @@ def _parser(command: str | None = None) -> argparse.ArgumentParser:
     )
     render.add_argument('answer', metavar='ANSWER', type=Path, help='JSON file holding one CitedAnswer')
     render.add_argument('--format', choices=('markdown', 'html'), default='markdown', help='output format')
-    render.add_argument('--style', choices=('inline', 'footnotes'), default='inline', help='Markdown citation style')
+    render.add_argument('--style', choices=('inline', 'footnotes'), help='Markdown citation style (default: inline)')
     render.add_argument('--redact', action='store_true', help='hide excerpts of user documents (for logs)')
     render.add_argument('--page', action='store_true', help='HTML: a standalone page instead of a fragment')
     render.add_argument('-o', '--output', metavar='FILE', type=Path, help='write here (default: stdout)')
@@ -84,6 +87,12 @@ def _render_command(args: argparse.Namespace, *, stdout: TextIO | None = None, s
 
     out = stdout or sys.stdout
     err = stderr or sys.stderr
+    if args.format == 'html' and args.style is not None:
+        print('error: --style applies to Markdown only; HTML has one citation style', file=err)
+        return 2
+    if args.format == 'markdown' and args.page:
+        print('error: --page applies to HTML only (--format html)', file=err)
+        return 2
     try:
         answer = CitedAnswer.from_json(Path(args.answer).read_bytes())
     except OSError as e:
@@ -95,7 +104,7 @@ def _render_command(args: argparse.Namespace, *, stdout: TextIO | None = None, s
     if args.format == 'html':
         text = render_html(answer, redact=args.redact, document=args.page)
     else:
-        text = render_markdown(answer, style=args.style, redact=args.redact)
+        text = render_markdown(answer, style=args.style or 'inline', redact=args.redact)
     return _write(text, args.output, out, err)
 
 
@@ -132,6 +141,14 @@ def _matrix_command(args: argparse.Namespace, *, stdout: TextIO | None = None, s
     matrix = anyio.run(
         lambda: build_matrix(probes=not args.no_probes, recordings=args.recordings, live=args.live, progress=progress)
     )
+    unusable = matrix.unusable_lines()
+    written = _write_matrix(matrix, args, out, err)
+    for line in unusable:
+        print(f'error: {line}', file=err)
+    return written or (1 if unusable else 0)
+
+
+def _write_matrix(matrix: CapabilityMatrix, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     fmt: str = args.format
     if fmt == 'table':
         try:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import html
 import json
+import re
 from pathlib import Path
+from typing import Any, cast
 
 import anyio
 import pytest
@@ -32,13 +35,16 @@ def _values(matrix: CapabilityMatrix) -> dict[str, dict[str, str]]:
 def test_default_matrix_fills_every_column_for_every_row(default_matrix: CapabilityMatrix):
     assert default_matrix.apis == list(FIXTURE_APIS)
     document = default_matrix.to_dict()
-    for row in document['rows']:  # type: ignore[union-attr]
+    for row in cast(list[dict[str, Any]], document['rows']):
         assert row['failures'] == [], row['api']
-        for key, cell in row['cells'].items():
+        cells = cast(dict[str, dict[str, Any]], row['cells'])
+        for key, cell in cells.items():
+            notes = cast(list[str], cell['notes'])
+            evidence = cast(dict[str, dict[str, int]], cell['evidence'])
             # Measured, or it says why it cannot apply.
-            assert cell['value'] != 'n/a' or any(n.startswith('n/a:') for n in cell['notes']), (row['api'], key)
+            assert cell['value'] != 'n/a' or any(n.startswith('n/a:') for n in notes), (row['api'], key)
             if cell['value'] != 'n/a':
-                assert cell['evidence'] and all(sum(v.values()) >= 1 for v in cell['evidence'].values())
+                assert evidence and all(sum(v.values()) >= 1 for v in evidence.values())
 
 
 def test_default_matrix_values(default_matrix: CapabilityMatrix):
@@ -155,7 +161,7 @@ def test_default_matrix_values(default_matrix: CapabilityMatrix):
                 'wire': '100%',
             },
             'cohere': {
-                'citations': 'no',
+                'citations': 'recovered',
                 'anchor': 'n/a',
                 'sources': 'n/a',
                 'stream': 'n/a',
@@ -210,6 +216,7 @@ def test_recordings_agree_with_fixtures(corpus: Path, default_matrix: Capability
     for api in recorded.apis:
         assert recorded.cell(api, 'wire') in ('100%', 'no wire citations', 'n/a'), api
     assert recorded.failures('other') == []
+    assert recorded.unusable_inputs == []
 
 
 def _small() -> CapabilityMatrix:
@@ -341,10 +348,65 @@ def test_bad_recordings_are_rows_with_reasons(tmp_path: Path):
     matrix = anyio.run(
         lambda: build_matrix(probes=False, recordings=[truncated, unknown, rejected, tmp_path / 'missing.yaml'])
     )
-    failures = {Path(f.source).name: f.reason for api in matrix.apis for f in matrix.failures(api)}
-    assert set(failures) >= {'truncated.yaml', 'unknown.yaml', 'rejected.yaml', 'missing.yaml'}
-    assert 'file not found' in failures['missing.yaml']
-    assert matrix.to_markdown()  # the rest of the matrix is still produced
+    unusable = {Path(f.source).name: f.reason for f in matrix.unusable_inputs}
+    assert set(unusable) == {'truncated.yaml', 'unknown.yaml', 'rejected.yaml', 'missing.yaml'}
+    assert 'file not found' in unusable['missing.yaml']
+    assert 'other' not in matrix.apis  # no row of n/a for inputs that could not be used
+    assert 'rejected.yaml' in {Path(f.source).name for f in matrix.failures('openai-responses')}
+    markdown = matrix.to_markdown()  # the rest of the matrix is still produced, with the reasons
+    assert 'missing.yaml' in markdown and 'could not be used' in markdown and 'file not found' in markdown
+    assert 'could not be used' in matrix.to_html()
+    assert CapabilityMatrix.from_json(matrix.to_json()).unusable_inputs == matrix.unusable_inputs
+    assert matrix.merge(CapabilityMatrix()).unusable_inputs == matrix.unusable_inputs
+
+
+@pytest.mark.parametrize('fmt', ['table', 'markdown', 'json', 'html'])
+def test_cli_unusable_inputs_fail_with_reasons(tmp_path: Path, capsys: pytest.CaptureFixture[str], fmt: str):
+    missing = tmp_path / 'missing.yaml'
+    truncated = tmp_path / 'anthropic-cut.json'
+    truncated.write_text('{"type": "message", "content": [')
+    empty = tmp_path / 'empty'
+    empty.mkdir()
+    args = ['matrix', '--no-probes', '-q', '--format', fmt, '--recordings', str(missing), str(truncated), str(empty)]
+    assert run([*args, '--live', 'nope:x']) == 1
+    captured = capsys.readouterr()
+    for text in (html.unescape(captured.out), captured.err):
+        assert 'file not found' in text, fmt
+        assert 'anthropic-cut.json' in text and 'not valid JSON' in text, fmt
+        assert 'no recordings' in text, fmt
+        assert "unknown provider 'nope'" in text, fmt
+    assert captured.err.count('error: ') == 4
+    out = tmp_path / f'm.{fmt}'
+    assert run([*args, '-o', str(out)]) == 1  # the matrix is still written
+    assert 'file not found' in out.read_text()
+
+
+def test_cli_render_rejects_options_of_the_other_format(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    from pydantic_ai_citations import CitedAnswer
+
+    path = tmp_path / 'a.json'
+    path.write_bytes(CitedAnswer('Hello.').to_json())
+    assert run(['render', str(path), '--page']) == 2
+    assert '--page applies to HTML only' in capsys.readouterr().err
+    assert run(['render', str(path), '--format', 'html', '--style', 'footnotes']) == 2
+    assert '--style applies to Markdown only' in capsys.readouterr().err
+    assert run(['render', str(path), '--format', 'html', '--page']) == 0
+    assert run(['render', str(path), '--style', 'footnotes']) == 0
+
+
+def test_no_row_contradicts_itself(default_matrix: CapabilityMatrix):
+    """A row whose wire accounting normalises or recovers citations does not say it produces none."""
+    for api in default_matrix.apis:
+        notes = default_matrix.to_dict()['rows']
+        [row] = [r for r in cast(list[dict[str, Any]], notes) if r['api'] == api]
+        wire_notes = ' '.join(row['cells']['wire']['notes'])
+        normalised = sum(int(n) for n in re.findall(r'(\d+) normalised', wire_notes))
+        recovered = sum(int(n) for n in re.findall(r'(\d+) recovered', wire_notes))
+        produced = default_matrix.cell(api, 'citations')
+        if normalised or recovered:
+            assert produced != 'no', (api, produced, wire_notes)
+        if recovered and not normalised:
+            assert produced == 'recovered', (api, produced, wire_notes)
 
 
 def test_cli_json_to_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
@@ -372,10 +434,11 @@ def test_live_without_key_is_skipped_with_a_message(monkeypatch: pytest.MonkeyPa
         lambda: build_matrix(probes=False, live=['anthropic:claude-sonnet-4-6', 'nope:x'], progress=lines.append)
     )
     assert any('set ANTHROPIC_API_KEY' in line for line in lines)
-    assert [f.reason for f in matrix.failures('other')] == [
+    assert [f.reason for f in matrix.unusable_inputs] == [
+        'skipped: ANTHROPIC_API_KEY not set',
         snapshot(
             "unknown provider 'nope'; known: anthropic, bedrock, cohere, google-gla, google-vertex, groq, mistral, openai, openai-chat, openai-responses, openrouter, xai"
-        )
+        ),
     ]
 
 

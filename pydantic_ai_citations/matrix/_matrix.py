@@ -12,8 +12,12 @@ JSON schema (`to_json()`, `SCHEMA_VERSION` 1):
 {"schema": "pydantic-ai-citations/capability-matrix", "version": 1,
  "columns": [{"key", "title", "description", "values": {value: meaning}}],
  "rows": [{"api", "title", "models": [str], "failures": [{"evidence", "source", "reason"}],
-           "cells": {column key: {"value": str, "evidence": {evidence: {value: runs}}, "notes": [str]}}}]}
+           "cells": {column key: {"value": str, "evidence": {evidence: {value: runs}}, "notes": [str]}}}],
+ "unusable_inputs": [{"evidence", "source", "reason"}]}
 ```
+
+`unusable_inputs` lists the inputs a user named (recording files or folders, `--live` models) that could not be
+used at all -- missing, malformed, an unknown provider, no API key -- with the reason (absent in older files).
 
 A cell's `value` is the single value seen, values joined by `' / '` when runs disagree (e.g. Google's
 `'after_part_end / response_end'`), or `'n/a'` when nothing could be measured (its `notes` say why).
@@ -185,6 +189,7 @@ class CapabilityMatrix:
 
     def __init__(self) -> None:
         self._rows: dict[ApiLabel, _Row] = {}
+        self._unusable: list[Failure] = []
         self._lock = threading.Lock()
 
     # --- filling -------------------------------------------------------------------------------------------------
@@ -215,6 +220,13 @@ class CapabilityMatrix:
         """Record that a source of evidence failed for a row; the rest of the matrix is still produced."""
         with self._lock:
             self._row(api).failures.append(Failure(evidence, source, reason))
+
+    def unusable(self, evidence: Evidence, source: str, reason: str) -> None:
+        """Record that an input the user named (a recording, a live model) could not be used at all, and why."""
+        with self._lock:
+            failure = Failure(evidence, source, reason)
+            if failure not in self._unusable:
+                self._unusable.append(failure)
 
     def ensure_row(self, api: ApiLabel) -> None:
         """Make sure a row exists, even with nothing measured yet."""
@@ -258,6 +270,7 @@ class CapabilityMatrix:
                         existing = target.notes.setdefault(column, [])
                         existing.extend(n for n in notes if n not in existing)
                     target.failures.extend(row.failures)
+                out._unusable.extend(f for f in source._unusable if f not in out._unusable)
         return out
 
     # --- reading -------------------------------------------------------------------------------------------------
@@ -297,6 +310,12 @@ class CapabilityMatrix:
                     out.setdefault(e, {})[v] = n
         return {e: out[e] for e in EVIDENCE if e in out}
 
+    @property
+    def unusable_inputs(self) -> list[Failure]:
+        """The inputs a user named that could not be used at all (missing or malformed recordings, unknown models)."""
+        with self._lock:
+            return list(self._unusable)
+
     def failures(self, api: ApiLabel) -> list[Failure]:
         """What could not be used for a row."""
         with self._lock:
@@ -327,6 +346,9 @@ class CapabilityMatrix:
                 {'key': c.key, 'title': c.title, 'description': c.description, 'values': c.values} for c in COLUMNS
             ],
             'rows': rows,
+            'unusable_inputs': [
+                {'evidence': f.evidence, 'source': f.source, 'reason': f.reason} for f in self.unusable_inputs
+            ],
         }
 
     def to_json(self, *, indent: int | None = 2) -> str:
@@ -350,6 +372,8 @@ class CapabilityMatrix:
                         matrix.add(row.api, column, value, evidence, runs=runs)
                 for note in cell.notes:
                     matrix.note(row.api, column, note)
+        for failure in document.unusable_inputs:
+            matrix.unusable(failure.evidence, failure.source, failure.reason)
         return matrix
 
     def _display(self, api: ApiLabel, column: str) -> tuple[str, str]:
@@ -384,8 +408,12 @@ class CapabilityMatrix:
             row = self._rows.get(api)
             return ', '.join(sorted(row.models)) if row else ''
 
+    def unusable_lines(self) -> list[str]:
+        """One line per unusable input: what it was and why it could not be used."""
+        return [f'{f.evidence} {f.source!r} could not be used: {f.reason}' for f in self.unusable_inputs]
+
     def _notes_lines(self) -> list[str]:
-        out: list[str] = []
+        out: list[str] = self.unusable_lines()
         for api in self.apis:
             with self._lock:
                 row = self._rows[api]
@@ -468,6 +496,10 @@ class CapabilityMatrix:
             models = self._models(api)
             title = _rich_escape(API_TITLES[api]) + (f'\n[dim]{_rich_escape(models)}[/dim]' if models else '')
             table.add_row(title, *cells)
+        unusable = self.unusable_lines()
+        if unusable:
+            table.caption = '\n'.join(_rich_escape(line) for line in unusable)
+            table.caption_justify = 'left'
         return table
 
     def _row(self, api: ApiLabel) -> _Row:
@@ -553,6 +585,7 @@ class _Document:
     schema: Literal['pydantic-ai-citations/capability-matrix']
     version: Literal[1]
     rows: list[_RowDoc]
+    unusable_inputs: list[_FailureDoc] = field(default_factory=list[_FailureDoc])
 
 
 _document_ta: TypeAdapter[_Document] = TypeAdapter(_Document)

@@ -187,7 +187,7 @@ def _recording_files(paths: Sequence[str | Path]) -> Iterator[Path]:
                 for p in sorted(path.rglob('*'))
                 if p.is_file() and p.name.endswith(('.yaml', '.yml', '.json', '.chunks.txt'))
             ]
-            yield from found
+            yield from found or [path]  # an empty folder is reported by `probe_recording`
         else:
             yield path
 
@@ -344,8 +344,9 @@ async def _probe_answer(
         matrix.observe(dataclasses.replace(request, api=api), evidence)
     recovered = sum(recovered_by_part.values())
     normalised = _citation_count(response) - recovered
+    # The row says one thing: what the wire accounting counts as recovered makes the run `recovered` too.
+    recovered += _account_wire(matrix, api, recording, report, response, recovered_by_part, evidence)
     produced = 'yes' if normalised else ('recovered' if recovered > 0 else 'no')
-    _account_wire(matrix, api, recording, report, response, recovered_by_part, evidence)
     return _RunOutcome(report, messages, response, sent, produced)
 
 
@@ -549,10 +550,11 @@ def _account_wire(
     response: ModelResponse,
     recovered_by_part: dict[int, int],
     evidence: Evidence,
-) -> None:
+) -> int:
+    """Count the first response's wire citations into the `wire` cell; returns how many were recovered."""
     if api == 'other':
         matrix.note(api, 'wire', f'no wire counter for {api}')
-        return
+        return 0
     wire_api: WireApi = api
     wire: dict[str, WireCitation] = {}
     for raw in recording.responses[:1]:  # one agent run consumes the first response
@@ -560,7 +562,7 @@ def _account_wire(
             wire.setdefault(citation.key, citation)
     if not wire:
         matrix.add(api, 'wire', 'no wire citations', evidence)
-        return
+        return 0
     normalised_ids, recovered_ids = _response_ids(response, recovered_by_part)
     listed_ids: set[str] = set()
     for raw_only in report.answer.raw_only:
@@ -587,6 +589,7 @@ def _account_wire(
         + (f' + {counts["unaccounted"]} unaccounted ({", ".join(sorted(set(unaccounted)))})' if unaccounted else '')
         + (f'; listed: {"; ".join(sorted(reasons))}' if reasons else ''),
     )
+    return counts['recovered']
 
 
 def _wire_outcome(
@@ -721,11 +724,13 @@ def _ids(value: object) -> set[str]:
 
 async def probe_recording(matrix: CapabilityMatrix, path: str | Path) -> None:
     """Fill a row from a recording: what it yields, its stream timing, replay when it holds a follow-up response."""
+    if Path(path).is_dir():
+        matrix.unusable('recording', str(path), 'no recordings (.yaml, .yml, .json, .chunks.txt) in this folder')
+        return
     try:
         recording = load_recording(path)
-    except Exception as e:  # malformed, truncated, unknown provider: listed as a failure, the rest goes on
-        matrix.ensure_row('other')
-        matrix.fail('other', 'recording', str(path), _describe(e))
+    except Exception as e:  # missing, malformed, truncated, unknown provider: reported, the rest goes on
+        matrix.unusable('recording', str(path), _describe(e))
         return
     api = cast(ApiLabel, recording.api)
     matrix.ensure_row(api)
@@ -733,6 +738,7 @@ async def probe_recording(matrix: CapabilityMatrix, path: str | Path) -> None:
         outcome = await _probe_answer(matrix, api, recording, 'recording')
     except Exception as e:
         matrix.fail(api, 'recording', str(path), _describe(e))
+        matrix.unusable('recording', str(path), _describe(e))
         return
     switch = await _guarded(matrix, api, 'recording', f'{path} request switch', _probe_switch(recording))
     _add_produced(matrix, api, [outcome.produced], switch=bool(switch), evidence='recording')
@@ -751,13 +757,11 @@ async def probe_live(matrix: CapabilityMatrix, name: str, *, progress: Progress 
     keys = LIVE_KEYS.get(provider)
     say: Progress = progress or _quiet
     if keys is None:
-        matrix.ensure_row('other')
-        matrix.fail('other', 'live', name, f'unknown provider {provider!r}; known: {", ".join(sorted(LIVE_KEYS))}')
+        matrix.unusable('live', name, f'unknown provider {provider!r}; known: {", ".join(sorted(LIVE_KEYS))}')
         return
     if not any(os.environ.get(k) for k in keys):
         say(f'skipping {name}: set {" or ".join(keys)} to probe it live')
-        matrix.ensure_row('other')
-        matrix.note('other', 'citations', f'live {name} skipped: {" or ".join(keys)} not set')
+        matrix.unusable('live', name, f'skipped: {" or ".join(keys)} not set')
         return
     from pydantic_ai.capabilities import NativeTool
     from pydantic_ai.models import infer_model
@@ -765,7 +769,11 @@ async def probe_live(matrix: CapabilityMatrix, name: str, *, progress: Progress 
 
     from .._models import describe_model
 
-    model = infer_model(name)
+    try:
+        model = infer_model(name)
+    except Exception as e:  # unknown model name, missing SDK
+        matrix.unusable('live', name, _describe(e))
+        return
     api = describe_model(model).api
     matrix.ensure_row(api)
     for streamed in (False, True):
@@ -776,6 +784,7 @@ async def probe_live(matrix: CapabilityMatrix, name: str, *, progress: Progress 
             )
         except Exception as e:
             matrix.fail(api, 'live', name, _describe(e))
+            matrix.unusable('live', name, _describe(e))
             return
         if report.requests:
             matrix.observe(report.requests[-1], 'live')  # 'yes' when cited
