@@ -263,8 +263,11 @@ def test_linear_time_on_hostile_input(hostile: str):
         return best
 
     cost(small)
-    assert cost(large) < 1.0  # a quadratic pass over this input takes minutes
-    assert cost(large) <= 8 * cost(small) + 0.05
+    # Linear: four times the input costs at most about four times as much (8x leaves room for a busy machine and
+    # coverage tracing, which CI runs under). The absolute bound only catches a pass that takes minutes.
+    large_cost = cost(large)
+    assert large_cost <= 8 * cost(small) + 0.05
+    assert large_cost < 10.0
 
 
 @pytest.mark.parametrize(
