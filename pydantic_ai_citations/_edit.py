@@ -50,7 +50,7 @@ __all__ = (
     'METADATA_KEY',
     'edit_response',
     'edit_text',
-    'edit_text_with_report',
+    'edit_text_with_problems',
     'find_stale',
     'fingerprint_response',
     'strip_citation_markers',
@@ -159,13 +159,13 @@ def edit_text(part: TextPart, new_text: str) -> TextPart:
     (entries of dropped citations removed, positions shifted), or removed when it cannot be. `id` is cleared (OpenAI
     Responses uses its stored copy of an item sent with its id, whatever the text), `provider_name` is kept.
 
-    Use `edit_text_with_report` to learn what was dropped, and `edit_response` to edit a part of a response and keep
+    Use `edit_text_with_problems` to learn what was dropped, and `edit_response` to edit a part of a response and keep
     its fingerprints true.
     """
-    return edit_text_with_report(part, new_text)[0]
+    return edit_text_with_problems(part, new_text)[0]
 
 
-def edit_text_with_report(part: TextPart, new_text: str) -> tuple[TextPart, list[CitationProblem]]:
+def edit_text_with_problems(part: TextPart, new_text: str) -> tuple[TextPart, list[CitationProblem]]:
     """`edit_text`, also returning a `citation_dropped_after_edit` problem for each citation (or raw data) dropped.
 
     Problems carry `citation_index` (into the *old* part's citations) and the old anchor's offsets.
@@ -202,7 +202,7 @@ def edit_response(
     part = parts[part_index] if in_range else None
     if not isinstance(part, TextPart):
         raise UserError(f'`part_index` {part_index!r} does not name a `TextPart` of the response.')
-    new_part, problems = edit_text_with_report(part, new_text)
+    new_part, problems = edit_text_with_problems(part, new_text)
     problems = [replace(p, part_index=part_index) for p in problems]
     return replace_parts(response, {part_index: new_part}), problems
 

@@ -8,7 +8,7 @@ one-line setup keeps working). What it does, in order:
   the text;
 - raw formats (`formats.unmapped.recover`: Anthropic `search_result_location`, container-file citations, xAI
   tool-output lists, ...), Perplexity Sonar `[N]` markers (`formats.perplexity.apply_sonar`), and the Perplexity Agent
-  API through the HTTP tap's collector (`formats.perplexity.apply_to_response`). When the tap saw the stream end
+  API through the HTTP tap's collector (`formats.perplexity.apply_agent_api`). When the tap saw the stream end
   without `response.completed`, its verdict is recorded on the response (`FINISH_METADATA_KEY`) so that every answer
   built from these messages says `complete=False`.
 
@@ -29,8 +29,9 @@ from ._answer import FINISH_METADATA_KEY, incomplete_reason
 from ._models import ApiLabel
 from ._problems import CitationProblem
 from ._tap import PerplexityTap
-from .formats.openai_markers import MARKER_START, to_citations
-from .formats.perplexity import apply_sonar, apply_to_response
+from .formats import openai_markers
+from .formats.openai_markers import MARKER_START
+from .formats.perplexity import apply_agent_api, apply_sonar
 from .formats.unmapped import recover
 
 __all__ = ('MarkerSources', 'Recovery', 'record_whole_body', 'recover_in_place')
@@ -93,7 +94,7 @@ def _markers_in_place(response: ModelResponse, sources: Sources) -> list[Citatio
     for index, part in enumerate(response.parts):
         if not isinstance(part, TextPart) or part.citations or MARKER_START not in part.content:
             continue
-        conversion = to_citations(part.content, sources)
+        conversion = openai_markers.resolve(part.content, sources)
         problems.extend(dataclasses.replace(p, part_index=index) for p in conversion.problems)
         part.content = conversion.clean_text
         part.id = None  # the text changed: a provider must not reuse its stored copy of this item
@@ -115,7 +116,7 @@ def _raw_in_place(response: ModelResponse, api: ApiLabel, tap: PerplexityTap | N
     if tap is not None and response.provider_response_id is not None:
         collector = tap.collector_for(response.provider_response_id)
         if collector is not None:
-            for problem in apply_to_response(response, collector):
+            for problem in apply_agent_api(response, collector):
                 if problem.code == 'stream_incomplete':  # the tap's verdict: kept on the response, reported once
                     _record_finish(response, False, problem.message)
                 else:

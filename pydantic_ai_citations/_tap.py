@@ -21,7 +21,7 @@ endpoint it feeds the body into a *fresh* `AgentStreamCollector` as the bytes fl
 buffered), and stores the collector under the response `id`, which Pydantic AI also records as
 `ModelResponse.provider_response_id`. A non-streamed JSON body is read whole (it must be parsed anyway) and,
 by default, handed to the SDK without its Perplexity-only output items, which avoids the crash above; the
-collector keeps them. `apply_to_response` then fills `TextPart.citations` in place.
+collector keeps them. `apply_agent_api` then fills `TextPart.citations` in place.
 `TrackCitations(perplexity_tap=tap)` (through `_recover.recover_in_place`) applies each response's collector to it:
 citations, and the tap's verdict on whether the response completed (`response.completed` seen).
 """

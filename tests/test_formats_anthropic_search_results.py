@@ -14,11 +14,11 @@ from pydantic_ai_citations.formats.anthropic_search_results import (
     SearchResultBlock,
     check_request,
     is_web_source,
+    locate,
     reindex_after_trim,
     resolve,
     search_result_blocks,
     search_result_source,
-    to_citation,
 )
 
 
@@ -99,15 +99,15 @@ def test_blocks_in_request_order() -> None:
 
 def test_duplicate_sources_get_two_indexes() -> None:
     messages = conversation()
-    first = resolve(location(1, KB, 'Alpha. '), messages)
-    second = resolve(location(2, KB, 'Again.'), messages)
+    first = locate(location(1, KB, 'Alpha. '), messages)
+    second = locate(location(2, KB, 'Again.'), messages)
     assert isinstance(first, ResolvedSearchResult)
     assert isinstance(second, ResolvedSearchResult)
     assert (first.block.path, second.block.path) == ((0, 0), (0, 1))
 
 
 def test_resolve_block_range() -> None:
-    resolved = resolve(location(1, KB, 'Beta. Gamma.', 1, 3, title='KB page'), conversation())
+    resolved = locate(location(1, KB, 'Beta. Gamma.', 1, 3, title='KB page'), conversation())
     assert isinstance(resolved, ResolvedSearchResult)
     assert (resolved.source, resolved.title, resolved.cited_text) == (KB, 'KB page', 'Beta. Gamma.')
     assert (resolved.start_block_index, resolved.end_block_index) == (1, 3)
@@ -135,14 +135,14 @@ def test_resolve_block_range() -> None:
     ],
 )
 def test_resolve_problems(citation: dict[str, JsonValue], code: str) -> None:
-    problem = resolve(citation, conversation(), citation_index=3)
+    problem = locate(citation, conversation(), citation_index=3)
     assert isinstance(problem, CitationProblem)
     assert problem.code == code
     assert problem.citation_index == 3
 
 
 def test_cited_text_whitespace_tolerated() -> None:
-    resolved = resolve(location(0, 'handbook.pdf', 'Rule one.\nRule  two.', 0, 2), conversation())
+    resolved = locate(location(0, 'handbook.pdf', 'Rule one.\nRule  two.', 0, 2), conversation())
     assert isinstance(resolved, ResolvedSearchResult)
     assert resolved.cited_text == 'Rule one. Rule two.'
 
@@ -150,13 +150,13 @@ def test_cited_text_whitespace_tolerated() -> None:
 def test_to_citation_web_and_document() -> None:
     messages = conversation()
     anchor = ContentCitationAnchor(start=0, end=5)
-    assert to_citation(location(1, KB, 'Alpha. '), messages, anchor=anchor) == Citation(
+    assert resolve(location(1, KB, 'Alpha. '), messages, anchor=anchor) == Citation(
         sources=[WebCitationSource(KB, title='KB page', excerpts=['Alpha. '])], anchor=anchor
     )
-    assert to_citation(location(3, 'notes-7', 'Note text.'), messages) == Citation(
+    assert resolve(location(3, 'notes-7', 'Note text.'), messages) == Citation(
         sources=[DocumentCitationSource(document_id='notes-7', title='Notes', excerpts=['Note text.'])]
     )
-    problem = to_citation(location(9, 'x', 'y'), messages)
+    problem = resolve(location(9, 'x', 'y'), messages)
     assert isinstance(problem, CitationProblem)
 
 
@@ -165,7 +165,7 @@ def test_to_citation_block_without_anything() -> None:
         {'role': 'user', 'content': [{'type': 'search_result', 'content': [{'type': 'text', 'text': ''}]}]}
     ]
     citation: dict[str, JsonValue] = {**location(0, '', ''), 'source': None}
-    problem = to_citation(citation, messages)
+    problem = resolve(citation, messages)
     assert isinstance(problem, CitationProblem)
     assert problem.code == 'source_without_content'
 
@@ -191,9 +191,9 @@ def test_reindex_after_trim() -> None:
     new = old[2:]  # the first exchange was trimmed
     moved = reindex_after_trim(location(3, 'notes-7', 'Note text.', title='Notes'), old, new)
     assert moved == location(2, 'notes-7', 'Note text.', title='Notes')
-    assert isinstance(resolve(moved, new), ResolvedSearchResult)  # type: ignore[arg-type]
+    assert isinstance(locate(moved, new), ResolvedSearchResult)  # type: ignore[arg-type]
     # The index from the old request must not be reused against the new one: there it is another block.
-    stale = resolve(location(3, 'notes-7', 'Note text.'), new)
+    stale = locate(location(3, 'notes-7', 'Note text.'), new)
     assert isinstance(stale, CitationProblem)
     assert stale.code == 'search_result_index_out_of_range'
     gone = reindex_after_trim(location(0, 'handbook.pdf', 'Rule one. '), old, new)
@@ -276,8 +276,8 @@ def test_never_crashes_on_arbitrary_json(messages: list[dict[str, JsonValue]], c
     assert [b.index for b in blocks] == list(range(len(blocks)))
     check_request(messages)
     if isinstance(citation, dict):
+        locate(citation, messages)
         resolve(citation, messages)
-        to_citation(citation, messages)
         reindex_after_trim(citation, messages, messages[1:])
 
 
@@ -315,8 +315,8 @@ def test_hostile_messages_are_problems_not_crashes(messages: Any) -> None:
     citation = {'type': 'search_result_location', 'search_result_index': 0, 'start_block_index': 0,
                 'end_block_index': 1}  # fmt: skip
     for result in (
+        locate(citation, messages),
         resolve(citation, messages),
-        to_citation(citation, messages),
         reindex_after_trim(citation, messages, messages),
     ):
         assert isinstance(result, CitationProblem | dict | Citation | ResolvedSearchResult)
@@ -331,7 +331,7 @@ def test_non_message_entries_are_reported() -> None:
 
 @pytest.mark.parametrize('citation', [None, 'x', 5, [], _deep(50_000)])
 def test_hostile_citations_are_problems(citation: Any) -> None:
-    result = resolve(citation, [])
+    result = locate(citation, [])
     assert isinstance(result, CitationProblem)
     assert result.code == 'unreadable_raw_data'
     assert result.detail is not None and len(result.detail) <= 200

@@ -11,8 +11,8 @@ from pydantic_ai_citations.formats.numbered import (
     NumberedScanner,
     extract_numbered,
     is_numbered_marker,
+    resolve,
     resolve_markers,
-    resolve_numbered,
 )
 
 
@@ -102,7 +102,7 @@ SOURCES = [
 
 def test_resolve_list_one_based() -> None:
     text = 'One [1]. Both [1, 3]. Chain [2][3].'
-    result = resolve_numbered(text, SOURCES)
+    result = resolve(text, SOURCES)
     assert result.problems == []
     assert result.citations == [
         Citation(sources=[SOURCES[0]], anchor=MarkerCitationAnchor(start=4, end=7)),
@@ -116,7 +116,7 @@ def test_resolve_list_one_based() -> None:
 
 def test_resolve_out_of_range_is_never_nearest() -> None:
     text = 'Zero [0]. Four [4]. Mixed [2, 9].'
-    result = resolve_numbered(text, SOURCES)
+    result = resolve(text, SOURCES)
     assert [c.sources for c in result.citations] == [[SOURCES[1]]]
     assert [(p.code, p.detail, p.start, p.end) for p in result.problems] == [
         ('unresolved_marker', '[0]', 5, 8),
@@ -127,13 +127,13 @@ def test_resolve_out_of_range_is_never_nearest() -> None:
 
 
 def test_resolve_zero_based() -> None:
-    result = resolve_numbered('First [0], last [2].', SOURCES, base=0)
+    result = resolve('First [0], last [2].', SOURCES, base=0)
     assert [c.sources for c in result.citations] == [[SOURCES[0]], [SOURCES[2]]]
 
 
 def test_resolve_mapping_by_id() -> None:
     by_id = {7: SOURCES[0], 42: SOURCES[1]}
-    result = resolve_numbered('A [42]. B [7][8]. C [43].', by_id)
+    result = resolve('A [42]. B [7][8]. C [43].', by_id)
     assert [c.sources for c in result.citations] == [[SOURCES[1]], [SOURCES[0]]]
     assert [(p.detail, p.message) for p in result.problems] == [
         ('[8]', 'marker cites [8] but no source has this id'),
@@ -146,7 +146,7 @@ def test_resolve_markers_found_once() -> None:
     markers = extract_numbered(text)
     assert [m.raw for m in markers] == ['[1]', '[2, 9]', '[3]', '[4]']
     by_list = resolve_markers(markers, SOURCES)
-    assert by_list == resolve_numbered(text, SOURCES)
+    assert by_list == resolve(text, SOURCES)
     assert [c.sources for c in by_list.citations] == [[SOURCES[0]], [SOURCES[1]], [SOURCES[2]]]
     assert [m.raw for m in by_list.markers] == ['[1]', '[2, 9]', '[3]']
     assert [(p.code, p.detail, p.start, p.end) for p in by_list.problems] == [
@@ -155,7 +155,7 @@ def test_resolve_markers_found_once() -> None:
     ]
     by_id = {2: SOURCES[1], 4: SOURCES[0], 9: SOURCES[2]}
     by_map = resolve_markers(markers, by_id)
-    assert by_map == resolve_numbered(text, by_id)
+    assert by_map == resolve(text, by_id)
     assert by_map.citations == [
         Citation(sources=[SOURCES[1], SOURCES[2]], anchor=MarkerCitationAnchor(start=9, end=15)),
         Citation(sources=[SOURCES[0]], anchor=MarkerCitationAnchor(start=28, end=31)),
@@ -166,18 +166,16 @@ def test_resolve_markers_found_once() -> None:
     ]
     # the markers are only read: resolving them again gives the same result
     assert resolve_markers(markers, by_id) == by_map
-    assert (
-        resolve_markers(iter(markers), SOURCES, base=0).citations == resolve_numbered(text, SOURCES, base=0).citations
-    )
+    assert resolve_markers(iter(markers), SOURCES, base=0).citations == resolve(text, SOURCES, base=0).citations
 
 
 def test_resolve_misuse() -> None:
     with pytest.raises(UserError, match="'abc'"):
-        resolve_numbered('x', 'abc')  # type: ignore[arg-type]
+        resolve('x', 'abc')  # type: ignore[arg-type]
     with pytest.raises(UserError, match='base=0'):
-        resolve_numbered('x', {1: SOURCES[0]}, base=0)
+        resolve('x', {1: SOURCES[0]}, base=0)
     with pytest.raises(UserError, match='-1'):
-        resolve_numbered('x', SOURCES, base=-1)
+        resolve('x', SOURCES, base=-1)
     with pytest.raises(UserError, match="'abc'"):
         resolve_markers([], 'abc')  # type: ignore[arg-type]
     with pytest.raises(UserError, match='base=2'):
@@ -185,7 +183,7 @@ def test_resolve_misuse() -> None:
 
 
 def test_duplicate_numbers_cite_once() -> None:
-    [citation] = resolve_numbered('Twice [1, 1].', SOURCES).citations
+    [citation] = resolve('Twice [1, 1].', SOURCES).citations
     assert citation.sources == [SOURCES[0]]
 
 
@@ -216,7 +214,7 @@ def test_offsets_inside_text(text: str) -> None:
     for marker in extract_numbered(text):
         assert 0 <= marker.start < marker.end <= len(text)
         assert text[marker.start : marker.end] == marker.raw
-    result = resolve_numbered(text, SOURCES)
+    result = resolve(text, SOURCES)
     for citation in result.citations:
         assert citation.anchor is not None
         assert 0 <= citation.anchor.start < citation.anchor.end <= len(text)

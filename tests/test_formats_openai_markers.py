@@ -21,8 +21,8 @@ from pydantic_ai_citations.formats.openai_markers import (
     extract_markers_with_problems,
     render_source,
     render_source_block,
+    resolve,
     strip_markers,
-    to_citations,
 )
 
 S, E, P = '\ue200', '\ue201', '\ue202'
@@ -253,7 +253,7 @@ def test_strip_given_markers_only() -> None:
         strip_markers(text, [markers[0], markers[0]])
 
 
-# --- to_citations ----------------------------------------------------------------------------------------------
+# --- resolve ----------------------------------------------------------------------------------------------
 
 SOURCES: dict[str, WebCitationSource | DocumentCitationSource] = {
     'turn0search1': WebCitationSource('https://example.com/paris', title='Paris'),
@@ -261,9 +261,9 @@ SOURCES: dict[str, WebCitationSource | DocumentCitationSource] = {
 }
 
 
-def test_to_citations_sentence_anchor() -> None:
+def test_resolve_sentence_anchor() -> None:
     text = f'Intro line\nParis is big. It has {mk("cite", "turn0search1")} many parks.{mk("cite", "turn0file2")} Bye.'
-    result = to_citations(text, SOURCES)
+    result = resolve(text, SOURCES)
     assert result.clean_text == 'Intro line\nParis is big. It has many parks. Bye.'
     first, second = result.citations
     assert first.anchor is not None
@@ -276,25 +276,25 @@ def test_to_citations_sentence_anchor() -> None:
     assert [m.source_ids for m in result.markers] == [('turn0search1',), ('turn0file2',)]
 
 
-def test_to_citations_line_start_and_bullets() -> None:
+def test_resolve_line_start_and_bullets() -> None:
     text = f'# Title\n- First point.{mk("cite", "turn0search1")}\n- Second!{mk("cite", "turn0search1")}\n'
-    result = to_citations(text, SOURCES)
+    result = resolve(text, SOURCES)
     assert [result.clean_text[c.anchor.start : c.anchor.end] for c in result.citations if c.anchor] == [
         'First point.',
         'Second!',
     ]
 
 
-def test_to_citations_two_ids_one_citation() -> None:
-    result = to_citations(f'Both agree.{mk("cite", "turn0search1", "turn0file2")}', SOURCES)
+def test_resolve_two_ids_one_citation() -> None:
+    result = resolve(f'Both agree.{mk("cite", "turn0search1", "turn0file2")}', SOURCES)
     [citation] = result.citations
     assert [type(s).__name__ for s in citation.sources] == ['WebCitationSource', 'DocumentCitationSource']
     assert citation.anchor == ContentCitationAnchor(start=0, end=11)
 
 
-def test_to_citations_unknown_id() -> None:
+def test_resolve_unknown_id() -> None:
     text = f'Claim one.{mk("cite", "turn0search1", "turn9search9")} Claim two.{mk("cite", "nope")}'
-    result = to_citations(text, SOURCES)
+    result = resolve(text, SOURCES)
     [citation] = result.citations
     assert len(citation.sources) == 1
     assert [(p.code, p.detail, p.start, p.end) for p in result.problems] == [
@@ -303,10 +303,10 @@ def test_to_citations_unknown_id() -> None:
     ]
 
 
-def test_to_citations_line_locator_excerpt() -> None:
+def test_resolve_line_locator_excerpt() -> None:
     lines = [f'line {n}' for n in range(1, 21)]
     text = f'Fact.{mk("cite", "turn0file2", "L8-L10")} Other.{mk("cite", "turn0file2", "L19-L25")}'
-    result = to_citations(text, SOURCES, source_lines={'turn0file2': lines})
+    result = resolve(text, SOURCES, source_lines={'turn0file2': lines})
     first, second = result.citations
     assert first.sources == [
         DocumentCitationSource(document_id='file-2', title='Notes', excerpts=['line 8\nline 9\nline 10'])
@@ -319,14 +319,14 @@ def test_to_citations_line_locator_excerpt() -> None:
     assert SOURCES['turn0file2'].excerpts == ['old']
 
 
-def test_to_citations_marker_at_start_has_no_anchor() -> None:
-    result = to_citations(f'{mk("cite", "turn0search1")}Text.', SOURCES)
+def test_resolve_marker_at_start_has_no_anchor() -> None:
+    result = resolve(f'{mk("cite", "turn0search1")}Text.', SOURCES)
     assert result.citations == [Citation(sources=[SOURCES['turn0search1']], anchor=None)]
 
 
-def test_to_citations_reports_malformed_and_unterminated() -> None:
+def test_resolve_reports_malformed_and_unterminated() -> None:
     text = f'A.{mk("cite", "bad id")} B.{S}cite{P}turn0search1'
-    result = to_citations(text, SOURCES)
+    result = resolve(text, SOURCES)
     assert result.citations == []
     assert [p.code for p in result.problems] == ['malformed_marker', 'unterminated_marker']
     assert result.clean_text == 'A. B.'  # nothing of the unterminated marker stays (it is reported)
@@ -475,7 +475,7 @@ def test_offsets_inside_text_and_no_crash(text: str, escaped: bool) -> None:
         assert problem.start is not None
         assert problem.end is not None
         assert 0 <= problem.start < problem.end <= len(text)
-    conversion = to_citations(
+    conversion = resolve(
         text, {'turn0': WebCitationSource('https://a'), 'file1': SOURCES['turn0file2']}, escaped=escaped
     )
     for citation in conversion.citations:
@@ -517,7 +517,7 @@ def test_many_distinct_markers_and_repeats() -> None:
 
 def test_strip_keeps_offsets_consistent_for_adjacent_markers() -> None:
     text = f'foo {mk("cite", "turn0search1")}{mk("cite", "turn0file2", "turn0file2")} bar.'
-    result = to_citations(text, SOURCES)
+    result = resolve(text, SOURCES)
     assert result.clean_text == 'foo bar.'
     first, second = result.citations
     assert first.anchor == second.anchor == ContentCitationAnchor(start=0, end=3)
@@ -526,7 +526,7 @@ def test_strip_keeps_offsets_consistent_for_adjacent_markers() -> None:
 
 def test_sentence_anchor_skips_surrounding_whitespace() -> None:
     text = f'  Lead spaces.\n\n{mk("cite", "turn0search1")} After.'
-    result = to_citations(text, SOURCES)
+    result = resolve(text, SOURCES)
     [citation] = result.citations
     assert citation.anchor is not None
     assert result.clean_text[citation.anchor.start : citation.anchor.end] == 'Lead spaces.'
@@ -553,7 +553,7 @@ def test_markers_are_frozen_values() -> None:
 )
 def test_unterminated_marker_leaves_nothing_behind_and_is_reported(text: str) -> None:
     assert strip_markers(text, escaped=True) == 'See and more'
-    conversion = to_citations(text, SOURCES, escaped=True)
+    conversion = resolve(text, SOURCES, escaped=True)
     assert conversion.clean_text == 'See and more'
     assert [p.code for p in conversion.problems] == ['unterminated_marker']
 
@@ -603,5 +603,5 @@ def test_own_id_pattern():
     assert [m.source_ids for m in extraction.markers] == [('block5',)]
     assert [(p.code, p.start) for p in extraction.problems] == [('malformed_marker', text.index('\ue200', 3))]
     sources = {'block5': WebCitationSource('https://e.com/5')}
-    conversion = to_citations(text, sources, id_pattern=re.compile(r'block[0-9]+'))
+    conversion = resolve(text, sources, id_pattern=re.compile(r'block[0-9]+'))
     assert len(conversion.citations) == 1

@@ -30,10 +30,10 @@ from pydantic_ai_citations.formats.numbered import NumberedMarker, extract_numbe
 from pydantic_ai_citations.formats.perplexity import (
     AgentStreamCollector,
     ConflictingSourceIdError,
+    apply_agent_api,
     apply_sonar,
-    apply_to_response,
-    citations_from_sonar_unmapped,
     collect_response,
+    recover_sonar,
 )
 
 FIXTURES = files('pydantic_ai_citations.matrix') / 'fixtures' / 'perplexity'
@@ -202,7 +202,7 @@ def test_comma_list_marker_resolves_each_id():
     [citation] = c.citations()
     assert [s.url for s in citation.sources if isinstance(s, WebCitationSource)] == ['https://a', 'https://b']
     response = ModelResponse(parts=[TextPart('Both [1, 2, 7, 1].', id='msg_a')])
-    problems = apply_to_response(response, c)
+    problems = apply_agent_api(response, c)
     assert [(p.code, p.part_index, p.start, p.end, p.detail) for p in problems] == [
         ('unresolved_marker', 0, 5, 17, '[1, 2, 7, 1]')
     ]
@@ -470,7 +470,7 @@ async def test_end_to_end_streamed():
     collector = tap.collector_for(response.provider_response_id)
     assert collector is not None
     assert collector.completed
-    problems = apply_to_response(response, collector)
+    problems = apply_agent_api(response, collector)
     assert [(p.code, p.part_index, p.detail) for p in problems] == [('unresolved_marker', 0, '[9]')]
     assert cited(part) == snapshot(
         [
@@ -502,7 +502,7 @@ async def test_end_to_end_non_streamed():
     response = result.response
     collector = tap.collector_for(response.provider_response_id)
     assert collector is not None
-    problems = apply_to_response(response, collector)
+    problems = apply_agent_api(response, collector)
     assert [(p.code, p.detail) for p in problems] == [('unresolved_marker', '[5]')]
     part = response.parts[0]
     assert isinstance(part, TextPart)
@@ -594,7 +594,7 @@ def test_tap_misuse():
         PerplexityTap(max_responses=0)
 
 
-def test_apply_to_response_mismatch_and_existing_citations():
+def test_apply_agent_api_mismatch_and_existing_citations():
     c = AgentStreamCollector()
     c.feed_event(search(result(1, 'https://a')))
     c.feed_event(delta('A [1].', item_id='msg_a'))
@@ -606,7 +606,7 @@ def test_apply_to_response_mismatch_and_existing_citations():
             TextPart('B [1].', id='msg_b', citations=existing),
         ]
     )
-    problems = apply_to_response(response, c)
+    problems = apply_agent_api(response, c)
     assert [(p.code, p.part_index) for p in problems] == [('unmapped_provider_citation', 0)]
     assert response.parts[0].citations is None  # type: ignore[union-attr]
     assert response.parts[1].citations is existing  # type: ignore[union-attr]
@@ -659,7 +659,7 @@ async def test_sonar_fixture(stream: bool):
 
 
 def test_sonar_without_unmapped_data_and_bad_sources():
-    assert citations_from_sonar_unmapped(ModelResponse(parts=[TextPart('a [1]')])) == ({}, [])
+    assert recover_sonar(ModelResponse(parts=[TextPart('a [1]')])) == ({}, [])
     response = ModelResponse(
         parts=[TextPart('a [1] b [2]')],
         provider_details={
@@ -671,7 +671,7 @@ def test_sonar_without_unmapped_data_and_bad_sources():
             }
         },
     )
-    by_part, problems = citations_from_sonar_unmapped(response)
+    by_part, problems = recover_sonar(response)
     assert [p.code for p in problems] == ['conflicting_source_id', 'invalid_search_result', 'unresolved_marker']
     assert by_part[0][0].sources[0].title is None
 

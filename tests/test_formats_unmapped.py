@@ -26,16 +26,16 @@ from pydantic_ai.models.openai import OpenAIResponsesModel
 from pydantic_ai.providers.anthropic import AnthropicProvider
 from pydantic_ai.providers.openai import OpenAIProvider
 
-from pydantic_ai_citations.formats.anthropic_search_results import to_citation
+from pydantic_ai_citations.formats import anthropic_search_results
 from pydantic_ai_citations.formats.unmapped import (
     RawOnlyCitation,
     Recovery,
-    anthropic_search_result_locations,
-    anthropic_search_result_locations_from_body,
-    cohere_citations_from_body,
-    container_file_citations,
     recover,
-    xai_tool_output_citations,
+    recover_cohere_from_body,
+    recover_container_files,
+    recover_search_result_locations,
+    recover_search_result_locations_from_body,
+    recover_xai_tool_output,
 )
 
 
@@ -103,7 +103,7 @@ async def test_container_file_citation_through_openai_responses(raw_annotations:
     part = response.parts[0]
     assert isinstance(part, TextPart)
     assert part.citations is None  # Pydantic AI 2.68 does not map container_file_citation
-    recovery = container_file_citations(response)
+    recovery = recover_container_files(response)
     if not raw_annotations:
         assert recovery == Recovery()  # nothing survives without the setting
         return
@@ -134,7 +134,7 @@ def test_container_file_citation_bad_data():
             TextPart('abc', provider_details={'annotations': [{'type': 'url_citation'}]}),
         ]
     )
-    recovery = container_file_citations(response)
+    recovery = recover_container_files(response)
     assert [p.code for p in recovery.problems] == ['unreadable_raw_data']
     assert [r.reason for r in recovery.raw_only] == ['no file id or filename']
     assert recovery.citations == {}
@@ -151,7 +151,7 @@ def test_container_file_citation_real_recording_annotations(corpus: Path):
     done = next(e for e in events if e['type'] == 'response.output_text.done')
     annotations = [e['annotation'] for e in events if e['type'] == 'response.output_text.annotation.added']
     response = ModelResponse(parts=[TextPart(done['text'], provider_details={'annotations': annotations})])
-    recovery = container_file_citations(response)
+    recovery = recover_container_files(response)
     (cited,) = recovery.citations[0]
     assert cited.anchor is not None
     assert done['text'][cited.anchor.start : cited.anchor.end].startswith('sandbox:/mnt/data/')
@@ -179,7 +179,7 @@ def test_xai_tool_output_citations_are_raw_only():
             TextPart('answer'),
         ]
     )
-    recovery = xai_tool_output_citations(response)
+    recovery = recover_xai_tool_output(response)
     assert [(r.url, r.part_index) for r in recovery.raw_only] == [
         ('https://x.com/i/status/1', 0),
         ('https://x.com/i/status/2', 0),
@@ -198,14 +198,14 @@ def test_cohere_real_bodies(corpus: Path):
         / 'pydantic-ai-cassettes/tests/models/cassettes/test_tool_choice_matrix/test_tool_choice_matrix[auto-cohere].yaml'
     )
     body = yaml.safe_load(path.read_text())['interactions'][1]['response']['parsed_body']
-    text, recovery = cohere_citations_from_body(body)
+    text, recovery = recover_cohere_from_body(body)
     assert [text[c.anchor.start : c.anchor.end] for c in recovery.citations[0] if c.anchor] == ['sunny', '22C.']
     assert recovery.citations[0][0].sources == [
         DocumentCitationSource(document_id='get_weather_9gpb31r7h7mj:0', excerpts=['Sunny, 22C in Paris'])
     ]
     vercel = sorted((corpus / 'vercel-ai-fixtures').rglob('cohere-citations.json'))
     if vercel:
-        text, recovery = cohere_citations_from_body(json.loads(vercel[0].read_text()))
+        text, recovery = recover_cohere_from_body(json.loads(vercel[0].read_text()))
         assert [text[c.anchor.start : c.anchor.end] for c in recovery.citations[0] if c.anchor] == snapshot(
             ['Automation of tasks', 'Better decision-making', 'Cost reduction']
         )
@@ -223,7 +223,7 @@ def test_cohere_mismatch_is_raw_only():
             ],
         }
     }
-    text, recovery = cohere_citations_from_body(body)
+    text, recovery = recover_cohere_from_body(body)
     assert text == 'hello world'
     assert recovery.citations == {
         0: [Citation([WebCitationSource('https://w', title='W')], anchor=ContentCitationAnchor(start=6, end=11))]
@@ -281,7 +281,7 @@ async def test_anthropic_search_result_location_survival():
     # ...and keeps nothing at all for the block cited only by a search result.
     assert second.citations is None
     assert second.provider_details is None
-    recovery = anthropic_search_result_locations(response)
+    recovery = recover_search_result_locations(response)
     assert recovery.citations == {
         0: [
             Citation(
@@ -290,7 +290,7 @@ async def test_anthropic_search_result_location_survival():
             )
         ]
     }
-    from_body = anthropic_search_result_locations_from_body(ANTHROPIC_BODY)
+    from_body = recover_search_result_locations_from_body(ANTHROPIC_BODY)
     assert sorted(from_body.citations) == [0, 1]
     assert from_body.citations[1][0].sources == [
         DocumentCitationSource(document_id='kb-7', title='Tides KB', excerpts=['Tides follow the Moon.'])
@@ -308,12 +308,12 @@ async def test_anthropic_search_result_location_survival():
     ],
 )
 def test_anthropic_search_source_kind_same_on_both_paths(source: str, kind: str):
-    """Recovered search_result_location citations and `to_citation` make the same kind of source."""
+    """Recovered search_result_location citations and `anthropic_search_results.resolve` make the same kind of source."""
     body = {
         **ANTHROPIC_BODY,
         'content': [{'type': 'text', 'text': 'T.', 'citations': [{**SEARCH_LOCATION, 'source': source}]}],
     }
-    [[citation]] = anthropic_search_result_locations_from_body(body).citations.values()
+    [[citation]] = recover_search_result_locations_from_body(body).citations.values()
     [recovered] = citation.sources
     messages = [
         {
@@ -329,7 +329,7 @@ def test_anthropic_search_source_kind_same_on_both_paths(source: str, kind: str)
             ],
         }
     ]
-    resolved = to_citation(SEARCH_LOCATION | {'source': source}, messages)
+    resolved = anthropic_search_results.resolve(SEARCH_LOCATION | {'source': source}, messages)
     assert isinstance(resolved, Citation)
     assert resolved.sources == [recovered]
     assert isinstance(recovered, WebCitationSource if kind == 'web' else DocumentCitationSource)
@@ -345,7 +345,7 @@ def test_anthropic_bad_data():
             TextPart('', provider_name='anthropic', provider_details={'citations': [SEARCH_LOCATION]}),
         ]
     )
-    recovery = anthropic_search_result_locations(response)
+    recovery = recover_search_result_locations(response)
     assert [p.code for p in recovery.problems] == ['unreadable_raw_data']
     assert [r.reason for r in recovery.raw_only] == ['no source, title or cited text', 'the cited block has no text']
     assert recovery.citations == {}
@@ -395,7 +395,7 @@ def test_recover_never_crashes_and_offsets_inside(parts: list[tuple[str, dict[st
 @settings(max_examples=100, deadline=None)
 @given(json_values, st.text(max_size=30))
 def test_cohere_body_never_crashes(citations: Any, text: str):
-    _, recovery = cohere_citations_from_body(
+    _, recovery = recover_cohere_from_body(
         {'message': {'content': [{'type': 'text', 'text': text}], 'citations': citations}}
     )
     for citation in recovery.citations.get(0, []):

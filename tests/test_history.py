@@ -28,7 +28,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai_citations import CleanStaleCitations, _ledger, edit_response, edit_text, find_stale
 from pydantic_ai_citations._edit import (
     METADATA_KEY,
-    edit_text_with_report,
+    edit_text_with_problems,
     fingerprint_response,
     repair_history,
     strip_citation_markers,
@@ -125,7 +125,7 @@ WITHOUT_B = {'https://a.example/1': 'Pydantic validates data', 'https://c.exampl
 )
 def test_edit_text_realigns(new_text: str, expected: dict[str, str], dropped: list[int]) -> None:
     part = cited_part()
-    new, problems = edit_text_with_report(part, new_text)
+    new, problems = edit_text_with_problems(part, new_text)
     assert new.content == new_text
     assert anchored(new) == expected
     assert [p.citation_index for p in problems if p.citation_index is not None] == dropped
@@ -139,7 +139,7 @@ def test_edit_text_realigns(new_text: str, expected: dict[str, str], dropped: li
 
 def test_edit_text_unchanged_keeps_everything_but_id() -> None:
     part = cited_part()
-    new, problems = edit_text_with_report(part, TEXT)
+    new, problems = edit_text_with_problems(part, TEXT)
     assert problems == []
     assert new == dataclasses.replace(part, id=None)
 
@@ -171,7 +171,7 @@ def test_edit_text_openai_raw_annotations_shift_with_markers() -> None:
         ],
     )
     new_text = 'Indeed, ' + text.replace('Logfire too ([x.dev](https://x.dev))', 'Logfire too')
-    new, problems = edit_text_with_report(part, new_text)
+    new, problems = edit_text_with_problems(part, new_text)
     assert [p.citation_index for p in problems] == [1]
     assert new.provider_details == {
         'citations': [{**raw[0], 'start_index': a + 8, 'end_index': b + 8}],
@@ -214,7 +214,7 @@ def test_edit_text_anthropic_block_dropped_with_raw() -> None:
         provider_details={'citations': [{'type': 'web_search_result_location', 'encrypted_index': 'ENC'}]},
         citations=[Citation([web('https://ex.com/k2')], anchor=ContentCitationAnchor(start=0, end=len(text)))],
     )
-    new, problems = edit_text_with_report(part, 'K2 is 8,611 m tall (edited).')
+    new, problems = edit_text_with_problems(part, 'K2 is 8,611 m tall (edited).')
     assert new.citations is None
     assert new.provider_details is None
     assert [p.code for p in problems] == ['citation_dropped_after_edit']
@@ -226,7 +226,7 @@ def test_edit_text_anthropic_block_dropped_with_raw() -> None:
 
 def test_edit_text_google_raw_removed_when_it_cannot_follow() -> None:
     part = cited_part()
-    new, problems = edit_text_with_report(part, 'Yes. ' + TEXT)  # every citation shifts; byte segments cannot
+    new, problems = edit_text_with_problems(part, 'Yes. ' + TEXT)  # every citation shifts; byte segments cannot
     assert new.provider_details is None
     assert [p.detail for p in problems] == ["provider_details['citations']"]
     unchanged_raw = edit_text(part, TEXT + ' More.')  # nothing moved: raw data still true
@@ -235,7 +235,7 @@ def test_edit_text_google_raw_removed_when_it_cannot_follow() -> None:
 
 def test_edit_text_out_of_range_anchor_dropped() -> None:
     part = TextPart('short', citations=[Citation([web('https://x')], anchor=ContentCitationAnchor(start=0, end=99))])
-    new, problems = edit_text_with_report(part, 'short!')
+    new, problems = edit_text_with_problems(part, 'short!')
     assert new.citations is None
     assert problems[0].code == 'citation_dropped_after_edit'
     assert problems[0].end == 99
@@ -290,7 +290,7 @@ def test_property_surviving_citations_anchor_the_same_text(case: tuple[TextPart,
         for c in part.citations or []
         if c.anchor is not None and c.anchor.end <= len(part.content)
     }
-    new, problems = edit_text_with_report(part, new_text)
+    new, problems = edit_text_with_problems(part, new_text)
     assert new.content == new_text
     for c in new.citations or []:
         assert c.anchor is not None

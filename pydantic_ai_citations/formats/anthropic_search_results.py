@@ -39,8 +39,8 @@ __all__ = (
     'SearchResultBlock',
     'ResolvedSearchResult',
     'search_result_blocks',
+    'locate',
     'resolve',
-    'to_citation',
     'reindex_after_trim',
     'check_request',
     'is_web_source',
@@ -186,7 +186,7 @@ def _same_text(a: str, b: str) -> bool:
     return a == b or a.split() == b.split()
 
 
-def resolve(
+def locate(
     citation: Mapping[str, JsonValue], messages: Messages, *, citation_index: int | None = None
 ) -> ResolvedSearchResult | CitationProblem:
     """Check a `search_result_location` citation against the messages of the request that produced it.
@@ -278,7 +278,7 @@ def search_result_source(
     """The Pydantic AI source for a cited `search_result`, or `None` when it has nothing to cite.
 
     A web page when `source` is an `http(s)` URL with a host (`is_web_source`), else a document named by `source`;
-    the cited text is the one excerpt. `to_citation` and the unmapped-data recovery both cite through this.
+    the cited text is the one excerpt. `resolve` and the unmapped-data recovery both cite through this.
     """
     # Provider data: a value of the wrong type counts as absent.
     source = source if isinstance(source, str) else None  # pyright: ignore[reportUnnecessaryIsInstance]
@@ -291,14 +291,14 @@ def search_result_source(
     return None
 
 
-def to_citation(
+def resolve(
     citation: Mapping[str, JsonValue],
     messages: Messages,
     *,
     anchor: ContentCitationAnchor | MarkerCitationAnchor | None = None,
     citation_index: int | None = None,
 ) -> Citation | CitationProblem:
-    """Resolve a `search_result_location` citation (see `resolve`) into a Pydantic AI `Citation`.
+    """Resolve a `search_result_location` citation (see `locate`) into a Pydantic AI `Citation`.
 
     The source is a `WebCitationSource(url=source)` when `source` is an `http(s)` URL, else a
     `DocumentCitationSource(document_id=source)`; either way with the block's title and the cited text as
@@ -311,7 +311,7 @@ def to_citation(
             citation is attached to; the caller knows its offsets).
         citation_index: Where the citation sits in its raw list, copied onto a problem.
     """
-    resolved = resolve(citation, messages, citation_index=citation_index)
+    resolved = locate(citation, messages, citation_index=citation_index)
     if isinstance(resolved, CitationProblem):
         return resolved
     source = search_result_source(resolved.source, resolved.title, resolved.cited_text)
@@ -354,10 +354,10 @@ def reindex_after_trim(
 
     Returns:
         A copy of the citation with the block's `search_result_index` in the new request, or a problem:
-        whatever `resolve` reports against the old messages, or `search_result_index_out_of_range` when the
+        whatever `locate` reports against the old messages, or `search_result_index_out_of_range` when the
         block's message was removed or `new_messages` is not a trimmed `old_messages`.
     """
-    resolved = resolve(citation, old_messages)
+    resolved = locate(citation, old_messages)
     if isinstance(resolved, CitationProblem):
         return resolved
     mapping = _align_backwards(old_messages, new_messages)

@@ -19,7 +19,7 @@ What counts as a marker (decided here, so every caller reads answers the same wa
 one pass. Because `[1]` followed by `(` is a link, a marker at the very end of a delta is returned once the
 next delta (or `close()`) shows the character after it.
 
-`resolve_numbered` turns a text's markers into citations against a list or an id map of sources;
+`resolve` turns a text's markers into citations against a list or an id map of sources;
 `resolve_markers` does the same for markers already found (a scan kept while a text streams in).
 """
 
@@ -41,7 +41,7 @@ __all__ = (
     'extract_numbered',
     'is_numbered_marker',
     'resolve_markers',
-    'resolve_numbered',
+    'resolve',
 )
 
 Source = WebCitationSource | DocumentCitationSource
@@ -73,7 +73,7 @@ class NumberedMarker:
 
 @dataclass(frozen=True)
 class NumberedResolution:
-    """What `resolve_numbered` / `resolve_markers` made of a text's markers."""
+    """What `resolve` / `resolve_markers` made of a text's markers."""
 
     citations: list[Citation]
     """One citation per marker with at least one resolvable number, anchored on the marker."""
@@ -290,9 +290,7 @@ def extract_numbered(text: str) -> list[NumberedMarker]:
     return scanner.feed(text) + scanner.close()
 
 
-def resolve_numbered(
-    text: str, sources: Sequence[Source] | Mapping[int, Source], *, base: int = 1
-) -> NumberedResolution:
+def resolve(text: str, sources: Sequence[Source] | Mapping[int, Source], *, base: int = 1) -> NumberedResolution:
     """Find the numbered markers in `text` and turn them into citations anchored on the markers.
 
     The same as `resolve_markers(extract_numbered(text), sources, base=base)`.
@@ -328,7 +326,7 @@ def resolve_markers(
     Args:
         markers: The markers, in text order.
         sources: A list (`[N]` is the item at position `N - base`) or a mapping from number to source (`N` is an
-            id); see `resolve_numbered`. A number with no source is reported as `unresolved_marker`.
+            id); see `resolve`. A number with no source is reported as `unresolved_marker`.
         base: The number of the first item of a list (1 by default). Only for lists.
 
     Returns:

@@ -50,7 +50,7 @@ __all__ = (
     'extract_markers',
     'extract_markers_with_problems',
     'strip_markers',
-    'to_citations',
+    'resolve',
     'render_source',
     'render_source_block',
     'citation_instructions',
@@ -121,7 +121,7 @@ class MarkerExtraction:
 
 @dataclass(frozen=True)
 class MarkerConversion:
-    """What `to_citations` made of a text."""
+    """What `resolve` made of a text."""
 
     clean_text: str
     """The text with every marker removed and the whitespace around them repaired."""
@@ -455,7 +455,7 @@ def strip_markers(text: str, markers: Sequence[Marker] | None = None, *, escaped
     markup a reader must not see); of an unterminated one, the opener and the family, ids and separators after it
     (`U+E200 cite U+E202 turn9`; the text after that is kept: it may be the answer's own words); and every lone
     `U+E201` / `U+E202`. Afterwards no delimiter character is left (with `escaped=True`, no complete marker).
-    What was removed is not reported here: `to_citations` reports it as problems, and `formats.markup.strip_markup`
+    What was removed is not reported here: `resolve` reports it as problems, and `formats.markup.strip_markup`
     says what it removed for every form of citation markup. Whitespace is repaired so that no double space, space
     before punctuation, trailing space or line holding only a marker remains.
 
@@ -542,7 +542,7 @@ def _cited_source(
     return replace(source, excerpts=list(source.excerpts))
 
 
-def to_citations(
+def resolve(
     text: str,
     sources: Mapping[str, Source],
     *,
@@ -680,7 +680,7 @@ def render_source(
         date: When the source was last updated, shown as `Updated:`: a string exactly as given, a `date` in ISO
             form. Default `None`: no `Updated:` line.
         numbered_lines: Prefix each line of `text` (as `text.splitlines()` gives them) with `[L1] `, `[L2] `…, and
-            show the marker for a line range too; give the same lines to `to_citations` as `source_lines` to get the
+            show the marker for a line range too; give the same lines to `resolve` as `source_lines` to get the
             cited lines back as excerpts. Default `False`.
         family: The marker family to write (`'cite'` by default).
         block: Wrap the source as `<BLOCK id>` … `</BLOCK>`, as OpenAI's block-citing layout does. Default `False`.

@@ -11,7 +11,7 @@ Two wire formats carry them:
 - **Sonar chat completions** (legacy logs): top-level `citations` (URLs) and `search_results`; `[N]` is 1-based
   into that list. Through `OpenAIChatModel` with `openai_include_unmapped_response_data=True` they survive in
   `ModelResponse.provider_details['unmapped']['response']` (non-streamed) or
-  `provider_details['unmapped']['chunks'][i]['response']` (streamed): `citations_from_sonar_unmapped` /
+  `provider_details['unmapped']['chunks'][i]['response']` (streamed): `recover_sonar` /
   `apply_sonar`.
 
 Markers are read by `numbered` (`NumberedScanner`, `extract_numbered`, `resolve_markers`), the package's one set of
@@ -32,6 +32,7 @@ from pydantic import JsonValue
 from pydantic_ai.messages import Citation, ModelResponse, TextPart, WebCitationSource
 
 from .._problems import CitationProblem, shorten
+from . import numbered
 from ._raw import as_list, as_map, as_str
 from .numbered import (
     NumberedMarker,
@@ -39,7 +40,6 @@ from .numbered import (
     NumberedScanner,
     extract_numbered,
     resolve_markers,
-    resolve_numbered,
 )
 
 __all__ = (
@@ -49,8 +49,8 @@ __all__ = (
     'SearchResult',
     'TextSegment',
     'apply_sonar',
-    'apply_to_response',
-    'citations_from_sonar_unmapped',
+    'apply_agent_api',
+    'recover_sonar',
     'collect_response',
 )
 
@@ -448,7 +448,7 @@ def collect_response(body: Mapping[str, JsonValue], *, strict: bool = False) -> 
 # -- applying to Pydantic AI messages ------------------------------------------------------------------------
 
 
-def apply_to_response(response: ModelResponse, collector: AgentStreamCollector) -> list[CitationProblem]:
+def apply_agent_api(response: ModelResponse, collector: AgentStreamCollector) -> list[CitationProblem]:
     """Fill `TextPart.citations` of `response` from `collector`, IN PLACE, where Pydantic AI left them empty.
 
     In-place on purpose: `run_stream` keeps the `ModelResponse` objects it already handed out in its history, so
@@ -571,7 +571,7 @@ def _sonar_source_data(response: ModelResponse) -> Mapping[str, object] | None:
     return None
 
 
-def citations_from_sonar_unmapped(
+def recover_sonar(
     response: ModelResponse,
 ) -> tuple[dict[int, list[Citation]], list[CitationProblem]]:
     """Resolve Sonar `[N]` markers using the data `openai_include_unmapped_response_data=True` kept.
@@ -593,7 +593,7 @@ def citations_from_sonar_unmapped(
     for part_index, part in enumerate(response.parts):
         if not isinstance(part, TextPart):
             continue
-        resolution = resolve_numbered(part.content, by_position)
+        resolution = numbered.resolve(part.content, by_position)
         problems.extend(replace(p, part_index=part_index) for p in resolution.problems)
         if resolution.citations:
             by_part[part_index] = resolution.citations
@@ -603,9 +603,9 @@ def citations_from_sonar_unmapped(
 def apply_sonar(response: ModelResponse) -> list[CitationProblem]:
     """Fill `TextPart.citations` from Sonar data, IN PLACE, on parts Pydantic AI left without citations.
 
-    In place because `run_stream` history holds these very objects (see `apply_to_response`).
+    In place because `run_stream` history holds these very objects (see `apply_agent_api`).
     """
-    by_part, problems = citations_from_sonar_unmapped(response)
+    by_part, problems = recover_sonar(response)
     for part_index, cites in by_part.items():
         part = response.parts[part_index]
         if isinstance(part, TextPart) and not part.citations:

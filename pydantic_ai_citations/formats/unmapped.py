@@ -11,12 +11,12 @@ What survives where (read from the installed 2.68 source):
 - **xAI tool-output citations**: `XaiModel` puts X-search result URLs on the `NativeToolReturnPart.content`
   as `{'citations': [...]}`. They are what the tool found, with no position in the answer: raw-only.
 - **Cohere `citations`**: `CohereModel` drops them completely; no raw data survives in `ModelResponse` (its
-  `provider_details` hold only `finish_reason`). `cohere_citations_from_body` parses a raw Cohere v2 chat body
+  `provider_details` hold only `finish_reason`). `recover_cohere_from_body` parses a raw Cohere v2 chat body
   instead; its `start`/`end` mark the supported text and are checked against the citation's own `text`.
 - **Anthropic `search_result_location`**: ignored by `map_citations` (`_CITATION_TYPES`). The raw dict survives
   in `TextPart.provider_details['citations']` *only when the same text block also carried a citation type
   Pydantic AI maps*; a block cited only by search results gets no `provider_details` at all, and then only the
-  raw body helps (`anthropic_search_result_locations_from_body`). Anthropic cites whole blocks, so a recovered
+  raw body helps (`recover_search_result_locations_from_body`). Anthropic cites whole blocks, so a recovered
   citation gets `ContentCitationAnchor(0, len(text))` like Pydantic AI's own Anthropic citations. The
   `search_result_index` counts `search_result` blocks across the whole *request*; it is kept raw on the source's
   `document_id` and resolving it is left to `formats.anthropic_search_results`.
@@ -49,12 +49,12 @@ from .anthropic_search_results import search_result_source
 __all__ = (
     'RawOnlyCitation',
     'Recovery',
-    'anthropic_search_result_locations',
-    'anthropic_search_result_locations_from_body',
-    'cohere_citations_from_body',
-    'container_file_citations',
+    'recover_search_result_locations',
+    'recover_search_result_locations_from_body',
+    'recover_cohere_from_body',
+    'recover_container_files',
     'recover',
-    'xai_tool_output_citations',
+    'recover_xai_tool_output',
 )
 
 
@@ -106,9 +106,9 @@ def recover(response: ModelResponse) -> Recovery:
     found = [
         recovery
         for recovery in (
-            container_file_citations(response),
-            xai_tool_output_citations(response),
-            anthropic_search_result_locations(response),
+            recover_container_files(response),
+            recover_xai_tool_output(response),
+            recover_search_result_locations(response),
         )
         if recovery.citations or recovery.raw_only or recovery.problems
     ]
@@ -121,7 +121,7 @@ def recover(response: ModelResponse) -> Recovery:
 # -- OpenAI container_file_citation ---------------------------------------------------------------------------
 
 
-def container_file_citations(response: ModelResponse) -> Recovery:
+def recover_container_files(response: ModelResponse) -> Recovery:
     """Recover `container_file_citation` annotations kept by `openai_include_raw_annotations=True`."""
     citations: dict[int, list[Citation]] = {}
     raw_only: list[RawOnlyCitation] = []
@@ -177,7 +177,7 @@ def container_file_citations(response: ModelResponse) -> Recovery:
 # -- xAI tool-output citations --------------------------------------------------------------------------------
 
 
-def xai_tool_output_citations(response: ModelResponse) -> Recovery:
+def recover_xai_tool_output(response: ModelResponse) -> Recovery:
     """Tool-output citation lists (`NativeToolReturnPart.content['citations']`): raw-only, they have no position."""
     raw_only: list[RawOnlyCitation] = []
     problems: list[CitationProblem] = []
@@ -244,7 +244,7 @@ def _cohere_source(source: Mapping[str, object]) -> DocumentCitationSource | Web
     return DocumentCitationSource(document_id=doc_id, title=title, excerpts=excerpts)
 
 
-def cohere_citations_from_body(body: Mapping[str, JsonValue]) -> tuple[str, Recovery]:
+def recover_cohere_from_body(body: Mapping[str, JsonValue]) -> tuple[str, Recovery]:
     """Parse a raw Cohere v2 chat body (`CohereModel` keeps none of its citations).
 
     Returns:
@@ -313,7 +313,7 @@ def _anthropic_block(
     return citations, raw_only
 
 
-def anthropic_search_result_locations(response: ModelResponse) -> Recovery:
+def recover_search_result_locations(response: ModelResponse) -> Recovery:
     """Recover `search_result_location` citations that survived in `TextPart.provider_details['citations']`."""
     citations: dict[int, list[Citation]] = {}
     raw_only: list[RawOnlyCitation] = []
@@ -339,7 +339,7 @@ def anthropic_search_result_locations(response: ModelResponse) -> Recovery:
     return Recovery(citations, raw_only, problems)
 
 
-def anthropic_search_result_locations_from_body(body: Mapping[str, JsonValue]) -> Recovery:
+def recover_search_result_locations_from_body(body: Mapping[str, JsonValue]) -> Recovery:
     """Recover `search_result_location` citations from a raw Messages body, keyed by content block index.
 
     Use this when Pydantic AI kept no raw data (a block cited only by search results). The keys are *content

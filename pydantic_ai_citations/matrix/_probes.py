@@ -50,7 +50,7 @@ from .._problems import shorten
 from .._replay import Recording, RecordingError, load_recording, perplexity_tap_for, sharing_sdk_setup
 from .._track import CitedRun, TrackCitations
 from ..formats.markup import scan_markup
-from ..formats.unmapped import anthropic_search_result_locations_from_body, cohere_citations_from_body
+from ..formats.unmapped import recover_cohere_from_body, recover_search_result_locations_from_body
 from ..formats.wire import WireApi, WireCitation, count_wire_citations
 from ._fixtures import FIXTURE_APIS, load_fixture, scenarios
 from ._matrix import CapabilityMatrix, Evidence
@@ -83,7 +83,7 @@ LIVE_KEYS: dict[str, tuple[str, ...]] = {
 KNOWN_UNMAPPED: dict[tuple[ApiLabel, str], str] = {
     ('mistral', 'reference'): 'Pydantic AI 2.68 drops Mistral reference chunks (`MistralModel`), no raw data survives',
     ('groq', 'search_result'): 'Groq compound search results go to `NativeToolReturnPart.content`, never to the text',
-    ('cohere', 'text_content'): 'CohereModel maps no citations; `formats.unmapped.cohere_citations_from_body` reads '
+    ('cohere', 'text_content'): 'CohereModel maps no citations; `formats.unmapped.recover_cohere_from_body` reads '
     'them from a non-streamed body only',
     (
         'openai-responses',
@@ -612,9 +612,9 @@ def _body_recovered_ids(api: ApiLabel, recording: Recording) -> set[str]:
     for raw in recording.responses[:1]:
         payload = raw.payload
         if isinstance(payload, dict) and api == 'cohere':
-            ids |= _recovery_ids(cohere_citations_from_body(payload)[1])
+            ids |= _recovery_ids(recover_cohere_from_body(payload)[1])
         elif isinstance(payload, dict) and api == 'anthropic-messages':
-            ids |= _recovery_ids(anthropic_search_result_locations_from_body(payload))
+            ids |= _recovery_ids(recover_search_result_locations_from_body(payload))
     return ids
 
 
