@@ -73,9 +73,11 @@ def _pg(statement: str) -> LiteralString:
 
 
 async def _execute_all(conn: _Conn, statements: _Statements) -> None:
-    async with conn.cursor() as cur:
+    async with conn.pipeline(), conn.cursor() as cur:  # one round trip for the lot
         for statement, params in statements:
-            if params:
+            if len(params) == 1:
+                await cur.execute(_pg(statement), params[0])
+            elif params:
                 await cur.executemany(_pg(statement), params)
 
 
@@ -112,9 +114,7 @@ async def _backfill_answers(conn: _Conn) -> None:
             if await _fetchone(conn, sql.REACHES, (tip, entry_id)):
                 owner = cid
                 break
-        row = _answer_row(entry_id, owner, message)
-        if row is not None:
-            await _execute_all(conn, _answer_statements(row))
+        await _execute_all(conn, _answer_statements([_answer_row(entry_id, owner, message)]))
 
 
 class PostgresConversationStore(ConversationStore):
@@ -216,9 +216,31 @@ class PostgresConversationStore(ConversationStore):
             if conversation_id is None:
                 await conn.execute('SELECT pg_advisory_xact_lock(%s, 0)', (_LOCK_CLASS,))
             else:
-                await conn.execute('SELECT pg_advisory_xact_lock_shared(%s, 0)', (_LOCK_CLASS,))
-                await conn.execute('SELECT pg_advisory_xact_lock(%s, hashtext(%s))', (_LOCK_CLASS + 1, conversation_id))
+                await conn.execute(
+                    'SELECT pg_advisory_xact_lock_shared(%s, 0), pg_advisory_xact_lock(%s, hashtext(%s))',
+                    (_LOCK_CLASS, _LOCK_CLASS + 1, conversation_id),
+                )
             return await fn(conn)
+
+    async def _read(
+        self, conversation_id: str, *, limit: int | None = None, scope: str | None = None
+    ) -> tuple[ConversationRecord, list[ConversationEntry]] | None:
+        """`load`'s record and history on one connection, in one snapshot (repeatable read, read only)."""
+        if limit is not None and limit < 0:
+            raise UserError('`limit` must not be negative.')
+
+        async def read(conn: _Conn) -> tuple[ConversationRecord, list[ConversationEntry]] | None:
+            await conn.execute('SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY')
+            row = await _fetchone(conn, sql.RECORD_AND_SCOPE, (conversation_id,))
+            if row is None or (scope is not None and row[1] != scope):
+                return None
+            record = _record_from_row(conversation_id, row[0])
+            if record.head_id is None or limit == 0:
+                return record, []
+            rows = await _fetchall(conn, sql.CHAIN, (record.head_id, limit, limit))
+            return record, _chain_entries(record.head_id, limit, rows)
+
+        return await self._query(read)
 
     # --- the five primitives, and a one-query history ---
 
@@ -247,13 +269,16 @@ class PostgresConversationStore(ConversationStore):
         entry_rows: list[tuple[object, ...]] = [
             (e.id, e.parent_id, e.kind, _message_ta.dump_json(e.message)) for e in new_entries
         ]
-        statements: _Statements = [(sql.INSERT_ENTRY_IF_NEW, entry_rows)]
-        for e in new_entries:
-            if isinstance(e.message, ModelResponse):
-                row = _answer_row(e.id, record.conversation_id, e.message)
-                if row is not None:
-                    statements += _answer_statements(row)
-        statements += _record_statements(record, _dump_record(record))
+        answer_rows = [
+            _answer_row(e.id, record.conversation_id, e.message)
+            for e in new_entries
+            if isinstance(e.message, ModelResponse)
+        ]
+        statements: _Statements = [
+            (sql.INSERT_ENTRY_IF_NEW, entry_rows),
+            *_answer_statements(answer_rows),
+            *_record_statements(record, _dump_record(record)),
+        ]
         new_ids = {e.id for e in new_entries}
         cid = record.conversation_id
 
@@ -379,11 +404,11 @@ class PostgresConversationStore(ConversationStore):
                 rows = await _fetchall(conn, sql.CHAIN, (record.head_id, None, None))
                 history = _chain_entries(record.head_id, None, rows)
             plan = _plan_edit(record, history, message_index, part_index, new_text)
-            statements: _Statements = [(sql.INSERT_ENTRY, cast('list[tuple[object, ...]]', plan.entry_rows))]
-            for answer_row in plan.answer_rows:
-                if answer_row is not None:
-                    statements += _answer_statements(answer_row)
-            statements += _record_statements(plan.record, _dump_record(plan.record))
+            statements: _Statements = [
+                (sql.INSERT_ENTRY, cast('list[tuple[object, ...]]', plan.entry_rows)),
+                *_answer_statements(plan.answer_rows),
+                *_record_statements(plan.record, _dump_record(plan.record)),
+            ]
             await _execute_all(conn, statements)
             return plan.conversation, plan.problems
 

@@ -25,7 +25,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import KW_ONLY, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TypeVar, cast
+from typing import Any, TypeVar, cast
 
 import anyio.to_thread
 import pydantic
@@ -61,6 +61,7 @@ _T = TypeVar('_T')
 _CONFIG = pydantic.ConfigDict(defer_build=True, ser_json_bytes='base64', val_json_bytes='base64')
 _message_ta: TypeAdapter[ModelMessage] = TypeAdapter(ModelMessage, config=_CONFIG)
 """One message, as `ModelMessagesTypeAdapter` writes each item of a history."""
+_messages_ta: TypeAdapter[list[ModelMessage]] = TypeAdapter(list[ModelMessage], config=_CONFIG)
 _records_ta: TypeAdapter[list[ConversationRecord]] = TypeAdapter(list[ConversationRecord], config=_CONFIG)
 """A record, stored as a one-item list: the config (bytes as base64, like messages) only applies to a container."""
 
@@ -275,26 +276,51 @@ def _json(value: object) -> JsonValue:
 
 
 def _insert_answer(conn: sqlite3.Connection, row: _AnswerRow | None) -> None:
-    if row is None:
-        return
-    for statement, params in _answer_statements(row):
-        conn.executemany(statement, params)
+    _execute_all(conn, _answer_statements([row]))
 
 
-def _answer_statements(row: _AnswerRow) -> list[tuple[str, list[tuple[object, ...]]]]:
-    """The statements (shared `?` text) and their parameter rows that store one answer and its index rows."""
-    answer = (row.entry_id, row.conversation_id, row.answer, row.raw, _package_version(), _pydantic_ai_version())
+def _answer_statements(rows: Sequence[_AnswerRow | None]) -> list[tuple[str, list[tuple[object, ...]]]]:
+    """The statements (shared `?` text) and their parameter rows that store answers and their index rows.
+
+    One statement per table for all the answers of a save, so a driver sends each as one batch.
+    """
+    found = [row for row in rows if row is not None]
+    if not found:
+        return []
+    package, pydantic_ai, now = _package_version(), _pydantic_ai_version(), _now().isoformat()
+    ids: list[tuple[object, ...]] = [(row.entry_id,) for row in found]
     return [
         (
             sql.UPSERT_ANSWER,
-            [(*answer, row.provider_name, row.model_name, row.response_time, _now().isoformat())],
+            [
+                (r.entry_id, r.conversation_id, r.answer, r.raw, package, pydantic_ai)
+                + (r.provider_name, r.model_name, r.response_time, now)
+                for r in found
+            ],
         ),
-        (sql.DELETE_SOURCES, [(row.entry_id,)]),
-        (sql.DELETE_PROBLEMS, [(row.entry_id,)]),
-        (sql.INSERT_URL_SOURCE, [(row.entry_id, url, url_host(url)) for url in row.urls]),
-        (sql.INSERT_DOCUMENT_SOURCE, [(row.entry_id, doc) for doc in row.documents]),
-        (sql.INSERT_PROBLEM, [(row.entry_id, code) for code in row.problems]),
+        (sql.DELETE_SOURCES, ids),
+        (sql.DELETE_PROBLEMS, ids),
+        (sql.INSERT_URL_SOURCE, [(r.entry_id, url, url_host(url)) for r in found for url in r.urls]),
+        (sql.INSERT_DOCUMENT_SOURCE, [(r.entry_id, doc) for r in found for doc in r.documents]),
+        (sql.INSERT_PROBLEM, [(r.entry_id, code) for r in found for code in r.problems]),
     ]
+
+
+def _execute_all(conn: sqlite3.Connection, statements: list[tuple[str, list[tuple[object, ...]]]]) -> None:
+    for statement, params in statements:
+        if params:
+            conn.executemany(statement, params)
+
+
+def _entries_from_rows(rows: Sequence[Sequence[Any]]) -> list[ConversationEntry]:
+    """Entries from `(id, parent_id, kind, message)` rows, their messages validated in one call."""
+    try:
+        messages = _messages_ta.validate_json(b'[' + b','.join(bytes(row[3]) for row in rows) + b']')
+    except ValueError:  # pydantic.ValidationError included: find the bad row
+        messages = []
+    if len(messages) != len(rows) or any(row[2] != 'message' for row in rows):
+        return [_entry_from_row(*row) for row in rows]  # raises `StoreCorruptionError` for the bad row
+    return [ConversationEntry(id=row[0], parent_id=row[1], message=m) for row, m in zip(rows, messages, strict=True)]
 
 
 def _entry_from_row(entry_id: str, parent_id: str | None, kind: str, blob: bytes) -> ConversationEntry:
@@ -457,6 +483,22 @@ class SQLiteConversationStore(ConversationStore):
 
         return await self._run(call)
 
+    async def _read(
+        self, conversation_id: str, *, limit: int | None = None, scope: str | None = None
+    ) -> tuple[ConversationRecord, list[ConversationEntry]] | None:
+        """`load`'s record and history in one read transaction, on one trip to the worker thread."""
+        if limit is not None and limit < 0:
+            raise UserError('`limit` must not be negative.')
+
+        def read(conn: sqlite3.Connection) -> tuple[ConversationRecord, list[ConversationEntry]] | None:
+            conn.execute('BEGIN')
+            try:
+                return _read_conversation(conn, conversation_id, limit, scope)
+            finally:
+                conn.execute('COMMIT')
+
+        return await self._run(read)
+
     # --- the five primitives, and a one-query history ---
 
     async def read_record(self, conversation_id: str) -> ConversationRecord | None:
@@ -489,6 +531,7 @@ class SQLiteConversationStore(ConversationStore):
             if isinstance(e.message, ModelResponse)
         ]
         record_blob = _dump_record(record)
+        answer_statements = _answer_statements(answer_rows)
 
         def write(conn: sqlite3.Connection) -> None:
             self._check_revision(conn, record.conversation_id, expected_revision)
@@ -496,8 +539,7 @@ class SQLiteConversationStore(ConversationStore):
             if record.head_id is not None and record.head_id not in new_ids and not _has_entry(conn, record.head_id):
                 raise ConversationConflict(record.conversation_id)
             conn.executemany(sql.INSERT_ENTRY_IF_NEW, entry_rows)
-            for row in answer_rows:
-                _insert_answer(conn, row)
+            _execute_all(conn, answer_statements)
             _put_record(conn, record, record_blob)
 
         await self._write(write)
@@ -626,8 +668,7 @@ class SQLiteConversationStore(ConversationStore):
             history = _read_chain(conn, record.head_id, None) if record.head_id else []
             plan = _plan_edit(record, history, message_index, part_index, new_text)
             conn.executemany(sql.INSERT_ENTRY, plan.entry_rows)
-            for answer_row in plan.answer_rows:
-                _insert_answer(conn, answer_row)
+            _execute_all(conn, _answer_statements(plan.answer_rows))
             _put_record(conn, plan.record, _dump_record(plan.record))
             result.append((plan.conversation, plan.problems))
 
@@ -646,8 +687,19 @@ def _has_entry(conn: sqlite3.Connection, entry_id: str) -> bool:
 
 
 def _put_record(conn: sqlite3.Connection, record: ConversationRecord, blob: bytes) -> None:
-    for statement, params in _record_statements(record, blob):
-        conn.executemany(statement, params)
+    _execute_all(conn, _record_statements(record, blob))
+
+
+def _read_conversation(
+    conn: sqlite3.Connection, conversation_id: str, limit: int | None, scope: str | None
+) -> tuple[ConversationRecord, list[ConversationEntry]] | None:
+    row = conn.execute(sql.RECORD_AND_SCOPE, (conversation_id,)).fetchone()
+    if row is None or (scope is not None and row[1] != scope):
+        return None
+    record = _record_from_row(conversation_id, row[0])
+    if record.head_id is None or limit == 0:
+        return record, []
+    return record, _read_chain(conn, record.head_id, limit)
 
 
 def _read_chain(conn: sqlite3.Connection, head_id: str, limit: int | None) -> list[ConversationEntry]:
@@ -660,7 +712,7 @@ def _chain_entries(head_id: str, limit: int | None, rows: Sequence[Sequence[obje
     first_parent = cast('str | None', rows[0][1])
     if first_parent is not None and (limit is None or len(rows) < limit):
         raise KeyError(first_parent)  # the chain breaks: an entry it points at is gone
-    return [_entry_from_row(*cast('tuple[str, str | None, str, bytes]', row)) for row in rows]
+    return _entries_from_rows(rows)
 
 
 def _stored_answer(

@@ -1,0 +1,236 @@
+"""P4b: the stores keep up with writing each conversation as one JSON blob.
+
+1,000 conversations of 20 messages (10 questions, 10 cited answers: 2 web sources and a document each) are saved to
+a fresh store, then loaded back. Baseline, in the same run: each conversation's messages as one
+`ModelMessagesTypeAdapter` JSON blob written with the driver directly (`sqlite3`; psycopg for PostgreSQL), one
+transaction per conversation, and read back with one `validate_json`. Goals, for both backends: save at most 3x,
+load at most 1.5x the baseline (wall time, best of `ROUNDS`, measured interleaved). The store also keeps every answer
+indexed by URL, domain, document and problem; the baseline keeps nothing but the blob.
+
+The PostgreSQL half skips with the reason when no server is available (see tests/_postgres.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sqlite3
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic_ai import (
+    Citation,
+    ContentCitationAnchor,
+    DocumentCitationSource,
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    WebCitationSource,
+)
+from pydantic_ai.conversation import Conversation
+from pydantic_ai.messages import ModelMessagesTypeAdapter
+
+from pydantic_ai_citations import PostgresConversationStore, SQLiteConversationStore
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / 'tests'))
+from _postgres import DSN_VAR, REQUIRE_VAR, NoServer, fresh_schema, throwaway_cluster
+
+CONVERSATIONS = int(os.environ.get('BENCH_STORE_CONVERSATIONS', '1000'))
+TURNS = 10
+ROUNDS = 2
+WRITE_GOAL, READ_GOAL = 3.0, 1.5
+
+
+def conversation(n: int) -> list[ModelMessage]:
+    messages: list[ModelMessage] = []
+    for t in range(TURNS):
+        messages.append(ModelRequest.user_text_prompt(f'Question {t} of conversation {n}: what does Pydantic do?'))
+        text = f'Pydantic validates data ({n}.{t}). It is fast and widely used in Python projects.'
+        messages.append(
+            ModelResponse(
+                parts=[
+                    TextPart(
+                        text,
+                        citations=[
+                            Citation(
+                                [WebCitationSource(f'https://docs.pydantic.dev/{n}/{t}', title='Docs')],
+                                anchor=ContentCitationAnchor(start=0, end=24),
+                            ),
+                            Citation(
+                                [WebCitationSource(f'https://blog{t}.example.com/post/{n}')],
+                                anchor=ContentCitationAnchor(start=25, end=len(text)),
+                            ),
+                            Citation([DocumentCitationSource(document_id=f'file-{n}-{t}', title='Spec')]),
+                        ],
+                    )
+                ],
+                model_name='bench',
+                provider_name='bench',
+            )
+        )
+    return messages
+
+
+DATA = [conversation(n) for n in range(CONVERSATIONS)]
+
+
+async def timed(fn: Callable[[], Awaitable[Any]]) -> float:
+    start = time.perf_counter()
+    await fn()
+    return time.perf_counter() - start
+
+
+# --- baselines ------------------------------------------------------------------------------------------------------
+
+
+def sqlite_blob(path: str) -> tuple[Callable[[], Awaitable[None]], Callable[[], Awaitable[None]]]:
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute('PRAGMA journal_mode = WAL')
+    conn.execute('CREATE TABLE c (id TEXT PRIMARY KEY, messages BLOB NOT NULL)')
+
+    async def write() -> None:
+        for n, messages in enumerate(DATA):
+            conn.execute('BEGIN')
+            conn.execute('INSERT INTO c VALUES (?, ?)', (f'c{n}', ModelMessagesTypeAdapter.dump_json(messages)))
+            conn.execute('COMMIT')
+
+    async def read() -> None:
+        for n in range(len(DATA)):
+            (blob,) = conn.execute('SELECT messages FROM c WHERE id = ?', (f'c{n}',)).fetchone()
+            ModelMessagesTypeAdapter.validate_json(blob)
+
+    return write, read
+
+
+def postgres_blob(dsn: str) -> tuple[Callable[[], Awaitable[None]], Callable[[], Awaitable[None]]]:
+    import psycopg
+
+    async def write() -> None:
+        async with await psycopg.AsyncConnection.connect(dsn) as conn:
+            await conn.execute('CREATE TABLE c (id TEXT PRIMARY KEY, messages BYTEA NOT NULL)')
+            await conn.commit()
+            for n, messages in enumerate(DATA):
+                async with conn.transaction():
+                    await conn.execute(
+                        'INSERT INTO c VALUES (%s, %s)', (f'c{n}', ModelMessagesTypeAdapter.dump_json(messages))
+                    )
+
+    async def read() -> None:
+        async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+            for n in range(len(DATA)):
+                cur = await conn.execute('SELECT messages FROM c WHERE id = %s', (f'c{n}',))
+                row = await cur.fetchone()
+                assert row is not None
+                ModelMessagesTypeAdapter.validate_json(row[0])
+
+    return write, read
+
+
+def store_ops(store: Any) -> tuple[Callable[[], Awaitable[None]], Callable[[], Awaitable[None]]]:
+    async def write() -> None:
+        for n, messages in enumerate(DATA):
+            await store.save(Conversation(conversation_id=f'c{n}', messages=messages))
+
+    async def read() -> None:
+        for n in range(len(DATA)):
+            loaded = await store.load(f'c{n}')
+            assert loaded is not None
+            assert len(loaded.messages) == 2 * TURNS
+
+    return write, read
+
+
+async def measure(
+    make_baseline: Callable[[], tuple[Callable[[], Awaitable[None]], Callable[[], Awaitable[None]]]],
+    make_store: Callable[[], Awaitable[Any]],
+    close: Callable[[Any], Awaitable[None]],
+) -> dict[str, float]:
+    best = {'base_write': 1e9, 'base_read': 1e9, 'store_write': 1e9, 'store_read': 1e9}
+    for _ in range(ROUNDS):
+        base_write, base_read = make_baseline()
+        best['base_write'] = min(best['base_write'], await timed(base_write))
+        best['base_read'] = min(best['base_read'], await timed(base_read))
+        store = await make_store()
+        try:
+            write, read = store_ops(store)
+            best['store_write'] = min(best['store_write'], await timed(write))
+            best['store_read'] = min(best['store_read'], await timed(read))
+            assert (await store.answers_citing(url='https://docs.pydantic.dev/0/3'))[0].conversation_id == 'c0'
+        finally:
+            await close(store)
+    return best
+
+
+def report(name: str, best: dict[str, float]) -> tuple[float, float]:
+    write = best['store_write'] / best['base_write']
+    read = best['store_read'] / best['base_read']
+    print(
+        f'\n{name}: {CONVERSATIONS} conversations x {2 * TURNS} messages: save {best["store_write"]:.2f}s vs '
+        f'blob {best["base_write"]:.2f}s = {write:.2f}x (goal <= {WRITE_GOAL}x); load {best["store_read"]:.2f}s vs '
+        f'blob {best["base_read"]:.2f}s = {read:.2f}x (goal <= {READ_GOAL}x)'
+    )
+    return write, read
+
+
+def check_goals(name: str, write: float, read: float) -> None:
+    """Assert the goals; one not reached yet is reported as an xfail with the figures (never silently passed)."""
+    missed = [
+        f'{what} {ratio:.2f}x > {goal}x'
+        for what, ratio, goal in (('save', write, WRITE_GOAL), ('load', read, READ_GOAL))
+        if ratio > goal
+    ]
+    if missed:
+        pytest.xfail(f'{name}: goal not reached yet: {", ".join(missed)}')
+
+
+@pytest.fixture(scope='module')
+def pg_dsn() -> Iterator[str]:
+    if os.environ.get(DSN_VAR):
+        yield os.environ[DSN_VAR]
+        return
+    try:
+        with throwaway_cluster() as dsn:
+            yield dsn
+    except NoServer as e:
+        if os.environ.get(REQUIRE_VAR):
+            pytest.fail(f'{REQUIRE_VAR} is set but no PostgreSQL server: {e}')
+        pytest.skip(f'no PostgreSQL server: {e}')
+
+
+def test_sqlite_store_keeps_up() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        counter = iter(range(1000))
+
+        def baseline() -> Any:
+            return sqlite_blob(f'{tmp}/blob{next(counter)}.db')
+
+        async def make_store() -> SQLiteConversationStore:
+            return SQLiteConversationStore(f'{tmp}/store{next(counter)}.db')
+
+        async def close(store: SQLiteConversationStore) -> None:
+            store.close()
+
+        write, read = report('SQLite', asyncio.run(measure(baseline, make_store, close)))
+    check_goals('SQLite', write, read)
+
+
+def test_postgres_store_keeps_up(pg_dsn: str) -> None:
+    def baseline() -> Any:
+        return postgres_blob(fresh_schema(pg_dsn))
+
+    async def make_store() -> PostgresConversationStore:
+        store = PostgresConversationStore(fresh_schema(pg_dsn))
+        await store.open()
+        return store
+
+    async def close(store: PostgresConversationStore) -> None:
+        await store.close()
+
+    write, read = report('PostgreSQL', asyncio.run(measure(baseline, make_store, close)))
+    check_goals('PostgreSQL', write, read)
