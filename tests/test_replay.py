@@ -1316,7 +1316,7 @@ BAD_FILES = [
     pytest.param(
         'x.xai.yaml',
         'interactions:\n- request_sample: {json: {model: grok}}\n',
-        'no response_sample or response_stream',
+        'no interaction has a response_sample or response_stream',
         id='xai-no-response',
     ),
 ]

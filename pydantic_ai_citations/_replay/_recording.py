@@ -122,6 +122,10 @@ _XAI_INCLUDE_SETTINGS = {
     'INCLUDE_OPTION_MCP_CALL_OUTPUT': 'xai_include_mcp_output',
 }
 
+_XAI_REQUEST_KEYS = ('request_sample', 'request_stream', 'request')
+"""Where an xAI gRPC cassette records a chat request (`request_stream` for streamed ones)."""
+_XAI_KEYS = frozenset({'request_sample', 'request_stream', 'response_sample', 'response_stream', 'collections_method'})
+
 _OPENAI_INCLUDE_SETTINGS = {
     'file_search_call.results': 'openai_include_file_search_results',
     'code_interpreter_call.outputs': 'openai_include_code_execution_outputs',
@@ -181,6 +185,8 @@ class Recording:
     """The model-endpoint responses, in order; setup calls (file uploads, vector stores) are left out."""
     requests: list[JsonValue]
     """The recorded request bodies of the model-endpoint interactions, in order."""
+    notes: tuple[str, ...] = ()
+    """What the loader skipped and why (e.g. an xAI cassette's `collections_method` setup calls)."""
 
     def model(self, *, sent: list[dict[str, JsonValue]] | None = None) -> Model:
         """A fresh instance of the real model class, answered offline from `responses`, in order.
@@ -226,7 +232,9 @@ def load_recording(path: str | Path, *, api: RecordingApi | None = None) -> Reco
     if name.endswith(('.yaml', '.yml')):
         document = _load_yaml(p, data)
         interactions = _interactions(p, document)
-        if name.endswith(('.xai.yaml', '.xai.yml')) or 'request_sample' in interactions[0]:
+        if name.endswith(('.xai.yaml', '.xai.yml')) or any(
+            _XAI_KEYS & interaction.keys() for interaction in interactions
+        ):
             if api not in (None, 'xai'):
                 raise RecordingError(p, f'an xAI gRPC cassette cannot be replayed as api={api!r}')
             return _load_xai(p, interactions)
@@ -573,39 +581,20 @@ def _is_stream_type(content_type: str) -> bool:
 def _load_xai(path: Path, interactions: list[dict[str, object]]) -> Recording:
     responses: list[RawResponse] = []
     requests: list[JsonValue] = []
+    notes: list[str] = []
     for i, interaction in enumerate(interactions):
-        request = interaction.get('request_sample', interaction.get('request'))
+        response = _xai_response(path, interaction, i)
+        if response is None:
+            kinds = ', '.join(sorted(interaction)) or 'nothing'
+            what = 'a collections_method setup call' if 'collections_method' in interaction else f'unknown ({kinds})'
+            notes.append(f'interaction {i} skipped: {what}')
+            continue
+        request = next((interaction[k] for k in _XAI_REQUEST_KEYS if k in interaction), None)
         request_json = cast(dict[str, object], request).get('json') if isinstance(request, dict) else None
         requests.append(cast(JsonValue, request_json))
-        if 'response_stream' in interaction:
-            stream = _mapping(path, interaction['response_stream'], f'interaction {i} response_stream')
-            chunks_json = stream.get('chunks_json')
-            chunks_raw = stream.get('chunks_raw')
-            if not isinstance(chunks_json, list) and not isinstance(chunks_raw, list):
-                raise RecordingError(path, f'interaction {i} response_stream has neither chunks_json nor chunks_raw')
-            chunks = tuple(_xai_raw(path, c, f'interaction {i} chunk') for c in cast(list[object], chunks_raw or []))
-            payload = cast(JsonValue, chunks_json if isinstance(chunks_json, list) else [])
-            if not chunks and payload:
-                chunks = xai_chunks_from_json(path, cast(list[object], chunks_json), i)
-            responses.append(
-                RawResponse(
-                    200, 'application/grpc+stream', payload, '/xai_api.Chat/GetCompletionChunk', b'', (), chunks
-                )
-            )
-        elif 'response_sample' in interaction:
-            sample = _mapping(path, interaction['response_sample'], f'interaction {i} response_sample')
-            sample_json = sample.get('json')
-            if 'raw' in sample:
-                body = _xai_raw(path, sample['raw'], f'interaction {i} response')
-            elif isinstance(sample_json, dict):
-                body = xai_response_from_json(path, cast(dict[str, object], sample_json), i)
-            else:
-                raise RecordingError(path, f'interaction {i} response_sample has neither json nor raw')
-            responses.append(
-                RawResponse(200, 'application/grpc', cast(JsonValue, sample_json), '/xai_api.Chat/GetCompletion', body)
-            )
-        else:
-            raise RecordingError(path, f'interaction {i} has no response_sample or response_stream')
+        responses.append(response)
+    if not responses:
+        raise RecordingError(path, 'no interaction has a response_sample or response_stream (a chat call)')
     first = requests[0]
     model_name = _model_name('xai', first, '') or _DEFAULT_MODEL_NAMES['xai']
     return Recording(
@@ -618,7 +607,47 @@ def _load_xai(path: Path, interactions: list[dict[str, object]]) -> Recording:
         prompt=_first_user_text('xai', first),
         responses=responses,
         requests=requests,
+        notes=tuple(notes),
     )
+
+
+def _xai_response(path: Path, interaction: dict[str, object], i: int) -> RawResponse | None:
+    """The chat response of one xAI interaction, or `None` when it is not a chat call (setup, unknown kind)."""
+    if 'response_stream' in interaction:
+        stream = _mapping(path, interaction['response_stream'], f'interaction {i} response_stream')
+        chunks_json = stream.get('chunks_json')
+        chunks_raw = stream.get('chunks_raw')
+        if not isinstance(chunks_json, list) and not isinstance(chunks_raw, list):
+            raise RecordingError(path, f'interaction {i} response_stream has neither chunks_json nor chunks_raw')
+        chunks = tuple(_xai_raw(path, c, f'interaction {i} chunk') for c in cast(list[object], chunks_raw or []))
+        messages = _xai_chunk_messages(cast(list[object], chunks_json)) if isinstance(chunks_json, list) else []
+        payload = cast(JsonValue, messages)
+        if not chunks and messages:
+            chunks = xai_chunks_from_json(path, messages, i)
+        return RawResponse(200, 'application/grpc+stream', payload, '/xai_api.Chat/GetCompletionChunk', b'', (), chunks)
+    if 'response_sample' in interaction:
+        sample = _mapping(path, interaction['response_sample'], f'interaction {i} response_sample')
+        sample_json = sample.get('json')
+        if 'raw' in sample:
+            body = _xai_raw(path, sample['raw'], f'interaction {i} response')
+        elif isinstance(sample_json, dict):
+            body = xai_response_from_json(path, cast(dict[str, object], sample_json), i)
+        else:
+            raise RecordingError(path, f'interaction {i} response_sample has neither json nor raw')
+        return RawResponse(200, 'application/grpc', cast(JsonValue, sample_json), '/xai_api.Chat/GetCompletion', body)
+    return None
+
+
+def _xai_chunk_messages(values: list[object]) -> list[object]:
+    """pydantic-ai writes each streamed chunk as `{chunk: {...}}`; older cassettes give the chunk itself."""
+    return [_unwrap_chunk(value) for value in values]
+
+
+def _unwrap_chunk(value: object) -> object:
+    if not isinstance(value, dict):
+        return value
+    mapping = cast(dict[str, object], value)
+    return mapping['chunk'] if list(mapping) == ['chunk'] else mapping
 
 
 def _xai_raw(path: Path, value: object, where: str) -> bytes:
