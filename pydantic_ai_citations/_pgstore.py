@@ -142,7 +142,7 @@ class PostgresConversationStore(ConversationStore):
         """
         self.conninfo = conninfo
         self._pool: AsyncConnectionPool[_Conn] = AsyncConnectionPool(
-            conninfo, min_size=min_size, max_size=max_size, timeout=timeout, open=False
+            conninfo, min_size=min_size, max_size=max_size, timeout=timeout, open=False, kwargs={'autocommit': True}
         )
         self._ready = False
         self._opening: anyio.Lock | None = None
@@ -225,20 +225,25 @@ class PostgresConversationStore(ConversationStore):
     async def _read(
         self, conversation_id: str, *, limit: int | None = None, scope: str | None = None
     ) -> tuple[ConversationRecord, list[ConversationEntry]] | None:
-        """`load`'s record and history on one connection, in one snapshot (repeatable read, read only)."""
+        """`load`'s record and history on one connection (two queries, no transaction round trips)."""
         if limit is not None and limit < 0:
             raise UserError('`limit` must not be negative.')
 
         async def read(conn: _Conn) -> tuple[ConversationRecord, list[ConversationEntry]] | None:
-            await conn.execute('SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY')
-            row = await _fetchone(conn, sql.RECORD_AND_SCOPE, (conversation_id,))
-            if row is None or (scope is not None and row[1] != scope):
-                return None
-            record = _record_from_row(conversation_id, row[0])
-            if record.head_id is None or limit == 0:
-                return record, []
-            rows = await _fetchall(conn, sql.CHAIN, (record.head_id, limit, limit))
-            return record, _chain_entries(record.head_id, limit, rows)
+            while True:
+                row = await _fetchone(conn, sql.RECORD_AND_SCOPE, (conversation_id,))
+                if row is None or (scope is not None and row[1] != scope):
+                    return None
+                record = _record_from_row(conversation_id, row[0])
+                if record.head_id is None or limit == 0:
+                    return record, []
+                rows = await _fetchall(conn, sql.CHAIN, (record.head_id, limit, limit))
+                try:
+                    return record, _chain_entries(record.head_id, limit, rows)
+                except LookupError:  # a concurrent save or delete released entries: read again, as the base store
+                    again = await _fetchone(conn, sql.REVISION, (conversation_id,))
+                    if again is not None and again[0] == record.revision:
+                        raise
 
         return await self._query(read)
 
@@ -282,12 +287,21 @@ class PostgresConversationStore(ConversationStore):
         new_ids = {e.id for e in new_entries}
         cid = record.conversation_id
 
+        head = record.head_id
+
         async def write(conn: _Conn) -> None:
-            await _check_revision(conn, cid, expected_revision)
-            head = record.head_id
-            if head is not None and head not in new_ids and await _fetchone(conn, sql.HAS_ENTRY, (head,)) is None:
+            # One round trip: the checks and the writes go together (the lock is held); a failed check rolls back.
+            async with conn.pipeline() as pipeline, conn.cursor() as revision, conn.cursor() as has_head:
+                await revision.execute(_pg(sql.REVISION), (cid,))
+                await has_head.execute(_pg(sql.HAS_ENTRY), (head or '',))
+                await _execute_all(conn, statements)
+                await pipeline.sync()
+                current = await revision.fetchone()
+                head_found = await has_head.fetchone() is not None
+            if (current[0] if current else None) != expected_revision:
                 raise ConversationConflict(cid)
-            await _execute_all(conn, statements)
+            if head is not None and head not in new_ids and not head_found:
+                raise ConversationConflict(cid)
 
         await self._write(cid, write)
 
@@ -413,9 +427,3 @@ class PostgresConversationStore(ConversationStore):
             return plan.conversation, plan.problems
 
         return await self._write(conversation_id, edit)
-
-
-async def _check_revision(conn: _Conn, conversation_id: str, expected_revision: str | None) -> None:
-    row = await _fetchone(conn, sql.REVISION, (conversation_id,))
-    if (row[0] if row is not None else None) != expected_revision:
-        raise ConversationConflict(conversation_id)
