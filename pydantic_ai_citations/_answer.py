@@ -34,6 +34,7 @@ from pydantic_ai import (
 
 from ._problems import CitationProblem, shorten
 from .formats.markup import MARKER_END, MARKER_SEPARATOR, MARKER_START, strip_markup
+from .formats.unmapped import Recovery, recover
 
 Cut = tuple[int, int]
 
@@ -453,6 +454,7 @@ def _build(messages: Sequence[ModelMessage], *, incomplete: str | None) -> Cited
     segments: list[PartSegment] = []
     offset = 0
     indexes = answer_parts(response)
+    unmapped = recover(response)
     for part_index in indexes:
         part = response.parts[part_index]
         assert isinstance(part, TextPart)
@@ -468,11 +470,14 @@ def _build(messages: Sequence[ModelMessage], *, incomplete: str | None) -> Cited
                 provider_name=part.provider_name,
             )
         )
+        if not part.citations and (recovered := unmapped.citations.get(part_index)):
+            # Recovery did not reach this part object (e.g. `run_stream` rebuilt it): apply it to the answer.
+            part = dataclasses.replace(part, citations=recovered)
         _add_part(b, part, _Text(content, cuts), message_index, part_index, offset)
         text_pieces.append(content)
         offset += len(content)
     _add_response_raw(b, response, message_index)
-    _add_unmapped(b, response, message_index)
+    _add_unmapped(b, unmapped, message_index)
 
     spans = _dedupe_spans(b)
     unanchored_numbers: list[int] = []
@@ -674,11 +679,8 @@ def _add_response_raw(b: _Builder, response: ModelResponse, message_index: int) 
         _check_raw_entry(b, entry, identities, response.provider_name, message_index, None, raw_index)
 
 
-def _add_unmapped(b: _Builder, response: ModelResponse, message_index: int) -> None:
+def _add_unmapped(b: _Builder, recovery: Recovery, message_index: int) -> None:
     """Raw citation data Pydantic AI keeps outside `provider_details['citations']` (tool-output lists, raw annotations)."""
-    from .formats.unmapped import recover  # the format modules are pure and import nothing from here
-
-    recovery = recover(response)
     seen = {json.dumps(r.data, sort_keys=True, default=str) for r in b.raw_only}
     for index, entry in enumerate(recovery.raw_only):
         key = json.dumps(entry.raw, sort_keys=True, default=str)

@@ -32,9 +32,9 @@ from ._tap import PerplexityTap
 from .formats import openai_markers
 from .formats.openai_markers import MARKER_START
 from .formats.perplexity import apply_agent_api, apply_sonar
-from .formats.unmapped import recover
+from .formats.unmapped import RAW_ANNOTATIONS_SETTING, recover
 
-__all__ = ('MarkerSources', 'Recovery', 'record_whole_body', 'recover_in_place')
+__all__ = ('MarkerSources', 'Recovery', 'raw_annotations_problem', 'record_whole_body', 'recover_in_place')
 
 Sources = Mapping[str, WebCitationSource | DocumentCitationSource]
 
@@ -143,3 +143,23 @@ def record_whole_body(response: ModelResponse) -> None:
     """
     if response.state == 'complete' and incomplete_reason(response) is not None:
         _record_finish(response, True, 'The non-streamed response body arrived whole.')
+
+
+_OPENAI_APIS = frozenset({'openai-responses', 'openai-chat'})
+
+
+def raw_annotations_problem(api: ApiLabel, settings: Mapping[str, object] | None) -> CitationProblem | None:
+    """An `unmapped_provider_citation` problem when an OpenAI request ran without raw annotations kept.
+
+    Pydantic AI drops `container_file_citation` annotations (code interpreter files) unless
+    `openai_include_raw_annotations=True`; `TrackCitations` turns it on, so this only fires when the application
+    turned it off (or a model was called without the agent's settings).
+    """
+    if api not in _OPENAI_APIS or (settings is not None and settings.get(RAW_ANNOTATIONS_SETTING)):
+        return None
+    return CitationProblem(
+        'unmapped_provider_citation',
+        f'`{RAW_ANNOTATIONS_SETTING}` was off for this OpenAI request: Pydantic AI drops `container_file_citation` '
+        'annotations (code interpreter files) without it, so any such citation in this response was lost. '
+        f'Leave the setting to `TrackCitations` or set `{RAW_ANNOTATIONS_SETTING}=True`.',
+    )

@@ -27,9 +27,9 @@ instance after the run. Whether the answer is complete is decided by `_answer.in
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncIterable, Iterable, Sequence
+from collections.abc import AsyncIterable, Callable, Iterable, Sequence
 from dataclasses import KW_ONLY, dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from opentelemetry import trace
 from pydantic_ai import (
@@ -48,6 +48,7 @@ from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import AgentStreamEvent
 from pydantic_ai.models import Model, ModelRequestContext, StreamedResponse
 from pydantic_ai.run import AgentRunResult
+from pydantic_ai.settings import ModelSettings
 
 from ._answer import run_messages
 from ._guard import OutputModeCheck
@@ -70,11 +71,12 @@ from ._observation import (
     telemetry_attributes,
 )
 from ._problems import CitationProblem
-from ._recover import MarkerSources, record_whole_body, recover_in_place
+from ._recover import MarkerSources, raw_annotations_problem, record_whole_body, recover_in_place
 from ._tap import PerplexityTap
 from ._wrappers import StreamWatch
 from .formats.markup import MARKER_START
 from .formats.openai_placement import check_marker_placement
+from .formats.unmapped import RAW_ANNOTATIONS_SETTING
 
 __all__ = (
     'Arrival',
@@ -174,6 +176,13 @@ class TrackCitations(AbstractCapability[Any]):
         # child's `wrap_run_event_stream` regardless of this flag).
         return False
 
+    def get_model_settings(self) -> Callable[[RunContext[Any]], ModelSettings] | None:
+        # OpenAI models keep `container_file_citation` (code interpreter files) only as raw annotations: turn them on
+        # so recovery can map them, unless the application chose a value itself. Other models ignore the key.
+        if not self.recover_raw:
+            return None
+        return _raw_annotations_setting
+
     async def for_run(self, ctx: RunContext[Any]) -> TrackCitations:
         run = dataclasses.replace(self)
         run._output_mode = self._output_mode  # warns once per agent: the agent's instance owns the check
@@ -271,6 +280,8 @@ class TrackCitations(AbstractCapability[Any]):
             request.recovered[index] = count
             request.arrivals.setdefault(index, 'response_end' if request.streamed else 'response')
         self.add_run_problems(recovery.problems)
+        if self.recover_raw and (problem := raw_annotations_problem(request.info.api, request_context.model_settings)):
+            self.add_run_problems([problem])
         if not request.streamed:
             record_whole_body(response)
         request.observation = observe(request)
@@ -328,6 +339,12 @@ class TrackCitations(AbstractCapability[Any]):
             "among its capabilities (get the agent's own with `TrackCitations.of(agent)`), or its report was "
             'already taken.'
         )
+
+
+def _raw_annotations_setting(ctx: RunContext[Any]) -> ModelSettings:
+    if ctx.model_settings is not None and RAW_ANNOTATIONS_SETTING in ctx.model_settings:
+        return {}
+    return cast(ModelSettings, {RAW_ANNOTATIONS_SETTING: True})
 
 
 def _new_run_id() -> str:

@@ -197,7 +197,13 @@ async def test_arrival_and_kinds_per_recording(corpus: Path):
                 ['none'],
                 ['document'],
             ),
-            'test_openai_responses_code_execution_return_image_stream': ('openai-responses', True, [], [], []),
+            'test_openai_responses_code_execution_return_image_stream': (
+                'openai-responses',
+                True,
+                ['response_end'],
+                ['marker'],
+                ['document'],
+            ),
             'test_openrouter_web_search_annotations': ('openrouter', False, ['response'], ['none'], ['web']),
             'test_xai_x_search_citations_recorded.xai': ('xai', False, ['response'], ['marker'], ['web']),
         }

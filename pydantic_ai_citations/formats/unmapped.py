@@ -47,6 +47,7 @@ from ._raw import as_int, as_map, as_maps, as_str
 from .anthropic_search_results import search_result_source
 
 __all__ = (
+    'RAW_ANNOTATIONS_SETTING',
     'RawOnlyCitation',
     'Recovery',
     'recover_search_result_locations',
@@ -95,6 +96,11 @@ class Recovery:
         for k, v in other.citations.items():
             citations.setdefault(k, []).extend(v)
         return Recovery(citations, [*self.raw_only, *other.raw_only], [*self.problems, *other.problems])
+
+
+RAW_ANNOTATIONS_SETTING = 'openai_include_raw_annotations'
+"""The OpenAI model setting without which Pydantic AI drops `container_file_citation` annotations
+(`TrackCitations` turns it on unless the application set it)."""
 
 
 def _json(value: object) -> JsonValue:
