@@ -486,7 +486,7 @@ class SQLiteConversationStore(ConversationStore):
     async def _read(
         self, conversation_id: str, *, limit: int | None = None, scope: str | None = None
     ) -> tuple[ConversationRecord, list[ConversationEntry]] | None:
-        """`load`'s record and history in one read transaction, on one trip to the worker thread."""
+        """`load`'s record and history in one read transaction, without a thread hop when the connection is free."""
         if limit is not None and limit < 0:
             raise UserError('`limit` must not be negative.')
 
@@ -497,6 +497,13 @@ class SQLiteConversationStore(ConversationStore):
             finally:
                 conn.execute('COMMIT')
 
+        # With the connection free, a load (a few indexed reads; WAL readers never wait for writers) runs right here:
+        # a trip to a worker thread would cost more than the read.
+        if self._lock.acquire(blocking=False):
+            try:
+                return read(self._conn)
+            finally:
+                self._lock.release()
         return await self._run(read)
 
     # --- the five primitives, and a one-query history ---
