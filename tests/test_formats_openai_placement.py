@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import copy
+import dataclasses
+import json
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -82,3 +86,23 @@ async def test_track_citations_reports_placement():
     result = await Agent(TestModel(custom_output_text=text), capabilities=[track]).run('q')
     problems = [p for p in track.report(result).problems if p.code == 'marker_in_emphasis']
     assert [(p.part_index, text[p.start : p.end]) for p in problems] == [(0, M)]  # type: ignore[misc]
+
+
+@pytest.mark.anyio
+async def test_matrix_row_shows_placement_counts():
+    """An answer that breaks the placement rules: the OpenAI row's anchor cell notes the counts."""
+    from pydantic_ai_citations.matrix._fixtures import load_fixture
+    from pydantic_ai_citations.matrix._matrix import CapabilityMatrix
+    from pydantic_ai_citations.matrix._probes import _probe_answer  # pyright: ignore[reportPrivateUsage]
+
+    recording = load_fixture('openai-chat', 'cited')
+    raw = recording.responses[0]
+    body = copy.deepcopy(raw.payload)
+    message = body['choices'][0]['message']  # type: ignore[index,call-overload]
+    message['content'] = f'Gull Point Light is **old.{M}** It was lit in 1791 {N}.'  # type: ignore[index]
+    message['annotations'] = []  # type: ignore[index]
+    responses = [dataclasses.replace(raw, payload=body, body=json.dumps(body).encode())]
+    matrix = CapabilityMatrix()
+    await _probe_answer(matrix, 'openai-chat', dataclasses.replace(recording, responses=responses), 'recording')
+    notes = matrix.to_dict()['rows'][0]['cells']['anchor']['notes']  # type: ignore[index]
+    assert notes == ['recording: OpenAI marker placement: 1 marker_in_emphasis, 1 marker_not_after_punctuation']

@@ -20,7 +20,19 @@ from dataclasses import dataclass
 from .._problems import CitationProblem, ProblemCode, shorten
 from .markup import MarkupMatch, scan_markup
 
-__all__ = ('check_marker_placement',)
+__all__ = ('PLACEMENT_CODES', 'check_marker_placement')
+
+PLACEMENT_CODES: frozenset[ProblemCode] = frozenset(
+    {
+        'marker_not_after_punctuation',
+        'marker_in_emphasis',
+        'marker_in_code',
+        'marker_on_fence_line',
+        'markers_grouped_at_end',
+        'bare_marker_id',
+    }
+)
+"""The problem codes `check_marker_placement` gives for where markers stand (`unknown_source_id` aside)."""
 
 # Characters after which a marker sits correctly: the end of a sentence or clause, or what closes one.
 _AFTER = frozenset('.!?;:,)]}"\'…”’»')

@@ -25,6 +25,7 @@ import json
 import os
 import time
 import warnings
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,6 +51,7 @@ from .._problems import shorten
 from .._replay import Recording, RecordingError, load_recording, perplexity_tap_for, sharing_sdk_setup
 from .._track import CitedRun, TrackCitations
 from ..formats.markup import scan_markup
+from ..formats.openai_placement import PLACEMENT_CODES
 from ..formats.unmapped import recover_cohere_from_body, recover_search_result_locations_from_body
 from ..formats.wire import WireApi, WireCitation, count_wire_citations
 from ._fixtures import FIXTURE_APIS, load_fixture, scenarios
@@ -347,6 +349,10 @@ async def _probe_answer(
     # The row says one thing: what the wire accounting counts as recovered makes the run `recovered` too.
     recovered += _account_wire(matrix, api, recording, report, response, recovered_by_part, evidence)
     produced = 'yes' if normalised else ('recovered' if recovered > 0 else 'no')
+    placement = Counter(p.code for p in report.problems if p.code in PLACEMENT_CODES)
+    if placement:  # OpenAI's marker placement guidance broken by the model (`formats.openai_placement`)
+        counts = ', '.join(f'{n} {code}' for code, n in sorted(placement.items()))
+        matrix.note(api, 'anchor', f'{evidence}: OpenAI marker placement: {counts}')
     return _RunOutcome(report, messages, response, sent, produced)
 
 
