@@ -66,7 +66,7 @@ async def main() -> None:
         print(f'warning: {type(warning.message).__name__}: {str(warning.message)[:90]}...')
     print(result.output.model_dump_json(indent=2))
     print('removed:')
-    for removed in removed_markup(result):
+    for removed in removed_markup(agent, result):
         path = ''.join(f'[{key}]' if isinstance(key, int) else f'.{key}' for key in removed.path).lstrip('.')
         print(f'  {removed.target:9} {path:15} {removed.kind:14} ids={list(removed.source_ids)}')
     print('problems:', [p.code for p in track.report(result).problems])

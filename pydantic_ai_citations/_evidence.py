@@ -471,7 +471,7 @@ class VerifyEvidence(AbstractCapability[object]):
 
     Runs after output validation (`after_output_validate`). Unknown ids and quotes not found raise `ModelRetry` with
     a message listing the valid ids; once output retries run out, `UnverifiedEvidenceError` names them. Each failed
-    attempt records `unknown_source_id` / `quote_not_found` problems in the run's ledger. This is the application's
+    attempt records `unknown_source_id` / `quote_not_found` problems for the run's `TrackCitations`. This is the application's
     own evidence protocol, not provider citations.
     """
 

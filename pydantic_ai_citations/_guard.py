@@ -32,12 +32,13 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
 
 import pydantic_core
 from pydantic import JsonValue, TypeAdapter
+from pydantic_ai.agent import AbstractAgent
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.exceptions import ModelRetry, UserError
 from pydantic_ai.messages import ToolCallPart
 from pydantic_ai.tools import RunContext, ToolDefinition
 
-from ._ledger import entry, lookup, record_problems
+from ._ledger import RunRegistry, record_problems
 from ._problems import CitationProblem, shorten
 from .formats.markup import (
     MARKER_END,
@@ -59,7 +60,6 @@ if TYPE_CHECKING:
     from pydantic_ai.output import OutputContext
 
 __all__ = (
-    'STRIP_EXTRAS_KEY',
     'CitationMarkupError',
     'CitationsDisabledWarning',
     'FieldPath',
@@ -85,9 +85,6 @@ __all__ = (
 
 FieldPath = tuple[str | int, ...]
 """Where a string sits in a JSON value: object keys and list indexes, outermost first, e.g. `('items', 2, 'body')`."""
-
-STRIP_EXTRAS_KEY = 'strip'
-"""Key of `StripCitationMarkup`'s records in the run's ledger entry (`entry(run_id).extras['strip']`)."""
 
 # --- scanning: the package's one citation-markup grammar (`formats.markup`) -----------------------------------------
 
@@ -399,8 +396,6 @@ _DISABLED_HINT = (
     'check of each claim. See docs/structured-output.md.'
 )
 
-_OUTPUT_MODE_KEY = 'output_mode_checked'
-
 
 def check_output_mode(
     ctx: RunContext[object], request_context: ModelRequestContext, *, warn: bool = True
@@ -408,10 +403,11 @@ def check_output_mode(
     """Make silent disabling of citations visible; call it from a `prepare_model_request` hook.
 
     When the effective `citations` model setting is true (`Citations()` or `model_settings={'citations': True}`;
-    an explicit run-level `False` wins, as in Pydantic AI) but the request's output mode is not text, records one
-    `citations_disabled_by_output_mode` problem per run in the ledger, warns `CitationsDisabledWarning` on the first
-    call in the run (unless `warn=False`), and returns the problem (also on later calls in the same run). Returns
-    `None` otherwise.
+    an explicit run-level `False` wins, as in Pydantic AI) but the request's output mode is not text, hands a
+    `citations_disabled_by_output_mode` problem to the run's `TrackCitations` (which keeps one per run however many
+    callers find it), warns `CitationsDisabledWarning` (unless `warn=False`, or the run's `TrackCitations` already had
+    the problem; `OutputModeCheck` warns once per agent),
+    and returns the problem. Returns `None` otherwise.
     """
     settings = request_context.model_settings or {}
     if not settings.get('citations'):
@@ -426,15 +422,7 @@ def check_output_mode(
         + _DISABLED_HINT,
         detail=mode,
     )
-    if ctx.run_id is not None:
-        run = entry(ctx.run_id)
-        with run.lock:
-            earlier = run.extras.get(_OUTPUT_MODE_KEY)
-            if isinstance(earlier, CitationProblem):
-                return earlier
-            run.extras[_OUTPUT_MODE_KEY] = problem
-            run.problems.append(problem)
-    if warn:
+    if record_problems(ctx, [problem]) and warn:  # once per run when the run has a `TrackCitations`
         warnings.warn(problem.message, CitationsDisabledWarning, stacklevel=2)
     return problem
 
@@ -462,10 +450,11 @@ class StripCitationMarkup(AbstractCapability[object]):
     """Removes citation markup from tool arguments and structured output before validation, and keeps it.
 
     Runs in `before_tool_validate` (function tools) and `before_output_validate` (output tools, native and prompted
-    output). What was removed is recorded in the run's ledger: one `markup_in_output` problem per field, and the
-    `RemovedMarkup` list under `entry(run_id).extras['strip']` (read it with `removed_markup(result)`). The message
-    history keeps the model's arguments as they were. Invalid JSON arguments are left untouched for Pydantic AI's
-    own retry. Markup that cannot be read is reported, and its markup characters are removed.
+    output). What was removed is recorded: one `markup_in_output` problem per field for the run's `TrackCitations`,
+    and the `RemovedMarkup` list, kept by this capability (read it with `strip.removed_markup(result)` or
+    `removed_markup(agent, result)`; only runs where something was removed are kept, at most `MAX_RUNS`, oldest
+    released first). The message history keeps the model's arguments as they were. Invalid JSON arguments are left
+    untouched for Pydantic AI's own retry. Markup that cannot be read is reported, and its markup characters are removed.
 
     Streamed structured output (`run_stream().stream_output()`) is cleaned at every partial, whatever the policy
     (`clean_partial_output`); the policy applies to the complete output.
@@ -489,10 +478,40 @@ class StripCitationMarkup(AbstractCapability[object]):
             raise UserError(f"StripCitationMarkup(policy={self.policy!r}): use 'strip', 'retry' or 'error'")
 
     _output_mode: OutputModeCheck = field(default_factory=OutputModeCheck, init=False, repr=False, compare=False)
+    _runs: RunRegistry[list[RemovedMarkup]] = field(
+        default_factory=RunRegistry[list[RemovedMarkup]], init=False, repr=False, compare=False
+    )
+    """Removed markup of this (agent-level) instance's runs, by `run_id`; only runs where something was removed."""
+    _removed: list[RemovedMarkup] | None = field(default=None, init=False, repr=False, compare=False)
+    """This run's removed markup (on the instance `for_run` returns), registered on first removal."""
+
+    @classmethod
+    def of(cls, agent: AbstractAgent[Any, Any]) -> StripCitationMarkup:
+        """The `StripCitationMarkup` instance of `agent` (e.g. one built with `Agent.from_spec`).
+
+        Raises:
+            UserError: the agent has none, or several.
+        """
+        found: list[StripCitationMarkup] = []
+
+        def visit(capability: AbstractCapability[Any]) -> None:
+            if isinstance(capability, cls):
+                found.append(capability)
+
+        agent.root_capability.apply(visit)
+        if len(found) != 1:
+            raise UserError(f'The agent has {len(found)} `StripCitationMarkup` capabilities; expected one.')
+        return found[0]
+
+    def removed_markup(self, result: _HasRunId | str) -> list[RemovedMarkup]:
+        """What this capability removed during a run (pass the run's result, or its `run_id`)."""
+        kept = self._runs.get(result if isinstance(result, str) else result.run_id)
+        return list(kept) if kept is not None else []
 
     async def for_run(self, ctx: RunContext[object]) -> StripCitationMarkup:
         fresh = replace(self)
         fresh._output_mode = self._output_mode  # one warning per agent: the agent's instance owns the check
+        fresh._runs = self._runs  # the agent's instance keeps each run's records
         return fresh
 
     async def prepare_model_request(
@@ -534,14 +553,9 @@ class StripCitationMarkup(AbstractCapability[object]):
         where = f'tool {tool_name!r} arguments' if tool_name and target == 'tool_args' else 'structured output'
         fields = [format_path(p) for p in result.fields]
         problems = _field_problems(removed, where, self.policy) + result.problems
-        if ctx.run_id is not None:
-            record_problems(ctx, problems)
-            if self.policy == 'strip':
-                run = entry(ctx.run_id)
-                with run.lock:
-                    kept = run.extras.setdefault(STRIP_EXTRAS_KEY, [])
-                    cast(list[RemovedMarkup], kept).extend(removed)
+        record_problems(ctx, problems)
         if self.policy == 'strip':
+            self._keep(ctx, removed)
             return new
         listed = ', '.join(f'`{f}`' for f in fields)
         if self.policy == 'retry':
@@ -557,6 +571,14 @@ class StripCitationMarkup(AbstractCapability[object]):
             removed=removed,
             problems=problems,
         )
+
+    def _keep(self, ctx: RunContext[object], removed: list[RemovedMarkup]) -> None:
+        if not removed or ctx.run_id is None:
+            return
+        if self._removed is None:
+            self._removed = []
+            self._runs.add(ctx.run_id, self._removed)
+        self._removed.extend(removed)
 
 
 def _field_problems(removed: list[RemovedMarkup], where: str, policy: str) -> list[CitationProblem]:
@@ -583,12 +605,14 @@ class _HasRunId(Protocol):
     def run_id(self) -> str: ...
 
 
-def removed_markup(result: _HasRunId | str) -> list[RemovedMarkup]:
-    """What `StripCitationMarkup` removed during a run (pass the run's result, or its `run_id`)."""
-    run_id = result if isinstance(result, str) else result.run_id
-    run = lookup(run_id)
-    if run is None:
-        return []
-    with run.lock:
-        kept = run.extras.get(STRIP_EXTRAS_KEY)
-        return list(cast(list[RemovedMarkup], kept)) if isinstance(kept, list) else []
+def removed_markup(
+    owner: StripCitationMarkup | AbstractAgent[Any, Any], result: _HasRunId | str
+) -> list[RemovedMarkup]:
+    """What `StripCitationMarkup` removed during a run.
+
+    Args:
+        owner: The `StripCitationMarkup` instance given to the agent, or the agent itself.
+        result: The run's result, or its `run_id`.
+    """
+    strip = owner if isinstance(owner, StripCitationMarkup) else StripCitationMarkup.of(owner)
+    return strip.removed_markup(result)

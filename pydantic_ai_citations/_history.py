@@ -24,14 +24,11 @@ from pydantic_ai.settings import ModelSettings
 from pydantic_ai.tools import AgentDepsT, RunContext
 
 from ._edit import Marked, copy_with, fingerprint_response, repair_history, strip_citation_markers, survey
-from ._ledger import entry, record_problems
+from ._ledger import record_problems
 from ._problems import CitationProblem
 from ._wrappers import StreamWatch
 
-__all__ = ('LEDGER_KEY', 'CleanStaleCitations')
-
-LEDGER_KEY = 'clean_stale_citations'
-"""Key of `CleanStaleCitations` records in the run ledger's `extras`."""
+__all__ = ('CleanStaleCitations',)
 
 
 @dataclass
@@ -43,7 +40,7 @@ class CleanStaleCitations(AbstractCapability[AgentDepsT]):
       a model; see `fingerprint_response`), in `run`, `iter`, `run_stream_events` and `run_stream` alike.
     - Before each model request, parts whose text no longer matches their fingerprint (edited outside `edit_text`)
       are repaired in the stored history (`ctx.messages`, like Pydantic AI's `ProcessHistory`), as `on_edit` says,
-      and reported as `stale_after_edit` in the run ledger.
+      and reported as `stale_after_edit` to the run's `TrackCitations`.
     - For each attempt (also each model of a `FallbackModel`, and each candidate of `ModelFallback`), raw citation
       markup in text parts another provider produced is removed from what is sent, as `on_provider_switch` says, and
       reported as `markers_stripped_for_provider`. The stored history keeps it. Parts of the provider serving the
@@ -110,8 +107,7 @@ class CleanStaleCitations(AbstractCapability[AgentDepsT]):
         )
         if messages is not None:
             request_context.messages = messages  # a copy: the stored history keeps the markup
-            if ctx.run_id is not None:
-                _record(ctx, problems, request_context.attempt, model)
+            record_problems(ctx, problems)  # to the run's `TrackCitations`
         return request_context
 
     def get_wrapper_model(self, model: Model) -> Model | None:
@@ -213,14 +209,6 @@ def _strip_for(
     return out, problems
 
 
-def _record(ctx: RunContext[Any] | str, problems: list[CitationProblem], attempt: int, model: Model) -> None:
-    record_problems(ctx, problems)  # a run context also hands them to the run's `TrackCitations`
-    run = entry(ctx if isinstance(ctx, str) else ctx.run_id or '')
-    with run.lock:
-        log = cast(list[dict[str, object]], run.extras.setdefault(LEDGER_KEY, []))
-        log.append({'attempt': attempt, 'model': model.model_name, 'system': model.system, 'stripped': len(problems)})
-
-
 class _CleanForProvider(WrapperModel):
     """One model of a `FallbackModel`: strips other providers' markup from what it is sent."""
 
@@ -232,8 +220,7 @@ class _CleanForProvider(WrapperModel):
         cleaned, problems = _strip_for(self.wrapped, messages, self._state.marked_for(messages))
         if cleaned is None:
             return messages
-        if self._state.run_id is not None:
-            _record(self._state.ctx or self._state.run_id, problems, 0, self.wrapped)
+        record_problems(self._state.ctx, problems)
         return cleaned
 
     async def request(

@@ -10,9 +10,8 @@ Problems other capabilities find (`StripCitationMarkup`, `CleanStaleCitations`, 
 `TrackCitations` through `record_problems(ctx, problems)`, which hands them to every capability of the run that
 collects problems (`ProblemSink`), found through `RunContext.capabilities`.
 
-Transitional: `entry` / `lookup` / `forget` keep the old process-global map for the capabilities that still read
-their own records from it by `run_id` (`StripCitationMarkup`'s removed markup, `CleanStaleCitations`' log); they go
-once those keep per-instance state too. `TrackCitations` no longer uses it.
+The module itself keeps no state: `StripCitationMarkup` keeps its removed markup in a `RunRegistry` of its own, and a
+run without a `ProblemSink` keeps no problems.
 """
 
 from __future__ import annotations
@@ -20,7 +19,6 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 from pydantic_ai import RunContext
@@ -30,59 +28,39 @@ from ._problems import CitationProblem
 __all__ = (
     'MAX_RUNS',
     'ProblemSink',
-    'RunEntry',
     'RunRegistry',
-    'entry',
-    'forget',
-    'lookup',
     'record_problems',
 )
 
 MAX_RUNS = 4096
-"""How many unreported runs a registry (and the transitional global map) keeps before releasing the oldest."""
+"""How many unreported runs a registry keeps before releasing the oldest."""
 
 
 @runtime_checkable
 class ProblemSink(Protocol):
     """A run capability that collects the problems the package's other capabilities find (`TrackCitations`)."""
 
-    def add_run_problems(self, problems: Iterable[CitationProblem]) -> None:
-        """Add problems found during the current run."""
+    def add_run_problems(self, problems: Iterable[CitationProblem]) -> int:
+        """Add problems found during the current run (each once); return how many were not there yet."""
         ...
 
 
-def record_problems(run: RunContext[Any] | str | None, problems: Iterable[CitationProblem]) -> None:
-    """Hand problems found during a run to the run's problem collectors.
+def record_problems(run: RunContext[Any] | None, problems: Iterable[CitationProblem]) -> bool:
+    """Hand problems found during a run to the run's problem collectors (its `TrackCitations`, if any).
 
     Args:
-        run: The run context (preferred: the problems reach the run's `TrackCitations`), or, transitionally, a
-            `run_id` (the problems only go to the global map read by `lookup`).
+        run: The run context; `None` records nothing.
         problems: What was found.
+
+    Returns:
+        `False` when every collector of the run already had all of them (found earlier in the run), else `True`.
     """
     found = list(problems)
-    if not found or run is None:
-        return
-    if isinstance(run, RunContext):
-        for capability in run.capabilities.values():
-            if isinstance(capability, ProblemSink):
-                capability.add_run_problems(found)
-        if run.run_id is None:
-            return
-        run = run.run_id
-    record = entry(run)
-    with record.lock:
-        record.problems.extend(found)
-
-
-@dataclass
-class RunEntry:
-    """What capabilities recorded for one run. Mutable while the run goes on; guarded by `lock`."""
-
-    run_id: str
-    problems: list[CitationProblem] = field(default_factory=list[CitationProblem])
-    extras: dict[str, object] = field(default_factory=dict[str, object])
-    """Capability-specific records (e.g. `'strip'` -> removed markup)."""
-    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    if run is None or not found:
+        return bool(found)
+    sinks = [c for c in run.capabilities.values() if isinstance(c, ProblemSink)]
+    added = [sink.add_run_problems(found) for sink in sinks]
+    return not sinks or any(added)
 
 
 T = TypeVar('T')
@@ -117,32 +95,3 @@ class RunRegistry(Generic[T]):
     def __len__(self) -> int:
         with self._lock:
             return len(self._runs)
-
-
-# --- transitional process-global map (see the module docstring) --------------------------------------------------
-
-_entries: OrderedDict[str, RunEntry] = OrderedDict()
-_lock = threading.Lock()
-
-
-def entry(run_id: str) -> RunEntry:
-    """The transitional global entry for a run, created on first use."""
-    with _lock:
-        found = _entries.get(run_id)
-        if found is None:
-            found = _entries[run_id] = RunEntry(run_id)
-            while len(_entries) > MAX_RUNS:
-                _entries.popitem(last=False)
-        return found
-
-
-def lookup(run_id: str) -> RunEntry | None:
-    """The transitional global entry for a run, or `None`."""
-    with _lock:
-        return _entries.get(run_id)
-
-
-def forget(run_id: str) -> None:
-    """Drop the transitional global entry of a run."""
-    with _lock:
-        _entries.pop(run_id, None)

@@ -190,11 +190,14 @@ class TrackCitations(AbstractCapability[Any]):
         self._runs.add(run._run.run_id, run._run)
         return run
 
-    def add_run_problems(self, problems: Iterable[CitationProblem]) -> None:
+    def add_run_problems(self, problems: Iterable[CitationProblem]) -> int:
         """Take problems the package's other capabilities found during this run (see `_ledger.record_problems`)."""
-        if (state := self._run) is not None and problems:
-            with state.lock:
-                state.problems.extend(p for p in problems if p not in state.problems)
+        if (state := self._run) is None:
+            return 0
+        with state.lock:
+            new = [p for p in problems if p not in state.problems]
+            state.problems.extend(new)
+        return len(new)
 
     async def prepare_model_request(
         self, ctx: RunContext[Any], request_context: ModelRequestContext

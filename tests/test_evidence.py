@@ -34,7 +34,7 @@ from pydantic_ai_citations._evidence import (
     retrieved_sources,
     verify_evidence,
 )
-from pydantic_ai_citations._ledger import lookup
+from pydantic_ai_citations._track import TrackCitations
 
 DOCS = [
     {'id': 'doc-1', 'title': 'Paris', 'text': 'Paris has 2.1\u00a0million inhabitants and the “Louvre”.'},
@@ -239,15 +239,14 @@ BAD_QUOTE = {'summary': 's', 'claims': [{'text': 'Paris', 'source_ids': ['doc-1'
 @pytest.mark.anyio
 async def test_unknown_id_is_retried_with_valid_ids_then_accepted():
     retries: list[str] = []
-    agent = _agent(FunctionModel(_search_then_answer([BAD_ID, GOOD], retries)), capabilities=[VerifyEvidence()])
+    track = TrackCitations()
+    agent = _agent(FunctionModel(_search_then_answer([BAD_ID, GOOD], retries)), capabilities=[VerifyEvidence(), track])
     result = await agent.run('q')
     assert result.output.claims[0].source_ids == ['doc-1']
     assert len(retries) == 1
     assert "claims[0].source_ids[0]: 'doc-9' is not the id of a source retrieved" in retries[0]
     assert "Valid source ids: 'doc-1', 'doc-2'." in retries[0]
-    run = lookup(result.run_id)
-    assert run is not None
-    assert [p.code for p in run.problems] == ['unknown_source_id']
+    assert [p.code for p in track.report(result).problems] == ['unknown_source_id']
 
 
 @pytest.mark.anyio

@@ -27,7 +27,8 @@ from pydantic_ai_citations._guard import (
     strip_citation_markup,
     strip_json_markup,
 )
-from pydantic_ai_citations._ledger import lookup
+from pydantic_ai_citations._problems import CitationProblem
+from pydantic_ai_citations._track import TrackCitations
 
 # Built from parts: an opening cite tag written literally is easy to mangle in editors and tooling.
 CITE = '\x3ccite'
@@ -139,11 +140,13 @@ async def test_prose_in_structured_output_is_not_flagged(policy: Any):
         calls.append(1)
         return ModelResponse(parts=[ToolCallPart(info.output_tools[0].name, {'title': prose, 'items': []})])
 
-    agent = Agent(FunctionModel(model), output_type=Report, capabilities=[StripCitationMarkup(policy=policy)])
+    agent = Agent(
+        FunctionModel(model), output_type=Report, capabilities=[StripCitationMarkup(policy=policy), TrackCitations()]
+    )
     result = await agent.run('q')
     assert result.output.title == prose
     assert calls == [1]  # no retry burnt
-    assert lookup(result.run_id) is None  # nothing recorded
+    assert problems_of(agent, result) == []  # nothing recorded
 
 
 def test_paren_cite_tag_removed_whole():
@@ -237,7 +240,7 @@ def _tool_then_text(args: dict[str, Any] | str):
 
 
 def _agent_with_tool(model: FunctionModel, cap: StripCitationMarkup, seen: list[str]) -> Agent[None, str]:
-    agent = Agent(model, capabilities=[cap])
+    agent = Agent(model, capabilities=[cap, TrackCitations()])
 
     @agent.tool_plain
     def lookup(query: str) -> str:  # pyright: ignore[reportUnusedFunction]
@@ -257,16 +260,15 @@ async def test_tool_args_stripped_and_recorded(as_json: bool):
     )
     result = await agent.run('q')
     assert seen == ['Paris population']
-    removed = removed_markup(result)
+    removed = removed_markup(agent, result)
     assert [(r.path, r.kind, r.target, r.tool_name, r.tool_call_id) for r in removed] == [
         (('query',), 'cite_tag', 'tool_args', 'lookup', 'call_1'),
         (('query',), 'openai_marker', 'tool_args', 'lookup', 'call_1'),
     ]
-    run = lookup(result.run_id)
-    assert run is not None
-    assert [p.code for p in run.problems] == ['markup_in_output']
-    assert run.problems[0].detail == 'query'
-    assert 'turn0search1' in run.problems[0].message
+    problems = problems_of(agent, result)
+    assert [p.code for p in problems] == ['markup_in_output']
+    assert problems[0].detail == 'query'
+    assert 'turn0search1' in problems[0].message
     # The history keeps what the model wrote.
     call = result.all_messages()[1].parts[0]
     assert isinstance(call, ToolCallPart)
@@ -295,7 +297,7 @@ async def test_invalid_json_args_left_to_pydantic_ai_retry():
     result = await agent.run('q')
     assert calls == ['retried']
     assert seen == ['Paris']
-    assert removed_markup(result) == []
+    assert removed_markup(agent, result) == []
 
 
 @pytest.mark.anyio
@@ -316,11 +318,10 @@ async def test_retry_policy_names_fields():
     agent = _agent_with_tool(FunctionModel(model), StripCitationMarkup(policy='retry'), seen)
     result = await agent.run('q')
     assert seen == ['Paris']
-    assert removed_markup(result) == []  # nothing was removed: the model resent
-    run = lookup(result.run_id)
-    assert run is not None
-    assert [p.code for p in run.problems] == ['markup_in_output']
-    assert 'model asked to retry' in run.problems[0].message
+    assert removed_markup(agent, result) == []  # nothing was removed: the model resent
+    problems = problems_of(agent, result)
+    assert [p.code for p in problems] == ['markup_in_output']
+    assert 'model asked to retry' in problems[0].message
 
 
 @pytest.mark.anyio
@@ -342,7 +343,7 @@ async def test_error_policy_raises_named_user_error():
 async def test_bad_markup_in_tool_args_reported_and_removed():
     seen: list[str] = []
     args = {'query': f'{OPEN}Paris', 'other': f'{OPEN}a {OPEN}b{CLOSE}{CLOSE}'}
-    agent = Agent(FunctionModel(_tool_then_text(args)), capabilities=[StripCitationMarkup()])
+    agent = Agent(FunctionModel(_tool_then_text(args)), capabilities=[StripCitationMarkup(), TrackCitations()])
 
     @agent.tool_plain
     def lookup(query: str, other: str) -> str:  # pyright: ignore[reportUnusedFunction]
@@ -352,15 +353,12 @@ async def test_bad_markup_in_tool_args_reported_and_removed():
 
     result = await agent.run('q')
     assert seen == ['Paris', 'a b']
-    run = lookup_entry(result.run_id)
-    assert sorted(p.code for p in run.problems) == ['malformed_marker', 'unterminated_marker']
-    assert removed_markup(result) == []
+    assert sorted(p.code for p in problems_of(agent, result)) == ['malformed_marker', 'unterminated_marker']
+    assert removed_markup(agent, result) == []
 
 
-def lookup_entry(run_id: str):
-    run = lookup(run_id)
-    assert run is not None
-    return run
+def problems_of(agent: Agent[Any, Any], result: Any) -> list[CitationProblem]:
+    return TrackCitations.of(agent).report(result).problems
 
 
 def _output_model(args: dict[str, Any]):
@@ -378,19 +376,25 @@ REPORT_ARGS: dict[str, Any] = {
 
 @pytest.mark.anyio
 async def test_tool_output_stripped():
-    agent = Agent(FunctionModel(_output_model(REPORT_ARGS)), output_type=Report, capabilities=[StripCitationMarkup()])
+    agent = Agent(
+        FunctionModel(_output_model(REPORT_ARGS)),
+        output_type=Report,
+        capabilities=[StripCitationMarkup(), TrackCitations()],
+    )
     result = await agent.run('q')
     assert result.output == Report(
         title='Cities', items=[Item(body='one'), Item(body='two'), Item(body='Paris is big.')]
     )
-    assert [(format_path(r.path), r.markup, r.target, r.tool_call_id) for r in removed_markup(result)] == snapshot(
+    assert [
+        (format_path(r.path), r.markup, r.target, r.tool_call_id) for r in removed_markup(agent, result)
+    ] == snapshot(
         [
             ('title', '【4:0†source】', 'output', 'out_1'),
             ('items[2].body', '\x3ccite index="0-1">Paris is big</cite>', 'output', 'out_1'),
             ('items[2].body', '\ue200cite\ue202turn0search1\ue202turn0file2\ue201', 'output', 'out_1'),
         ]
     )
-    assert [p.detail for p in lookup_entry(result.run_id).problems] == ['title', 'items[2].body']
+    assert [p.detail for p in problems_of(agent, result)] == ['title', 'items[2].body']
 
 
 @pytest.mark.anyio
@@ -402,8 +406,8 @@ async def test_json_text_output_stripped(wrap: Any):
     agent = Agent(FunctionModel(model), output_type=wrap(Report), capabilities=[StripCitationMarkup()])
     result = await agent.run('q')
     assert result.output.items[2].body == 'Paris is big.'
-    assert len(removed_markup(result)) == 3
-    assert {r.target for r in removed_markup(result)} == {'output'}
+    assert len(removed_markup(agent, result)) == 3
+    assert {r.target for r in removed_markup(agent, result)} == {'output'}
 
 
 @pytest.mark.anyio
@@ -454,7 +458,7 @@ async def test_streamed_output_stripped():
     async with agent.run_stream('q') as run:
         output = await run.get_output()
     assert output.items[2].body == 'Paris is big.'
-    assert len(removed_markup(run.run_id)) == 3  # partial validations are not recorded
+    assert len(removed_markup(agent, run.run_id)) == 3  # partial validations are not recorded
 
 
 PRIVATE_OR_TAG = re.compile('[\ue200-\ue202]|[<(]cite[^>]*>|</cite>|【[^】]*†')
@@ -501,13 +505,15 @@ async def test_disabled_citations_warn_once_per_agent_and_are_recorded():
         modes.append(info.model_request_parameters.output_mode)
         return ModelResponse(parts=[ToolCallPart(info.output_tools[0].name, {'title': 't', 'items': []})])
 
-    agent = Agent(FunctionModel(model), output_type=Report, capabilities=[Citations(), StripCitationMarkup()])
+    agent = Agent(
+        FunctionModel(model), output_type=Report, capabilities=[Citations(), StripCitationMarkup(), TrackCitations()]
+    )
     with pytest.warns(CitationsDisabledWarning, match='verify_claims') as caught:
         first = await agent.run('q')
     assert len(caught) == 1
     second = await agent.run('q')  # no second warning (warnings are errors in this suite)
     for result in (first, second):
-        problems = [p for p in lookup_entry(result.run_id).problems if p.code == 'citations_disabled_by_output_mode']
+        problems = [p for p in problems_of(agent, result) if p.code == 'citations_disabled_by_output_mode']
         assert len(problems) == 1
         assert 'VerifyEvidence' in problems[0].message
     assert modes == ['tool', 'tool']
@@ -533,28 +539,29 @@ async def test_no_warning_when_text_or_not_asked_or_overridden():
     def text_model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         return ModelResponse(parts=[TextPart('plain')])
 
-    result = await Agent(FunctionModel(text_model), capabilities=[Citations(), StripCitationMarkup()]).run('q')
-    assert lookup(result.run_id) is None
+    agent = Agent(FunctionModel(text_model), capabilities=[Citations(), StripCitationMarkup(), TrackCitations()])
+    result = await agent.run('q')
+    assert problems_of(agent, result) == []
 
     structured = Agent(FunctionModel(_output_model({'title': 't', 'items': []})), output_type=Report)
-    result = await structured.run('q', capabilities=[StripCitationMarkup()])
-    assert lookup(result.run_id) is None
+    track = TrackCitations()
+    result = await structured.run('q', capabilities=[StripCitationMarkup(), track])
+    assert track.report(result).problems == []
 
     overridden = Agent(
         FunctionModel(_output_model({'title': 't', 'items': []})),
         output_type=Report,
-        capabilities=[Citations(), StripCitationMarkup()],
+        capabilities=[Citations(), StripCitationMarkup(), TrackCitations()],
     )
     result = await overridden.run('q', model_settings={'citations': False})
-    assert lookup(result.run_id) is None
+    assert problems_of(overridden, result) == []
 
     quiet = Agent(
         FunctionModel(_output_model({'title': 't', 'items': []})),
         output_type=Report,
         capabilities=[Citations(), StripCitationMarkup(warn_when_disabled=False)],
     )
-    result = await quiet.run('q')
-    assert lookup(result.run_id) is None
+    await quiet.run('q')  # no warning (warnings are errors in this suite)
 
 
 @pytest.mark.anyio
@@ -581,7 +588,7 @@ async def test_check_output_mode_callable_from_another_capability():
     agent = Agent(
         FunctionModel(_output_model({'title': 't', 'items': []})),
         output_type=PromptedOutput(Report),
-        capabilities=[Citations(), Other(), StripCitationMarkup()],
+        capabilities=[Citations(), Other(), StripCitationMarkup(), TrackCitations()],
     )
 
     def prompted(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
@@ -590,7 +597,7 @@ async def test_check_output_mode_callable_from_another_capability():
     with pytest.warns(CitationsDisabledWarning):
         result = await agent.run('q', model=FunctionModel(prompted))
     assert found == ['citations_disabled_by_output_mode']
-    assert len(lookup_entry(result.run_id).problems) == 1  # two callers, one problem per run
+    assert len(problems_of(agent, result)) == 1  # two callers, one problem per run
 
 
 @pytest.mark.anyio

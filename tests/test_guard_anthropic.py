@@ -20,7 +20,7 @@ from pydantic_ai.settings import ModelSettings
 from pydantic_ai.tools import RunContext, ToolDefinition
 
 from pydantic_ai_citations._guard import StripCitationMarkup, removed_markup
-from pydantic_ai_citations._ledger import lookup
+from pydantic_ai_citations._track import TrackCitations
 
 CITE = '\x3ccite'
 DOC = BinaryContent(b'Paris has 2.1 million inhabitants. Lyon has 0.5 million.', media_type='text/plain')
@@ -108,7 +108,7 @@ async def test_non_forced_tool_call_with_markup_is_stripped():
         _message([{'type': 'text', 'text': 'Done.'}], 'end_turn'),
     ]
     sent: list[dict[str, Any]] = []
-    agent = Agent(_model(bodies, sent), capabilities=[Citations(), StripCitationMarkup()])
+    agent = Agent(_model(bodies, sent), capabilities=[Citations(), StripCitationMarkup(), TrackCitations()])
     seen: list[str] = []
 
     @agent.tool_plain
@@ -121,18 +121,11 @@ async def test_non_forced_tool_call_with_markup_is_stripped():
     assert seen == ['Paris has 2.1 million inhabitants']
     # Text output: the document was sent with citations on, and the model still wrote markup into the tool input.
     assert _documents(sent[0])[0]['citations'] == {'enabled': True}
-    removed = removed_markup(result)
+    removed = removed_markup(agent, result)
     assert [(r.path, r.kind, r.source_ids, r.tool_name, r.tool_call_id) for r in removed] == [
         (('query',), 'cite_tag', ('0-0',), 'lookup', 'toolu_1'),
         (('query',), 'openai_marker', ('turn0file0',), 'lookup', 'toolu_1'),
     ]
-    run = lookup_entry(result.run_id)
-    assert [p.code for p in run.problems] == ['markup_in_output']
+    assert [p.code for p in TrackCitations.of(agent).report(result).problems] == ['markup_in_output']
     # The replayed history keeps what the model wrote (Pydantic AI sends back the original tool input).
     assert sent[1]['messages'][1]['content'][1]['input'] == {'query': query}
-
-
-def lookup_entry(run_id: str):
-    run = lookup(run_id)
-    assert run is not None
-    return run

@@ -25,7 +25,7 @@ from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import ModelMessagesTypeAdapter
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from pydantic_ai_citations import CleanStaleCitations, _ledger, edit_response, edit_text, find_stale
+from pydantic_ai_citations import CleanStaleCitations, TrackCitations, edit_response, edit_text, find_stale
 from pydantic_ai_citations._edit import (
     METADATA_KEY,
     edit_text_with_problems,
@@ -435,7 +435,7 @@ async def test_run_fingerprints_and_realigns_edit() -> None:
         seen.append(messages)
         return citing_function(messages, info)
 
-    agent = Agent(FunctionModel(model), capabilities=[CleanStaleCitations()])
+    agent = Agent(FunctionModel(model), capabilities=[CleanStaleCitations(), TrackCitations()])
     result = await agent.run('q')
     answer = result.all_messages()[-1]
     assert isinstance(answer, ModelResponse)
@@ -458,9 +458,7 @@ async def test_run_fingerprints_and_realigns_edit() -> None:
     sent = seen[-1][1]
     assert isinstance(sent, ModelResponse)
     assert sent.parts[0] == part
-    entry = _ledger.lookup(result2.run_id)
-    assert entry is not None
-    assert [p.code for p in entry.problems] == [
+    assert [p.code for p in TrackCitations.of(agent).report(result2).problems] == [
         'stale_after_edit',
         'citation_dropped_after_edit',
         'citation_dropped_after_edit',

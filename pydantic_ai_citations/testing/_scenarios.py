@@ -736,7 +736,8 @@ class _MarkupInToolArgs(Scenario):
         model = FunctionModel(respond, model_name=f'tool-caller-{style}')
         track = TrackCitations()
         tool = Toolset(FunctionToolset[object]([Tool(save_note, name=_TOOL_NAME)]))
-        agent = runner.agent(model, [track, StripCitationMarkup(), cast(AbstractCapability[object], tool)])
+        strip = StripCitationMarkup()
+        agent = runner.agent(model, [track, strip, cast(AbstractCapability[object], tool)])
         result = await runner.run(agent, 'Save a note about the capital of France.')
         runner.used(recorder)
         check.that(
@@ -760,10 +761,10 @@ class _MarkupInToolArgs(Scenario):
             'a markup_in_output problem is recorded',
             f'problems: {_codes(report.problems)}',
         )
-        removed = removed_markup(result)
+        removed = removed_markup(strip, result)
         check.that(
             bool(removed) and all(r.tool_name == _TOOL_NAME for r in removed),
-            'removed_markup(result) keeps what was removed, with the tool name',
+            'removed_markup(strip, result) keeps what was removed, with the tool name',
             f'removed: {removed!r}',
         )
 
