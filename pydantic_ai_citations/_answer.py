@@ -34,6 +34,7 @@ from pydantic_ai import (
 
 from ._problems import CitationProblem, shorten
 from .formats.markup import MARKER_END, MARKER_SEPARATOR, MARKER_START, strip_markup
+from .formats.perplexity import recover_sonar, sonar_result_urls
 from .formats.unmapped import Recovery, recover
 
 Cut = tuple[int, int]
@@ -455,6 +456,7 @@ def _build(messages: Sequence[ModelMessage], *, incomplete: str | None) -> Cited
     offset = 0
     indexes = answer_parts(response)
     unmapped = recover(response)
+    sonar = recover_sonar(response)[0] if 'unmapped' in (response.provider_details or {}) else {}
     for part_index in indexes:
         part = response.parts[part_index]
         assert isinstance(part, TextPart)
@@ -470,7 +472,7 @@ def _build(messages: Sequence[ModelMessage], *, incomplete: str | None) -> Cited
                 provider_name=part.provider_name,
             )
         )
-        if not part.citations and (recovered := unmapped.citations.get(part_index)):
+        if not part.citations and (recovered := [*unmapped.citations.get(part_index, ()), *sonar.get(part_index, ())]):
             # Recovery did not reach this part object (e.g. `run_stream` rebuilt it): apply it to the answer.
             part = dataclasses.replace(part, citations=recovered)
         _add_part(b, part, _Text(content, cuts), message_index, part_index, offset)
@@ -478,6 +480,8 @@ def _build(messages: Sequence[ModelMessage], *, incomplete: str | None) -> Cited
         offset += len(content)
     _add_response_raw(b, response, message_index)
     _add_unmapped(b, unmapped, message_index)
+    if sonar or 'unmapped' in (response.provider_details or {}):
+        _add_sonar_uncited(b, response, message_index)
 
     spans = _dedupe_spans(b)
     unanchored_numbers: list[int] = []
@@ -699,6 +703,22 @@ def _add_unmapped(b: _Builder, recovery: Recovery, message_index: int) -> None:
         )
     for problem in recovery.problems:
         b.problems.append(dataclasses.replace(problem, message_index=message_index))
+
+
+def _add_sonar_uncited(b: _Builder, response: ModelResponse, message_index: int) -> None:
+    """Perplexity Sonar search results no `[N]` marker cites: kept as `raw_only` data (they have no position)."""
+    known = {source.url for source in b.sources if source.url}
+    for number, url in sonar_result_urls(response):
+        if url not in known:
+            b.raw_only.append(
+                RawCitation(
+                    {'url': url, 'position': number},
+                    'a Perplexity Sonar search result that no [N] marker cites',
+                    provider_name=response.provider_name,
+                    message_index=message_index,
+                    raw_index=number - 1,
+                )
+            )
 
 
 def _check_raw_entry(

@@ -57,3 +57,15 @@ async def test_container_file_citation_setting_turned_off_is_a_problem():
 async def test_container_file_citation_recording_every_path(corpus: Path):
     report = await check_seams(load_recording(corpus / CODE_IMAGE_STREAM), max_cuts=1)
     report.assert_ok()
+
+
+# -- c/d. Perplexity Sonar: every search result is a span or raw_only data --------------------------------------------
+
+PERPLEXITY = 'vercel-ai-fixtures/packages/perplexity/src/__fixtures__'
+
+
+@pytest.mark.parametrize('name', ['perplexity-citations.json', 'perplexity-citations.chunks.txt'])
+async def test_sonar_uncited_results_are_accounted(corpus: Path, name: str):
+    recording = load_recording(corpus / PERPLEXITY / name)
+    report = await check_seams(recording, paths=['run', 'run_stream', 'stream_cited', 'store'], max_cuts=1)
+    report.assert_ok()

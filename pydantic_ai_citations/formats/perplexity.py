@@ -600,6 +600,15 @@ def recover_sonar(
     return by_part, problems
 
 
+def sonar_result_urls(response: ModelResponse) -> list[tuple[int, str]]:
+    """Every Sonar search result of `response` as (1-based position, URL); empty without Sonar data."""
+    data = _sonar_source_data(response)
+    if data is None:
+        return []
+    results, _ = _sonar_results(data)
+    return [(n, r.url) for n, r in sorted(results.items())]
+
+
 def apply_sonar(response: ModelResponse) -> list[CitationProblem]:
     """Fill `TextPart.citations` from Sonar data, IN PLACE, on parts Pydantic AI left without citations.
 
