@@ -23,18 +23,14 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
+from pydantic_ai_citations import Claim, Evidence, TrackCitations, UnverifiedEvidenceError, VerifyEvidence
 from pydantic_ai_citations._evidence import (
-    Claim,
-    Evidence,
     RetrievedSource,
-    UnverifiedEvidenceError,
-    VerifyEvidence,
     check_evidence,
     normalize_quote,
     retrieved_sources,
     verify_evidence,
 )
-from pydantic_ai_citations._track import TrackCitations
 
 DOCS = [
     {'id': 'doc-1', 'title': 'Paris', 'text': 'Paris has 2.1\u00a0million inhabitants and the “Louvre”.'},

@@ -14,7 +14,8 @@ from pydantic_ai.models.anthropic import AnthropicModel
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.providers.anthropic import AnthropicProvider
 
-from pydantic_ai_citations._evidence import Claim, _read_verdict, verify_claims, verify_claims_sync
+from pydantic_ai_citations import Claim, verify_claims, verify_claims_sync
+from pydantic_ai_citations._evidence import _read_verdict
 
 DOCUMENTS = {
     'report-2025': 'Revenue grew 12% in 2025. Headcount stayed flat.',

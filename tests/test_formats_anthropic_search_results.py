@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from pydantic import JsonValue
 from pydantic_ai import Citation, ContentCitationAnchor, DocumentCitationSource, WebCitationSource
 
-from pydantic_ai_citations._problems import CitationProblem
+from pydantic_ai_citations import CitationProblem
 from pydantic_ai_citations.formats.anthropic_search_results import (
     ResolvedSearchResult,
     SearchResultBlock,

@@ -10,7 +10,7 @@ from inline_snapshot import snapshot
 from pydantic_ai import Citation, ContentCitationAnchor, DocumentCitationSource, WebCitationSource
 from pydantic_ai.exceptions import UserError
 
-from pydantic_ai_citations._problems import CitationProblem
+from pydantic_ai_citations import CitationProblem
 from pydantic_ai_citations.formats.openai_markers import (
     CITATION_INSTRUCTIONS,
     LineRange,

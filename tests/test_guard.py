@@ -15,20 +15,22 @@ from pydantic_ai.exceptions import UnexpectedModelBehavior, UserError
 from pydantic_ai.messages import ModelMessage, ModelResponse, RetryPromptPart, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from pydantic_ai_citations._guard import (
+from pydantic_ai_citations import (
     CitationMarkupError,
+    CitationProblem,
     CitationsDisabledWarning,
     RemovedMarkup,
     StripCitationMarkup,
-    format_path,
+    TrackCitations,
     removed_markup,
+)
+from pydantic_ai_citations._guard import (
+    format_path,
     removed_markup_ta,
     scan_citation_markup,
     strip_citation_markup,
     strip_json_markup,
 )
-from pydantic_ai_citations._problems import CitationProblem
-from pydantic_ai_citations._track import TrackCitations
 
 # Built from parts: an opening cite tag written literally is easy to mangle in editors and tooling.
 CITE = '\x3ccite'

@@ -19,8 +19,7 @@ from pydantic_ai.providers.anthropic import AnthropicProvider
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.tools import RunContext, ToolDefinition
 
-from pydantic_ai_citations._guard import StripCitationMarkup, removed_markup
-from pydantic_ai_citations._track import TrackCitations
+from pydantic_ai_citations import StripCitationMarkup, TrackCitations, removed_markup
 
 CITE = '\x3ccite'
 DOC = BinaryContent(b'Paris has 2.1 million inhabitants. Lyon has 0.5 million.', media_type='text/plain')

@@ -24,22 +24,10 @@ from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import ModelMessage, PartDeltaEvent, PartEndEvent, TextPartDelta
 
 from pydantic_ai_citations._models import ApiLabel, describe_model
-from pydantic_ai_citations._replay import (
-    RecordingError,
-    decode_event_stream,
-    encode_event_stream,
-    load_recording,
-    render_stream,
-)
-from pydantic_ai_citations.matrix._fixtures import (
-    FIXTURE_APIS,
-    FixtureRecording,
-    fixture_path,
-    load_fixture,
-    load_fixtures,
-    parse_fixture,
-    scenarios,
-)
+from pydantic_ai_citations._replay import decode_event_stream, encode_event_stream, render_stream
+from pydantic_ai_citations.matrix import FIXTURE_APIS, load_fixture, scenarios
+from pydantic_ai_citations.matrix._fixtures import FixtureRecording, fixture_path, load_fixtures, parse_fixture
+from pydantic_ai_citations.testing import RecordingError, load_recording
 
 ALL = [pytest.param(api, s, id=f'{api}/{s}') for api in FIXTURE_APIS for s in scenarios(api)]
 NEVER_CITING: frozenset[ApiLabel] = frozenset({'perplexity-agent', 'perplexity-sonar', 'mistral', 'cohere', 'groq'})

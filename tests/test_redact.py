@@ -9,10 +9,9 @@ from inline_snapshot import snapshot
 from pydantic_ai import Agent, Citation, DocumentCitationSource, ModelResponse, TextPart, WebCitationSource
 from pydantic_ai.exceptions import UserError
 
-from pydantic_ai_citations._answer import CitedAnswer
-from pydantic_ai_citations._redact import placeholder, redact
-from pydantic_ai_citations._render import render_html, render_markdown
-from pydantic_ai_citations.testing._citing_model import CitingModel, ScriptedCitation
+from pydantic_ai_citations import CitedAnswer, redact, render_html, render_markdown
+from pydantic_ai_citations._redact import placeholder
+from pydantic_ai_citations.testing import CitingModel, ScriptedCitation
 
 SECRET = 'Patient 4711 was prescribed 20 mg daily.'
 WEB_EXCERPT = 'K2 is the second-highest mountain.'

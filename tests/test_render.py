@@ -19,9 +19,9 @@ from pydantic_ai import (
 )
 from pydantic_ai.exceptions import UserError
 
-from pydantic_ai_citations._answer import CitedAnswer, CitedSpan
-from pydantic_ai_citations._render import render_html, render_markdown, safe_url, url_problems
-from pydantic_ai_citations.testing._citing_model import CITING_STYLES, CitingModel, CitingStyle, ScriptedCitation
+from pydantic_ai_citations import CitedAnswer, CitedSpan, render_html, render_markdown
+from pydantic_ai_citations._render import safe_url, url_problems
+from pydantic_ai_citations.testing import CITING_STYLES, CitingModel, CitingStyle, ScriptedCitation
 
 TEXT = 'K2 is 8,611 m tall. It lies on the China–Pakistan border.'
 WIKI = WebCitationSource('https://en.wikipedia.org/wiki/K2', title='K2 - Wikipedia')

@@ -22,9 +22,8 @@ from pydantic_ai import (
 )
 from selectolax.lexbor import LexborHTMLParser
 
-from pydantic_ai_citations._answer import CitedAnswer
-from pydantic_ai_citations._render import render_html
-from pydantic_ai_citations.testing._citing_model import CitingModel, ScriptedCitation
+from pydantic_ai_citations import CitedAnswer, render_html
+from pydantic_ai_citations.testing import CitingModel, ScriptedCitation
 
 pytestmark = pytest.mark.skipif(
     find_chromium() is None,

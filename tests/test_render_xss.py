@@ -21,8 +21,8 @@ from pydantic_ai import (
 )
 from selectolax.lexbor import LexborHTMLParser as HTMLParser
 
-from pydantic_ai_citations._answer import CitedAnswer
-from pydantic_ai_citations._render import _MD_LINK_RE, render_html, render_markdown, safe_url
+from pydantic_ai_citations import CitedAnswer, render_html, render_markdown
+from pydantic_ai_citations._render import _MD_LINK_RE, safe_url
 
 PAYLOAD_FILE = Path(__file__).with_name('xss_payloads.txt')
 ALLOWED = ('http', 'https')

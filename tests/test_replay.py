@@ -23,14 +23,8 @@ from pydantic_ai import Agent, ModelResponse, TextPart
 from pydantic_ai.exceptions import ModelHTTPError, UserError
 from pydantic_ai.messages import ModelMessage
 
-from pydantic_ai_citations._replay import (
-    EventStreamFormatError,
-    RecordingError,
-    ReplayTransport,
-    decode_event_stream,
-    load_recording,
-    replay_recording,
-)
+from pydantic_ai_citations._replay import EventStreamFormatError, ReplayTransport, decode_event_stream
+from pydantic_ai_citations.testing import RecordingError, load_recording, replay_recording
 
 CASSETTES = 'pydantic-ai-cassettes/tests/models/cassettes'
 VERCEL = 'vercel-ai-fixtures/packages'

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 import yaml
 
-from pydantic_ai_citations._replay import RecordingError, load_recording
 from pydantic_ai_citations.formats._sse import MAX_JSON_DEPTH, JsonNestingError, load_json, loads_bounded
 from pydantic_ai_citations.formats.wire import parse_sse
+from pydantic_ai_citations.testing import RecordingError, load_recording
 
 recording_module: Any = importlib.import_module('pydantic_ai_citations._replay._recording')
 

@@ -11,7 +11,7 @@ import pytest
 import yaml
 from pydantic_ai import Agent, TextPart
 
-from pydantic_ai_citations._replay import load_recording, replay_recording
+from pydantic_ai_citations.testing import load_recording, replay_recording
 
 XAI = 'pydantic-ai-cassettes/tests/models/cassettes/test_xai/test_xai_x_search_citations_recorded.xai.yaml'
 

@@ -14,11 +14,11 @@ from pydantic_ai.exceptions import UserError
 from pydantic_ai.models import Model
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from pydantic_ai_citations._guard import StripCitationMarkup
-from pydantic_ai_citations._history import CleanStaleCitations
-from pydantic_ai_citations.testing._citing_model import CITING_STYLES, CitingStyle
-from pydantic_ai_citations.testing._scenarios import (
+from pydantic_ai_citations import CleanStaleCitations, StripCitationMarkup
+from pydantic_ai_citations.testing import (
+    CITING_STYLES,
     SCENARIOS,
+    CitingStyle,
     Scenario,
     ScenarioFailed,
     ScenarioResult,

@@ -29,14 +29,15 @@ from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import ModelMessagesTypeAdapter
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from pydantic_ai_citations import CleanStaleCitations, PostgresConversationStore, find_stale
-from pydantic_ai_citations._edit import METADATA_KEY
-from pydantic_ai_citations._store import (
-    SCHEMA_VERSION,
+from pydantic_ai_citations import (
+    CleanStaleCitations,
+    PostgresConversationStore,
     SQLiteConversationStore,
     StoreCorruptionError,
-    migrate,
+    find_stale,
 )
+from pydantic_ai_citations._edit import METADATA_KEY
+from pydantic_ai_citations._store import SCHEMA_VERSION, migrate
 from pydantic_ai_citations._store_sql import POSTGRES
 
 TEXT = 'Pydantic validates data. It is fast.'

@@ -26,24 +26,9 @@ from pydantic_ai.settings import ModelSettings
 from pydantic_ai.ui.vercel_ai import VercelAIEventStream
 from pydantic_ai.ui.vercel_ai.response_types import BaseChunk, DataChunk, SourceUrlChunk, TextEndChunk
 
-from pydantic_ai_citations._answer import CitedAnswer
-from pydantic_ai_citations._render import render_markdown
-from pydantic_ai_citations._stream import (
-    CitedStream,
-    FinalAnswer,
-    StreamItem,
-    TextChunk,
-    _Accumulator,  # pyright: ignore[reportPrivateUsage]
-    _from_events,  # pyright: ignore[reportPrivateUsage]
-    stream_cited,
-)
-from pydantic_ai_citations.testing._citing_model import (
-    CITING_STYLES,
-    CitingModel,
-    CitingStyle,
-    ScriptedCitation,
-    ScriptedStreamError,
-)
+from pydantic_ai_citations import CitedAnswer, FinalAnswer, TextChunk, render_markdown, stream_cited
+from pydantic_ai_citations._stream import CitedStream, StreamItem, _Accumulator, _from_events
+from pydantic_ai_citations.testing import CITING_STYLES, CitingModel, CitingStyle, ScriptedCitation, ScriptedStreamError
 from pydantic_ai_citations.ui import (
     CITATIONS_DATA_TYPE,
     CITED_ANSWER_DATA_TYPE,

@@ -20,28 +20,26 @@ from pydantic_ai.conversation import Conversation
 from pydantic_ai.exceptions import UserError
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from pydantic_ai_citations._answer import CitedAnswer, CitedSpan, SourceRef
-from pydantic_ai_citations._store import SQLiteConversationStore
+from pydantic_ai_citations import CitedAnswer, CitedSpan, SourceRef, SQLiteConversationStore
 from pydantic_ai_citations.support import (
     THRESHOLDS,
+    AuditInputError,
+    AuditOptions,
     CitationCheck,
     PageSnapshot,
     Passage,
+    SupportTally,
     _audit_run,
     audit,
+    audit_answers,
     audit_report_ta,
     audit_to_html,
     audit_to_markdown,
+    audited_citation_ta,
     summarize,
 )
-from pydantic_ai_citations.support._audit_run import (
-    AuditInputError,
-    AuditOptions,
-    audit_answers,
-    audited_citation_ta,
-    partitions,
-)
-from pydantic_ai_citations.support._report import VERDICTS, SupportTally
+from pydantic_ai_citations.support._audit_run import partitions
+from pydantic_ai_citations.support._report import VERDICTS
 
 PAGES = Path(__file__).parent / 'pages'
 TRAPS = (PAGES / 'traps.html').read_text(encoding='utf-8')

@@ -9,10 +9,8 @@ from pathlib import Path
 import pytest
 from selectolax.lexbor import LexborHTMLParser
 
-from pydantic_ai_citations._answer import CitedAnswer, CitedSpan, SourceRef
-from pydantic_ai_citations.support import PageSnapshot, SnapshotStore
-from pydantic_ai_citations.support._audit import audit_report_ta
-from pydantic_ai_citations.support._audit_run import audited_citation_ta
+from pydantic_ai_citations import CitedAnswer, CitedSpan, SourceRef
+from pydantic_ai_citations.support import PageSnapshot, SnapshotStore, audit_report_ta, audited_citation_ta
 from pydantic_ai_citations.support._cli import register, run_audit
 
 PAGES = Path(__file__).parent / 'pages'

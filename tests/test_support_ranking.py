@@ -7,7 +7,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pydantic_ai_citations._answer import CitedAnswer, CitedSpan, SourceRef
+from pydantic_ai_citations import CitedAnswer, CitedSpan, SourceRef
 from pydantic_ai_citations.support import Passage, PassageIndex, best_passage, check_support_sync, split_passages, terms
 from pydantic_ai_citations.support._score import coverage
 

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic_ai.exceptions import UserError
 
-from pydantic_ai_citations._answer import CitedAnswer, SourceRef
+from pydantic_ai_citations import CitedAnswer, SourceRef
 from pydantic_ai_citations.support import (
     PageSnapshot,
     SnapshotStore,

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 import pytest
 from pydantic_ai.exceptions import UserError
 
-from pydantic_ai_citations._answer import CitedAnswer, CitedSpan, SourceRef
+from pydantic_ai_citations import CitedAnswer, CitedSpan, SourceRef
 from pydantic_ai_citations.support import (
     DEFAULT_MIN_CLAIM_WORDS,
     DEFAULT_MIN_PASSAGE_WORDS,

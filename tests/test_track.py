@@ -7,14 +7,8 @@ from pydantic_ai.capabilities import Citations
 from pydantic_ai.models.fallback import FallbackModel
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from pydantic_ai_citations._track import TrackCitations
-from pydantic_ai_citations.testing._citing_model import (
-    CITING_STYLES,
-    CitingModel,
-    CitingStyle,
-    ScriptedCitation,
-    ScriptedStreamError,
-)
+from pydantic_ai_citations import TrackCitations
+from pydantic_ai_citations.testing import CITING_STYLES, CitingModel, CitingStyle, ScriptedCitation, ScriptedStreamError
 
 pytestmark = pytest.mark.anyio
 

@@ -22,10 +22,16 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.openai import OpenAIResponsesModel
 from pydantic_ai.providers.openai import OpenAIProvider
 
-from pydantic_ai_citations import PerplexityTap, perplexity_http_client
-from pydantic_ai_citations._answer import CitedAnswer, finish_signal, incomplete_reason
-from pydantic_ai_citations._stream import FinalAnswer, TextChunk, stream_cited
-from pydantic_ai_citations._track import TrackCitations
+from pydantic_ai_citations import (
+    CitedAnswer,
+    FinalAnswer,
+    PerplexityTap,
+    TextChunk,
+    TrackCitations,
+    perplexity_http_client,
+    stream_cited,
+)
+from pydantic_ai_citations._answer import finish_signal, incomplete_reason
 from pydantic_ai_citations.testing import CitingModel, Recording, ScriptedCitation, load_recording
 
 pytestmark = pytest.mark.anyio

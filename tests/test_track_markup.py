@@ -14,9 +14,7 @@ import pytest
 from pydantic_ai import Agent, ModelMessage, ModelResponse, TextPart, WebCitationSource
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from pydantic_ai_citations._answer import CitedAnswer
-from pydantic_ai_citations._stream import FinalAnswer, TextChunk, stream_cited
-from pydantic_ai_citations._track import TrackCitations
+from pydantic_ai_citations import CitedAnswer, FinalAnswer, TextChunk, TrackCitations, stream_cited
 
 pytestmark = pytest.mark.anyio
 

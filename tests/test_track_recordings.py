@@ -12,10 +12,9 @@ import pytest
 from inline_snapshot import snapshot
 from pydantic_ai import Agent, DocumentCitationSource, ModelMessage, ModelResponse, TextPart, WebCitationSource
 
-from pydantic_ai_citations._answer import CitedAnswer, answer_parts, last_response
-from pydantic_ai_citations._track import CitedRun, TrackCitations
-from pydantic_ai_citations.testing import load_recording
-from pydantic_ai_citations.testing._citing_model import CitingModel, CitingStyle, ScriptedCitation
+from pydantic_ai_citations import CitedAnswer, CitedRun, TrackCitations
+from pydantic_ai_citations._answer import answer_parts, last_response
+from pydantic_ai_citations.testing import CitingModel, CitingStyle, ScriptedCitation, load_recording
 
 pytestmark = pytest.mark.anyio
 
