@@ -157,6 +157,7 @@ async def test_verify_claims_document_urls_map_by_url():
     def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         prompt = messages[-1].parts[-1]
         assert isinstance(prompt, UserPromptPart)
+        assert not isinstance(prompt.content, str)
         assert url_doc in prompt.content
         from pydantic_ai import WebCitationSource
 

@@ -215,8 +215,8 @@ def test_reindex_after_trim_problems() -> None:
 
 
 def test_reindex_with_identical_messages_matches_from_the_end() -> None:
-    message = {'role': 'user', 'content': [result('s', 'T', 'same')]}
-    old = [message, {'role': 'assistant', 'content': 'ok'}, message]
+    message: dict[str, JsonValue] = {'role': 'user', 'content': [result('s', 'T', 'same')]}
+    old: list[dict[str, JsonValue]] = [message, {'role': 'assistant', 'content': 'ok'}, message]
     new = old[2:]
     assert reindex_after_trim(location(1, 's', 'same'), old, new) == location(0, 's', 'same')
     assert isinstance(reindex_after_trim(location(0, 's', 'same'), old, new), CitationProblem)
@@ -299,7 +299,12 @@ HOSTILE = [
     pytest.param([{'role': 'user', 'content': None}], id='none-content'),
     pytest.param([{'role': 'user', 'content': [None, 'x', 3, {'type': None}]}], id='junk-blocks'),
     pytest.param(
-        [{'role': 'user', 'content': [{'type': 'search_result', 'source': 3, 'title': [], 'content': _deep(50_000)}]}],
+        [
+            {
+                'role': 'user',
+                'content': [{'type': 'search_result', 'source': 3, 'title': list[str](), 'content': _deep(50_000)}],
+            }
+        ],
         id='deep-content',
     ),
     pytest.param([_deep(50_000)], id='deep-message'),
@@ -323,7 +328,8 @@ def test_hostile_messages_are_problems_not_crashes(messages: Any) -> None:
 
 
 def test_non_message_entries_are_reported() -> None:
-    problems = check_request([None, {'role': 'user', 'content': 'hi'}, 'x'])
+    # Deliberately not messages: the entries are what a hostile caller could pass.
+    problems = check_request([None, {'role': 'user', 'content': 'hi'}, 'x'])  # pyright: ignore[reportArgumentType]
     assert [(p.code, p.message_index) for p in problems] == [('unreadable_raw_data', 0), ('unreadable_raw_data', 2)]
     (problem,) = check_request(None)  # pyright: ignore[reportArgumentType]
     assert problem.code == 'unreadable_raw_data'

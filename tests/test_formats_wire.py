@@ -5,7 +5,7 @@ from collections import Counter
 from collections.abc import Iterator
 from importlib.resources import files
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import yaml
@@ -66,9 +66,15 @@ def cassette_payloads(path: Path) -> Iterator[tuple[str, Any]]:
         if isinstance(body, bytes):
             from botocore.eventstream import EventStreamBuffer
 
+            # botocore ships without type hints: its event-stream members are untyped.
             buffer = EventStreamBuffer()
-            buffer.add_data(body)
-            yield api, [{message.headers[':event-type']: json.loads(message.payload)} for message in buffer]
+            buffer.add_data(body)  # pyright: ignore[reportUnknownMemberType]
+            events: list[dict[str, Any]] = []
+            for message in buffer:
+                headers = cast(dict[str, str], message.headers)  # pyright: ignore[reportUnknownMemberType]
+                payload = cast(bytes, message.payload)  # pyright: ignore[reportUnknownMemberType]
+                events.append({headers[':event-type']: json.loads(payload)})
+            yield api, events
         elif body.lstrip().startswith('{'):
             yield api, json.loads(body)
         else:
@@ -131,7 +137,7 @@ def test_offsets_on_real_recordings(corpus: Path):
 
 def test_stream_snapshot_and_final_body_counted_once():
     annotation = {'type': 'url_citation', 'start_index': 0, 'end_index': 4, 'url': 'https://a', 'title': 'A'}
-    message = {
+    message: dict[str, Any] = {
         'type': 'message',
         'id': 'msg_1',
         'content': [{'type': 'output_text', 'text': 'abcd', 'annotations': [annotation]}],
@@ -153,7 +159,7 @@ def test_stream_snapshot_and_final_body_counted_once():
 
 def test_perplexity_agent_fixtures():
     events = parse_sse((PPLX / 'agent-api-stream.sse').read_bytes())
-    streamed = count_wire_citations('perplexity-agent', events)
+    streamed = count_wire_citations('perplexity-agent', list(events))
     assert kinds(streamed) == {'search_result': 4, 'numbered_marker': 5}
     body = json.loads((PPLX / 'agent-api-response.json').read_bytes())
     assert kinds(count_wire_citations('perplexity-agent', body)) == {'search_result': 2, 'numbered_marker': 3}
@@ -166,7 +172,7 @@ def test_perplexity_sonar_fixtures():
     chunks = parse_sse((PPLX / 'sonar-chat-stream.sse').read_bytes())
     expected = {'search_result': 2, 'numbered_marker': 4}
     assert kinds(count_wire_citations('perplexity-sonar', body)) == expected
-    assert kinds(count_wire_citations('perplexity-sonar', chunks)) == expected
+    assert kinds(count_wire_citations('perplexity-sonar', list(chunks))) == expected
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,16 @@ from pydantic import BaseModel
 from pydantic_ai import Agent, NativeOutput, PromptedOutput, ToolOutput
 from pydantic_ai.capabilities import Citations
 from pydantic_ai.exceptions import UnexpectedModelBehavior, UserError
-from pydantic_ai.messages import ModelMessage, ModelResponse, RetryPromptPart, TextPart, ToolCallPart, ToolReturnPart
+
+# `RetryPromptPart` is deprecated in Pydantic AI but still what older supported versions send for an output retry.
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelResponse,
+    RetryPromptPart,  # pyright: ignore[reportDeprecated]
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+)
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from pydantic_ai_citations import (
@@ -418,10 +427,10 @@ async def test_output_retry_policy():
 
     def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         attempts.append(len(messages))
-        args = REPORT_ARGS if len(attempts) == 1 else {'title': 'Cities', 'items': []}
+        args: dict[str, Any] = REPORT_ARGS if len(attempts) == 1 else {'title': 'Cities', 'items': []}
         if len(attempts) > 1:
             retry = messages[-1].parts[0]
-            assert isinstance(retry, ToolReturnPart | RetryPromptPart)
+            assert isinstance(retry, ToolReturnPart | RetryPromptPart)  # pyright: ignore[reportDeprecated]
             assert 'items[2].body' in str(retry.content)
         return ModelResponse(parts=[ToolCallPart(info.output_tools[0].name, args, tool_call_id=f'o{len(attempts)}')])
 
@@ -634,7 +643,9 @@ def test_raw_args_shapes():
     assert result is not None
     assert result.removed[0].path == (0,)
     fenced = '```\n{"a": "x ' + OAI.replace('\ue200', '\\ue200') + '"}\n```'
-    assert json.loads(strip_raw_markup(fenced)[0]) == {'a': 'x'}
+    stripped = strip_raw_markup(fenced)[0]
+    assert isinstance(stripped, str)
+    assert json.loads(stripped) == {'a': 'x'}
     no_markup = '{"a": "cite me"}'
     assert strip_raw_markup(no_markup) == (no_markup, strip_json_markup({'a': 'cite me'}))
     deep = '[' * 100_000 + ']' * 100_000  # deeper than Python's recursion limit: left for Pydantic AI

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import httpx2
 import pytest
@@ -49,7 +49,12 @@ def _model(bodies: list[dict[str, Any]], sent: list[dict[str, Any]]) -> Anthropi
 
 
 def _documents(body: dict[str, Any]) -> list[dict[str, Any]]:
-    return [b for m in body['messages'] for b in m['content'] if isinstance(b, dict) and b.get('type') == 'document']
+    documents: list[dict[str, Any]] = []
+    for message in body['messages']:
+        for block in message['content']:
+            if isinstance(block, dict) and cast(dict[str, Any], block).get('type') == 'document':
+                documents.append(cast(dict[str, Any], block))
+    return documents
 
 
 @pytest.mark.anyio

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, cast
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -97,9 +97,9 @@ def injected_json(draw: st.DrawFn) -> tuple[Any, Any, list[str]]:
             markups.extend(added)
             return marked
         if isinstance(value, list):
-            return [inject(v) for v in value]
+            return [inject(v) for v in cast(list[Any], value)]
         if isinstance(value, dict):
-            return {k: inject(v) for k, v in value.items()}
+            return {k: inject(v) for k, v in cast(dict[Any, Any], value).items()}
         return value
 
     return original, inject(original), markups
@@ -109,9 +109,9 @@ def _strings(value: Any) -> list[str]:
     if isinstance(value, str):
         return [value]
     if isinstance(value, list):
-        return [s for v in value for s in _strings(v)]
+        return [s for v in cast(list[Any], value) for s in _strings(v)]
     if isinstance(value, dict):
-        return [s for v in value.values() for s in _strings(v)]
+        return [s for v in cast(dict[Any, Any], value).values() for s in _strings(v)]
     return []
 
 

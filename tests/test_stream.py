@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import json
 import runpy
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -19,7 +19,14 @@ from pydantic_ai import (
     TextPart,
     WebCitationSource,
 )
-from pydantic_ai.messages import ModelResponseStreamEvent, PartDeltaEvent, PartEndEvent, PartStartEvent, ToolCallPart
+from pydantic_ai.messages import (
+    ModelResponseStreamEvent,
+    PartDeltaEvent,
+    PartEndEvent,
+    PartStartEvent,
+    TextPartDelta,
+    ToolCallPart,
+)
 from pydantic_ai.models import Model, ModelRequestParameters, StreamedResponse
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel
 from pydantic_ai.settings import ModelSettings
@@ -82,7 +89,12 @@ async def test_google_citations_arrive_after_part_end_and_are_included():
         async for event in events:
             if isinstance(event, PartEndEvent) and event.index == 0:
                 order.append('end-0')
-            elif isinstance(event, PartDeltaEvent) and event.index == 0 and event.delta.citations_delta:  # pyright: ignore[reportAttributeAccessIssue]
+            elif (
+                isinstance(event, PartDeltaEvent)
+                and event.index == 0
+                and isinstance(event.delta, TextPartDelta)
+                and event.delta.citations_delta
+            ):
                 order.append('citations-0')
     assert order == ['end-0', 'citations-0']  # the late delta this helper must keep listening for
     for via in VIAS:
@@ -325,7 +337,10 @@ class ScriptedModel(Model):
         return 'scripted'
 
     async def request(
-        self, messages: list[ModelMessage], model_settings: ModelSettings | None, params: ModelRequestParameters
+        self,
+        messages: list[ModelMessage],
+        model_settings: ModelSettings | None,
+        model_request_parameters: ModelRequestParameters,
     ) -> ModelResponse:
         return ModelResponse(parts=[TextPart(''.join(str(v) for k, _, v in self.script if k == 'text'))])
 
@@ -334,10 +349,10 @@ class ScriptedModel(Model):
         self,
         messages: list[ModelMessage],
         model_settings: ModelSettings | None,
-        params: ModelRequestParameters,
+        model_request_parameters: ModelRequestParameters,
         run_context: Any = None,
-    ) -> AsyncIterator[StreamedResponse]:
-        _, params = self.prepare_request(model_settings, params)
+    ) -> AsyncGenerator[StreamedResponse, None]:
+        _, params = self.prepare_request(model_settings, model_request_parameters)
         yield _Stream(model_request_parameters=params, script=self.script)
 
 
@@ -380,12 +395,12 @@ async def test_vercel_multi_step_run_keeps_late_citation_tracking_per_response()
             self,
             messages: list[ModelMessage],
             model_settings: ModelSettings | None,
-            params: ModelRequestParameters,
+            model_request_parameters: ModelRequestParameters,
             run_context: Any = None,
-        ) -> AsyncIterator[StreamedResponse]:
+        ) -> AsyncGenerator[StreamedResponse, None]:
             nonlocal calls
             calls += 1
-            _, params = self.prepare_request(model_settings, params)
+            _, params = self.prepare_request(model_settings, model_request_parameters)
             if calls == 1:
                 yield _ToolCallStream(model_request_parameters=params)
             else:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import importlib
+import importlib.util
 import io
 import json
 import statistics
 import subprocess
 import sys
 from collections.abc import Iterator
+from importlib.machinery import ModuleSpec
 from pathlib import Path
 
 import anyio
@@ -39,7 +40,7 @@ from pydantic_ai_citations.support import (
     summarize,
 )
 from pydantic_ai_citations.support._audit_run import partitions
-from pydantic_ai_citations.support._report import VERDICTS
+from pydantic_ai_citations.support._report import VERDICTS, Basis, Verdict
 
 PAGES = Path(__file__).parent / 'pages'
 TRAPS = (PAGES / 'traps.html').read_text(encoding='utf-8')
@@ -94,26 +95,35 @@ def run(source: object, fmt: str = 'jsonl', **kwargs: object) -> tuple[str, _aud
 
 # --- the exact merge ---------------------------------------------------------------------------------------------------
 
+BASES: tuple[Basis, ...] = ('page', 'excerpt', 'none')
+
+
+def make_check(
+    verdict: Verdict, score: float | None, basis: Basis, words: int, position: float | None, url: str | None
+) -> CitationCheck:
+    return CitationCheck(
+        source=1,
+        url=url,
+        document_id=None,
+        title=None,
+        claim='c',
+        claim_kind='anchored',
+        verdict=verdict,
+        reason='r',
+        basis=basis,
+        score=score,
+        passage=Passage('p', 0, position or 0.0, words) if position is not None else None,
+        position=position,
+        liveness='not_found' if verdict == 'unreachable' else None,
+    )
+
+
 checks_strategy = st.lists(
     st.builds(
-        lambda verdict, score, basis, words, position, url: CitationCheck(
-            source=1,
-            url=url,
-            document_id=None,
-            title=None,
-            claim='c',
-            claim_kind='anchored',
-            verdict=verdict,
-            reason='r',
-            basis=basis,
-            score=score,
-            passage=Passage('p', 0, position or 0.0, words) if position is not None else None,
-            position=position,
-            liveness='not_found' if verdict == 'unreachable' else None,
-        ),
+        make_check,
         st.sampled_from(VERDICTS),
         st.none() | st.floats(0, 1),
-        st.sampled_from(['page', 'excerpt', 'none']),
+        st.sampled_from(BASES),
         st.integers(1, 400),
         st.none() | st.floats(0, 1),
         st.sampled_from(['https://a.test/', 'https://b.test/', None]),
@@ -210,7 +220,11 @@ def test_source_is_read_lazily():
     assert (first.index, first.first, len(first.items), len(taken)) == (0, 1, 5, 5)
     taken.clear()
     written: list[int] = []
-    run(source(), partition_size=4, progress=lambda n: written.append(len(taken)))
+
+    def progress(n: int) -> None:
+        written.append(len(taken))
+
+    run(source(), partition_size=4, progress=progress)
     assert written == [4, 8, 12, 16, 20, 24]  # each partition is written before the next one is read
 
 
@@ -318,10 +332,8 @@ def test_dask_client_gives_the_same_results():
     from distributed import Client, LocalCluster
 
     expected = run(ANSWERS, partition_size=3)
-    with (
-        LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=':0') as cluster,
-        Client(cluster) as client,
-    ):
+    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=':0')
+    with cluster, Client(cluster) as client:
         assert run(ANSWERS, partition_size=3, client=client) == expected
         assert run(ANSWERS, 'html', partition_size=2, client=client)[0] == run(ANSWERS, 'html')[0]
         with pytest.raises(AuditInputError, match='answer 2 is not a CitedAnswer'):
@@ -332,7 +344,11 @@ def test_dask_client_gives_the_same_results():
 
 def test_missing_dask_names_the_extra(monkeypatch: pytest.MonkeyPatch):
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, 'find_spec', lambda name, *a: None if name == 'distributed' else real(name, *a))
+
+    def find_spec(name: str, package: str | None = None) -> ModuleSpec | None:
+        return None if name == 'distributed' else real(name, package)
+
+    monkeypatch.setattr(importlib.util, 'find_spec', find_spec)
     monkeypatch.delitem(sys.modules, 'pydantic_ai_citations.support._dask', raising=False)
     with pytest.raises(ImportError, match=r'needs distributed: .*pydantic-ai-citations\[audit\]'):
         run(ANSWERS, workers=1)

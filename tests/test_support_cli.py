@@ -235,7 +235,8 @@ def test_audit_on_dask(setup: tuple[Path, Path]):
     answers_path, snaps = setup
     expected = run([str(answers_path), '--snapshots', str(snaps), '--format', 'html'])
     assert run([str(answers_path), '--snapshots', str(snaps), '--format', 'html', '--workers', '1']) == expected
-    with LocalCluster(n_workers=1, processes=False, dashboard_address=':0') as cluster:
+    cluster = LocalCluster(n_workers=1, processes=False, dashboard_address=':0')
+    with cluster:
         argv = [
             str(answers_path),
             '--snapshots',
