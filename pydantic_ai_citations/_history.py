@@ -112,12 +112,10 @@ class CleanStaleCitations(AbstractCapability[AgentDepsT]):
 
     def get_wrapper_model(self, model: Model) -> Model | None:
         inner = model
-        if self.on_provider_switch == 'strip_markers' and isinstance(model, FallbackModel):
+        if self.on_provider_switch == 'strip_markers':
             # `FallbackModel` tries its models inside one attempt, so `prepare_model_request` never sees them:
             # clean for each of them where it sends the request.
-            clone = copy.copy(model)
-            clone.models = [_CleanForProvider(m, self._state) for m in model.models]
-            inner = clone
+            inner = _clean_fallback(model, self._state)
         return StreamWatch(inner, self._state.streams.append)
 
     async def wrap_model_request(
@@ -207,6 +205,30 @@ def _strip_for(
         assert isinstance(message, ModelResponse)
         out[message_index] = copy_with(message, parts=cast(list[TextPart], parts))
     return out, problems
+
+
+def _clean_fallback(model: Model, state: _RunState) -> Model:
+    """`model` with each model of its `FallbackModel` wrapped in `_CleanForProvider`, or `model` if it has none.
+
+    The `FallbackModel` is looked for through `WrapperModel` layers: capabilities listed after this one (such as
+    `TrackCitations`, whose `StreamWatch` is on by default) wrap the model first. Those layers are shallow-copied
+    around the cleaned copy; the agent's model is left as it is.
+    """
+    layers: list[WrapperModel] = []
+    inner = model
+    while isinstance(inner, WrapperModel):
+        layers.append(inner)
+        inner = inner.wrapped
+    if not isinstance(inner, FallbackModel):
+        return model
+    clone = copy.copy(inner)
+    clone.models = [_CleanForProvider(m, state) for m in inner.models]
+    rebuilt: Model = clone
+    for layer in reversed(layers):
+        outer = copy.copy(layer)
+        outer.wrapped = rebuilt
+        rebuilt = outer
+    return rebuilt
 
 
 class _CleanForProvider(WrapperModel):

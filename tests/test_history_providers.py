@@ -454,7 +454,8 @@ async def test_openai_responses_replay_unchanged() -> None:
 
 
 @pytest.mark.anyio
-async def test_fallback_handoff_cleans_per_model() -> None:
+@pytest.mark.parametrize('track_first', [False, True], ids=['clean_first', 'track_first'])
+async def test_fallback_handoff_cleans_per_model(track_first: bool) -> None:
     to_anthropic: Sent = []
     to_openai: Sent = []
     to_google: Sent = []
@@ -466,9 +467,10 @@ async def test_fallback_handoff_cleans_per_model() -> None:
         google_model(to_google, json_response(GOOGLE_OK)),
     )
     history = cited_history()[:4]  # Anthropic's answer, then OpenAI's (with private-use markers)
-    agent = Agent(
-        model, capabilities=[CleanStaleCitations(), Citations(), TrackCitations(observe_stream_end=False)]
-    )  # TrackCitations wrapping the FallbackModel hides it from CleanStaleCitations (see report)
+    clean = CleanStaleCitations()
+    track = TrackCitations()  # its `StreamWatch` wraps the `FallbackModel` when listed after `clean`
+    capabilities = [track, Citations(), clean] if track_first else [clean, Citations(), track]
+    agent = Agent(model, capabilities=capabilities)
     result = await agent.run('Which is taller?', message_history=history, model_settings={'max_tokens': 1024})
     assert result.output == 'ok'
     assert (len(to_anthropic), len(to_openai), len(to_google)) == (1, 1, 1)
