@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from ._render import render_html, render_markdown
     from ._store import SQLiteConversationStore, StoreCorruptionError, StoredAnswer
     from ._stream import FinalAnswer, TextChunk, stream_cited
-    from ._tap import PerplexityTap, perplexity_http_client
+    from ._tap import CohereTap, PerplexityTap, cohere_http_client, perplexity_http_client
     from ._track import Arrival, CitedRun, PartArrival, RequestObservation, TrackCitations
     from .matrix import CapabilityMatrix
 
@@ -52,6 +52,8 @@ _HOMES: dict[str, str] = {
     'StripCitationMarkup': '_guard',
     'PerplexityTap': '_tap',
     'perplexity_http_client': '_tap',
+    'CohereTap': '_tap',
+    'cohere_http_client': '_tap',
     'VerifyEvidence': '_evidence',
     # the answer
     'CitedAnswer': '_answer',
@@ -107,6 +109,7 @@ __all__ = (
     'Claim',
     'ClaimVerification',
     'CleanStaleCitations',
+    'CohereTap',
     'Evidence',
     'FinalAnswer',
     'PartArrival',
@@ -125,6 +128,7 @@ __all__ = (
     'TrackCitations',
     'UnverifiedEvidenceError',
     'VerifyEvidence',
+    'cohere_http_client',
     'edit_response',
     'edit_text',
     'find_stale',

@@ -21,20 +21,27 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from pydantic_ai import DocumentCitationSource, ModelResponse, RunContext, TextPart, WebCitationSource
 
 from ._answer import FINISH_METADATA_KEY, incomplete_reason
 from ._models import ApiLabel
 from ._problems import CitationProblem
-from ._tap import PerplexityTap
+from ._tap import CohereTap, PerplexityTap
 from .formats import openai_markers
 from .formats.openai_markers import MARKER_START
 from .formats.perplexity import apply_agent_api, apply_sonar
-from .formats.unmapped import RAW_ANNOTATIONS_SETTING, recover
+from .formats.unmapped import RAW_ANNOTATIONS_SETTING, recover, recover_cohere_from_body
 
-__all__ = ('MarkerSources', 'Recovery', 'raw_annotations_problem', 'record_whole_body', 'recover_in_place')
+__all__ = (
+    'MarkerSources',
+    'Recovery',
+    'raw_annotations_problem',
+    'recover_cohere_in_place',
+    'record_whole_body',
+    'recover_in_place',
+)
 
 Sources = Mapping[str, WebCitationSource | DocumentCitationSource]
 
@@ -62,6 +69,7 @@ def recover_in_place(
     marker_sources: Sources | None = None,
     raw: bool = True,
     tap: PerplexityTap | None = None,
+    cohere_tap: CohereTap | None = None,
 ) -> Recovery:
     """Fill `response`'s `TextPart.citations` from data Pydantic AI left raw, IN PLACE (see the module docstring).
 
@@ -72,6 +80,7 @@ def recover_in_place(
         marker_sources: Sources by id for private-use markers; `None` leaves markers to the answer's own cleaning.
         raw: Recover raw formats.
         tap: The Perplexity Agent API tap the provider's HTTP client was made with.
+        cohere_tap: The Cohere tap the cohere client's HTTP client was made with.
     """
     before = {i: len(p.citations or []) for i, p in enumerate(response.parts) if isinstance(p, TextPart)}
     recovery = Recovery()
@@ -79,6 +88,8 @@ def recover_in_place(
         recovery.problems.extend(_markers_in_place(response, marker_sources))
     if raw:
         recovery.problems.extend(_raw_in_place(response, api, tap))
+    if raw and cohere_tap is not None:
+        recovery.problems.extend(recover_cohere_in_place(response, cohere_tap))
     for index, count in before.items():
         part = response.parts[index]
         assert isinstance(part, TextPart)
@@ -163,3 +174,37 @@ def raw_annotations_problem(api: ApiLabel, settings: Mapping[str, object] | None
         'annotations (code interpreter files) without it, so any such citation in this response was lost. '
         f'Leave the setting to `TrackCitations` or set `{RAW_ANNOTATIONS_SETTING}=True`.',
     )
+
+
+def recover_cohere_in_place(response: ModelResponse, tap: CohereTap) -> list[CitationProblem]:
+    """Turn the Cohere v2 citations of `response`'s tapped body into `TextPart.citations`, in place.
+
+    Citations whose start/end select their cited text become anchored citations on the (single) text part; the
+    others go to that part's `provider_details['citations']` (raw-only). Returns what could not be applied.
+    """
+    body = tap.body_for(response.provider_response_id)
+    if body is None:
+        return []
+    text, recovery = recover_cohere_from_body(body)
+    texts = [(i, p) for i, p in enumerate(response.parts) if isinstance(p, TextPart)]
+    if not recovery.citations and not recovery.raw_only:
+        return list(recovery.problems)
+    if len(texts) != 1 or texts[0][1].content != text:
+        return [
+            *recovery.problems,
+            CitationProblem(
+                'unmapped_provider_citation',
+                'The Cohere response text differs from the tapped body, so its citations cannot be placed.',
+            ),
+        ]
+    _, part = texts[0]
+    citations = recovery.citations.get(0, [])
+    if citations:
+        part.citations = [*(part.citations or []), *citations]
+    if recovery.raw_only:
+        details = dict(part.provider_details or {})
+        kept = details.get('citations')
+        kept_list: list[object] = list(cast(list[object], kept)) if isinstance(kept, list) else []
+        details['citations'] = [*kept_list, *(r.raw for r in recovery.raw_only)]
+        part.provider_details = details
+    return list(recovery.problems)

@@ -34,6 +34,7 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Sequence
 from typing import cast
 
+import httpx
 import httpx2
 from pydantic import JsonValue
 from pydantic_ai.exceptions import UserError
@@ -42,7 +43,7 @@ from ._problems import CitationProblem
 from .formats._sse import SseDecoder, load_json
 from .formats.perplexity import PERPLEXITY_ONLY_ITEMS, AgentStreamCollector
 
-__all__ = ('PerplexityTap', 'perplexity_http_client')
+__all__ = ('CohereTap', 'PerplexityTap', 'cohere_http_client', 'perplexity_http_client')
 
 
 class PerplexityTap:
@@ -272,6 +273,82 @@ class _TapStream(httpx2.AsyncByteStream):
                 self._tap._register(self._collector)  # pyright: ignore[reportPrivateUsage]
             else:
                 self._collector.report(CitationProblem('unreadable_raw_data', 'An SSE event is not a JSON object.'))
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+class CohereTap:
+    """Records each Cohere v2 chat response body that passes an HTTP client, by the response `id`.
+
+    Pydantic AI 2.68's `CohereModel` keeps none of the body's `citations`. Build the cohere SDK's client with
+    `httpx_client=cohere_http_client(tap)` and give it to `CohereProvider(cohere_client=...)`; after a request,
+    `tap.body_for(model_response.provider_response_id)` returns that response's body. Non-streamed bodies only.
+    """
+
+    def __init__(self, *, max_responses: int = 256, hosts: Sequence[str] = ('api.cohere.com',)) -> None:
+        """Create a tap.
+
+        Args:
+            max_responses: How many bodies to keep, newest first; older ones are evicted.
+            hosts: Hosts whose `.../chat` endpoint is tapped.
+        """
+        if max_responses < 1:
+            raise UserError(f'`max_responses` must be at least 1, got {max_responses!r}.')
+        self.max_responses = max_responses
+        self.hosts = tuple(hosts)
+        self._bodies: OrderedDict[str, dict[str, JsonValue]] = OrderedDict()
+
+    def body_for(self, response_id: str | None) -> dict[str, JsonValue] | None:
+        """The body of the response with this id, or `None` if it was not seen (or was evicted)."""
+        return None if response_id is None else self._bodies.get(response_id)
+
+    def transport(self, inner: httpx.AsyncBaseTransport | None = None) -> httpx.AsyncBaseTransport:
+        """Wrap `inner` (default: a new `httpx.AsyncHTTPTransport()`) so its Cohere chat responses are recorded."""
+        return _CohereTapTransport(self, inner if inner is not None else httpx.AsyncHTTPTransport())
+
+    def _record(self, body: dict[str, JsonValue]) -> None:
+        rid = body.get('id')
+        if not isinstance(rid, str):
+            return
+        self._bodies[rid] = body
+        self._bodies.move_to_end(rid)
+        while len(self._bodies) > self.max_responses:
+            self._bodies.popitem(last=False)
+
+
+def cohere_http_client(
+    tap: CohereTap, *, transport: httpx.AsyncBaseTransport | None = None, timeout: float | None = 600.0
+) -> httpx.AsyncClient:
+    """An `httpx.AsyncClient` (the cohere SDK's HTTP library) whose Cohere chat responses feed `tap`."""
+    return httpx.AsyncClient(transport=tap.transport(transport), timeout=timeout)
+
+
+class _CohereTapTransport(httpx.AsyncBaseTransport):
+    def __init__(self, tap: CohereTap, inner: httpx.AsyncBaseTransport) -> None:
+        self._tap = tap
+        self._inner = inner
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        response = await self._inner.handle_async_request(request)
+        wanted = request.url.host in self._tap.hosts and request.url.path.rstrip('/').endswith('/chat')
+        if not wanted or response.status_code >= 400 or 'json' not in response.headers.get('content-type', ''):
+            return response
+        stream = cast(httpx.AsyncByteStream, response.stream)
+        try:
+            raw = b''.join([chunk async for chunk in stream])
+        finally:
+            await stream.aclose()
+        body_bytes = _decode_body(raw, response.headers.get('content-encoding', ''))
+        try:
+            body: object = json.loads(body_bytes) if body_bytes is not None else None
+        except ValueError:
+            body = None
+        if isinstance(body, dict):
+            self._tap._record(cast(dict[str, JsonValue], body))  # pyright: ignore[reportPrivateUsage]
+        return httpx.Response(
+            response.status_code, headers=response.headers, content=raw, request=request, extensions=response.extensions
+        )
 
     async def aclose(self) -> None:
         await self._inner.aclose()

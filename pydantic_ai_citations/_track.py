@@ -72,7 +72,7 @@ from ._observation import (
 )
 from ._problems import CitationProblem
 from ._recover import MarkerSources, raw_annotations_problem, record_whole_body, recover_in_place
-from ._tap import PerplexityTap
+from ._tap import CohereTap, PerplexityTap
 from ._wrappers import StreamWatch
 from .formats.markup import MARKER_START
 from .formats.openai_placement import check_marker_placement
@@ -122,6 +122,9 @@ class TrackCitations(AbstractCapability[Any]):
     """The `PerplexityTap` your Perplexity (Agent API) provider's HTTP client was made with
     (`perplexity_http_client(tap)`): its search results become `[N]` citations on the text, and a stream it saw end
     without `response.completed` makes the answer incomplete. Default `None`."""
+    cohere_tap: CohereTap | None = None
+    """The `CohereTap` your `CohereProvider`'s cohere client was made with (`httpx_client=cohere_http_client(tap)`):
+    the Cohere v2 citations `CohereModel` drops become citations on the text. Default `None`."""
     marker_sources: MarkerSources | None = None
     """Sources by id for OpenAI-style private-use markers (`\\ue200cite\\ue202<id>\\ue201`) that a model writes when
     it was given sources rendered with `formats.openai_markers.render_source`: a mapping, or a function of the run
@@ -277,7 +280,12 @@ class TrackCitations(AbstractCapability[Any]):
             if isinstance(part, TextPart) and MARKER_START in part.content:  # (it reports unknown ids itself)
                 self.add_run_problems(check_marker_placement(part.content, part_index=index))
         recovery = recover_in_place(
-            response, api=request.info.api, marker_sources=sources, raw=self.recover_raw, tap=self.perplexity_tap
+            response,
+            api=request.info.api,
+            marker_sources=sources,
+            raw=self.recover_raw,
+            tap=self.perplexity_tap,
+            cohere_tap=self.cohere_tap,
         )
         for index, count in recovery.added.items():
             request.recovered[index] = count

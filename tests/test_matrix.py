@@ -162,10 +162,10 @@ def test_default_matrix_values(default_matrix: CapabilityMatrix):
             },
             'cohere': {
                 'citations': 'recovered',
-                'anchor': 'n/a',
-                'sources': 'n/a',
+                'anchor': 'content',
+                'sources': 'document',
                 'stream': 'n/a',
-                'replay': 'n/a',
+                'replay': 'no',
                 'handoff': 'plain text',
                 'structured': 'no switch',
                 'wire': '100%',

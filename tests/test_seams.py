@@ -89,16 +89,7 @@ CUTS_PER_PATH = 2
 but the finish). `test_cut_at_every_boundary` cuts `stream_cited` at every boundary (an even spread of 12 for long
 streams), so the suite stays fast while every streamed recording is cut at many places."""
 
-PENDING: frozenset[str] = frozenset(
-    {
-        'cohere-citations-iter',
-        'cohere-citations-run',
-        'cohere-citations-store',
-        'tool_choice_matrix[auto-cohere]-iter',
-        'tool_choice_matrix[auto-cohere]-run',
-        'tool_choice_matrix[auto-cohere]-store',
-    }
-)
+PENDING: frozenset[str] = frozenset()
 """Parameter ids that fail on main today because the fixes of issue 12 have not landed yet; they are run on the seam
 branch and listed with their failures in coord/seam-failures.md. Empty when every seam holds."""
 

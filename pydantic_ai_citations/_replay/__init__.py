@@ -8,6 +8,7 @@ class over an offline transport (`_build`) and the AWS event-stream framing (`_e
 from ._build import (
     ReplayTransport,
     build_model,
+    cohere_tap_for,
     copy_settings,
     httpx2_client,
     mock_transport,
@@ -42,6 +43,7 @@ __all__ = (
     'RecordingLayout',
     'ReplayTransport',
     'build_model',
+    'cohere_tap_for',
     'copy_settings',
     'decode_event_stream',
     'encode_event_stream',

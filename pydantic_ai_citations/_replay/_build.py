@@ -32,11 +32,12 @@ from ._recording import ENDPOINT_PATHS, Recording, RecordingError
 if TYPE_CHECKING:
     from pydantic_ai.models import Model
 
-    from .._tap import PerplexityTap
+    from .._tap import CohereTap, PerplexityTap
 
 __all__ = (
     'ReplayTransport',
     'build_model',
+    'cohere_tap_for',
     'copy_settings',
     'httpx2_client',
     'mock_transport',
@@ -251,13 +252,32 @@ def _cohere(recording: Recording, transport: ReplayTransport) -> Model:
     from pydantic_ai.models.cohere import CohereModel
     from pydantic_ai.providers.cohere import CohereProvider
 
+    from .._tap import CohereTap, cohere_http_client
+
+    # Served through the package's Cohere tap, as an application would set it up: `CohereModel` keeps no citations.
+    tap = CohereTap()
     client = AsyncClientV2(
         api_key=_DUMMY_KEY,
         base_url='https://api.cohere.com',
-        httpx_client=httpx.AsyncClient(transport=mock_transport(transport, httpx)),
+        httpx_client=cohere_http_client(tap, transport=mock_transport(transport, httpx)),
     )
     provider = CohereProvider(cohere_client=client)
-    return CohereModel(recording.model_name, provider=provider, settings=copy_settings(recording))
+    model = CohereModel(recording.model_name, provider=provider, settings=copy_settings(recording))
+    _COHERE_TAPS[id(model)] = (weakref.ref(model), tap)
+    weakref.finalize(model, _COHERE_TAPS.pop, id(model), None)
+    return model
+
+
+_COHERE_TAPS: dict[int, tuple[weakref.ref[Model], CohereTap]] = {}
+"""The tap of each live Cohere replay model, by model id; an entry goes when its model is collected."""
+
+
+def cohere_tap_for(model: Model) -> CohereTap | None:
+    """The `CohereTap` a Cohere replay model was built with, for `TrackCitations(cohere_tap=...)`."""
+    found = _COHERE_TAPS.get(id(model))
+    if found is None or found[0]() is not model:  # models are unhashable: keyed by id, checked by weak reference
+        return None
+    return found[1]
 
 
 class _BotoRawBody:

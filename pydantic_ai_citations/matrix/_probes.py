@@ -48,7 +48,14 @@ from .._answer import CitedAnswer, last_response
 from .._guard import scan_citation_markup
 from .._models import ApiLabel
 from .._problems import shorten
-from .._replay import Recording, RecordingError, load_recording, perplexity_tap_for, sharing_sdk_setup
+from .._replay import (
+    Recording,
+    RecordingError,
+    cohere_tap_for,
+    load_recording,
+    perplexity_tap_for,
+    sharing_sdk_setup,
+)
 from .._track import CitedRun, TrackCitations
 from ..formats.markup import scan_markup
 from ..formats.openai_placement import PLACEMENT_CODES
@@ -309,7 +316,9 @@ async def _run(
     output_type: Any = str,
     recover: bool = True,
 ) -> tuple[CitedRun, list[ModelMessage]]:
-    track = TrackCitations(recover_raw=recover, perplexity_tap=perplexity_tap_for(model))
+    track = TrackCitations(
+        recover_raw=recover, perplexity_tap=perplexity_tap_for(model), cohere_tap=cohere_tap_for(model)
+    )
     agent = Agent(model, capabilities=[track, *capabilities], output_type=output_type)
     with warnings.catch_warnings():
         warnings.simplefilter('ignore')  # probes expect the warnings the package and SDKs give (deprecated models…)

@@ -43,7 +43,7 @@ from pydantic_ai.settings import ModelSettings
 from .._answer import CitedAnswer
 from .._history import CleanStaleCitations
 from .._render import render_html, render_markdown
-from .._replay import RawResponse, Recording, load_recording
+from .._replay import RawResponse, Recording, cohere_tap_for, load_recording
 from .._store import SQLiteConversationStore
 from .._stream import FinalAnswer, TextChunk, stream_cited
 from .._track import TrackCitations
@@ -793,8 +793,8 @@ class _Checker:
     def agent(
         self, cut: int | None, sent: list[dict[str, JsonValue]]
     ) -> tuple[AbstractAgent[Any, Any], TrackCitations]:
-        track = TrackCitations()
         model = self.subject.make(cut, sent)
+        track = TrackCitations(cohere_tap=cohere_tap_for(model))  # as an application with a Cohere tap sets it up
         self.runs += 1
         return cast(AbstractAgent[Any, Any], self.factory(model, [track])), track
 
