@@ -9,13 +9,14 @@ turns "no server" into a failure instead of a skip.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
 import shutil
 import socket
 import subprocess
 import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Generator
 from pathlib import Path
 
 DSN_VAR = 'PYDANTIC_AI_CITATIONS_POSTGRES_DSN'
@@ -43,10 +44,10 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def throwaway_cluster() -> Iterator[str]:
+def throwaway_cluster() -> Generator[str, None, None]:
     """Start a cluster, yield its DSN, stop and remove it. Raises `NoServer` with the reason when it cannot."""
     try:
-        import psycopg  # noqa: F401
+        importlib.import_module('psycopg')
     except ImportError as e:
         raise NoServer(f'psycopg is not installed ({e})') from e
     bin_dir = _bin_dir()
@@ -58,7 +59,10 @@ def throwaway_cluster() -> Iterator[str]:
         shutil.chown(root, 'postgres')
         as_user = ['runuser', '-u', 'postgres', '--']
     data, port = root / 'data', _free_port()
-    run = lambda *args: subprocess.run([*as_user, *args], check=True, capture_output=True, timeout=120)  # noqa: E731
+
+    def run(*args: str) -> subprocess.CompletedProcess[bytes]:
+        return subprocess.run([*as_user, *args], check=True, capture_output=True, timeout=120)
+
     try:
         try:
             run(str(bin_dir / 'initdb'), '-D', str(data), '--auth=trust', '-U', 'postgres', '-E', 'UTF8')
@@ -79,9 +83,10 @@ def throwaway_cluster() -> Iterator[str]:
 def fresh_schema(dsn: str) -> str:
     """A new empty schema on the server; the DSN whose connections use it (each test starts from nothing)."""
     import psycopg
+    from psycopg import sql
     from psycopg.conninfo import make_conninfo
 
     name = f't_{uuid.uuid4().hex[:12]}'
     with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(f'CREATE SCHEMA {name}')  # pyright: ignore[reportArgumentType]
+        conn.execute(sql.SQL('CREATE SCHEMA {}').format(sql.Identifier(name)))
     return make_conninfo(dsn, options=f'-c search_path={name}')

@@ -22,7 +22,7 @@ from pydantic_ai.messages import (
     TextPart,
     WebCitationSource,
 )
-from pydantic_ai.models.openai import OpenAIChatModel, OpenAIResponsesModel
+from pydantic_ai.models.openai import OpenAIChatModel, OpenAIChatModelSettings, OpenAIResponsesModel
 from pydantic_ai.providers.openai import OpenAIProvider
 
 from pydantic_ai_citations import PerplexityTap, perplexity_http_client
@@ -337,8 +337,18 @@ event_types = st.sampled_from(
         'other',
     ]
 )
+
+
+def event(t: str, extra: dict[str, Any]) -> dict[str, Any]:
+    return {**extra, 'type': t}
+
+
+def result_obj(i: int, u: str) -> dict[str, Any]:
+    return {'id': i, 'url': u, 'title': 't', 'snippet': 's'}
+
+
 events = st.builds(
-    lambda t, extra: {**extra, 'type': t},  # pyright: ignore[reportUnknownLambdaType]
+    event,
     event_types,
     st.dictionaries(
         st.sampled_from(['delta', 'results', 'item', 'response', 'error', 'item_id', 'content_index', 'message']),
@@ -347,7 +357,7 @@ events = st.builds(
     ),
 )
 result_objs = st.builds(
-    lambda i, u: {'id': i, 'url': u, 'title': 't', 'snippet': 's'},  # pyright: ignore[reportUnknownLambdaType]
+    result_obj,
     st.integers(0, 5),
     st.sampled_from(['https://a', 'https://b']),
 )
@@ -624,7 +634,8 @@ def sonar_agent(json_body: bytes, sse_body: bytes) -> Agent[None, str]:
     client = httpx2.AsyncClient(transport=httpx2.MockTransport(handler))
     provider = OpenAIProvider(base_url='https://api.perplexity.ai', api_key='x', http_client=client)
     return Agent(
-        OpenAIChatModel('sonar', provider=provider), model_settings={'openai_include_unmapped_response_data': True}
+        OpenAIChatModel('sonar', provider=provider),
+        model_settings=OpenAIChatModelSettings(openai_include_unmapped_response_data=True),
     )
 
 

@@ -10,6 +10,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from inline_snapshot import snapshot
+from pydantic import JsonValue
 from pydantic_ai import Agent
 from pydantic_ai.messages import (
     Citation,
@@ -22,7 +23,7 @@ from pydantic_ai.messages import (
     WebCitationSource,
 )
 from pydantic_ai.models.anthropic import AnthropicModel
-from pydantic_ai.models.openai import OpenAIResponsesModel
+from pydantic_ai.models.openai import OpenAIResponsesModel, OpenAIResponsesModelSettings
 from pydantic_ai.providers.anthropic import AnthropicProvider
 from pydantic_ai.providers.openai import OpenAIProvider
 
@@ -97,7 +98,7 @@ async def test_container_file_citation_through_openai_responses(raw_annotations:
     provider = OpenAIProvider(api_key='x', http_client=json_client(CONTAINER_BODY))
     agent = Agent(
         OpenAIResponsesModel('gpt-5', provider=provider),
-        model_settings={'openai_include_raw_annotations': raw_annotations},
+        model_settings=OpenAIResponsesModelSettings(openai_include_raw_annotations=raw_annotations),
     )
     response = (await agent.run('plot')).response
     part = response.parts[0]
@@ -213,7 +214,7 @@ def test_cohere_real_bodies(corpus: Path):
 
 
 def test_cohere_mismatch_is_raw_only():
-    body: Any = {
+    body: dict[str, Any] = {
         'message': {
             'content': [{'type': 'text', 'text': 'hello world'}],
             'citations': [
@@ -309,13 +310,13 @@ async def test_anthropic_search_result_location_survival():
 )
 def test_anthropic_search_source_kind_same_on_both_paths(source: str, kind: str):
     """Recovered search_result_location citations and `anthropic_search_results.resolve` make the same kind of source."""
-    body = {
+    body: dict[str, JsonValue] = {
         **ANTHROPIC_BODY,
         'content': [{'type': 'text', 'text': 'T.', 'citations': [{**SEARCH_LOCATION, 'source': source}]}],
     }
     [[citation]] = recover_search_result_locations_from_body(body).citations.values()
     [recovered] = citation.sources
-    messages = [
+    messages: list[dict[str, JsonValue]] = [
         {
             'role': 'user',
             'content': [

@@ -489,7 +489,7 @@ async def test_run_stream_keeps_fingerprints() -> None:
     from pydantic_ai.models.test import TestModel
 
     @dataclasses.dataclass
-    class AddCitation(AbstractCapability[None]):
+    class AddCitation(AbstractCapability[object]):
         async def after_model_request(
             self, ctx: Any, *, request_context: Any, response: ModelResponse
         ) -> ModelResponse:
@@ -498,7 +498,8 @@ async def test_run_stream_keeps_fingerprints() -> None:
                     part.citations = [Citation([web('https://a')], anchor=ContentCitationAnchor(start=0, end=5))]
             return response
 
-    agent = Agent(TestModel(custom_output_text='hello world'), capabilities=[CleanStaleCitations(), AddCitation()])
+    capabilities: list[AbstractCapability[object]] = [CleanStaleCitations(), AddCitation()]
+    agent = Agent(TestModel(custom_output_text='hello world'), capabilities=capabilities)
     async with agent.run_stream('q') as run:
         await run.get_output()
     response = run.all_messages()[-1]

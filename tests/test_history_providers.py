@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import httpx2
@@ -86,7 +86,7 @@ ANTHROPIC_CITED = {
     'id': 'msg_1',
     'content': [{'type': 'text', 'text': ANTHROPIC_TEXT, 'citations': [ANTHROPIC_RAW]}],
 }
-RESPONSES_OK = {
+RESPONSES_OK: dict[str, Any] = {
     'id': 'resp_2',
     'object': 'response',
     'created_at': 0,
@@ -113,7 +113,7 @@ RESPONSES_OK = {
     },
 }
 _start = OPENAI_TEXT.index(OPENAI_LINK)
-RESPONSES_CITED = {
+RESPONSES_CITED: dict[str, Any] = {
     **RESPONSES_OK,
     'id': 'resp_1',
     'output': [
@@ -249,8 +249,12 @@ def bedrock_model(sent: Sent) -> Model:
     from pydantic_ai.models.bedrock import BedrockConverseModel
     from pydantic_ai.providers.bedrock import BedrockProvider
 
-    client = boto3.client(
-        'bedrock-runtime', region_name='us-east-1', aws_access_key_id='test', aws_secret_access_key='test'
+    # boto3 ships without type hints (no stubs installed): its client is untyped.
+    client = cast(
+        Any,
+        boto3.client(  # pyright: ignore[reportUnknownMemberType]
+            'bedrock-runtime', region_name='us-east-1', aws_access_key_id='test', aws_secret_access_key='test'
+        ),
     )
 
     class Raw:
@@ -349,15 +353,17 @@ def fingerprint_strings(messages: list[ModelMessage]) -> set[str]:
     return out
 
 
+def provider(factory: Callable[[Sent], Model], id: str) -> Any:
+    return pytest.param(factory, id=id)
+
+
 PROVIDERS: list[Any] = [
-    pytest.param(lambda sent: anthropic_model(sent, json_response(ANTHROPIC_OK)), id='anthropic'),
-    pytest.param(lambda sent: responses_model(sent, json_response(RESPONSES_OK)), id='openai-responses'),
-    pytest.param(lambda sent: chat_model(sent, json_response(CHAT_OK)), id='openai-chat'),
-    pytest.param(
-        lambda sent: openrouter_model(sent, json_response({**CHAT_OK, 'provider': 'OpenAI'})), id='openrouter'
-    ),
-    pytest.param(lambda sent: google_model(sent, json_response(GOOGLE_OK)), id='google'),
-    pytest.param(lambda sent: mistral_model(sent, json_response(CHAT_OK)), id='mistral'),
+    provider(lambda sent: anthropic_model(sent, json_response(ANTHROPIC_OK)), id='anthropic'),
+    provider(lambda sent: responses_model(sent, json_response(RESPONSES_OK)), id='openai-responses'),
+    provider(lambda sent: chat_model(sent, json_response(CHAT_OK)), id='openai-chat'),
+    provider(lambda sent: openrouter_model(sent, json_response({**CHAT_OK, 'provider': 'OpenAI'})), id='openrouter'),
+    provider(lambda sent: google_model(sent, json_response(GOOGLE_OK)), id='google'),
+    provider(lambda sent: mistral_model(sent, json_response(CHAT_OK)), id='mistral'),
     pytest.param(groq_model, id='groq'),
     pytest.param(cohere_model, id='cohere'),
     pytest.param(bedrock_model, id='bedrock'),
@@ -434,7 +440,7 @@ async def test_anthropic_replay_unchanged_and_after_edit() -> None:
 @pytest.mark.anyio
 async def test_openai_responses_replay_unchanged() -> None:
     history = cited_history()
-    bodies = []
+    bodies: Sent = []
     for capabilities in ([CleanStaleCitations()], []):
         sent: Sent = []
         agent = Agent(responses_model(sent, json_response(RESPONSES_OK)), capabilities=capabilities)

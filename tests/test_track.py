@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pytest
 from inline_snapshot import snapshot
 from pydantic_ai import Agent, AgentRunResultEvent, DocumentCitationSource, WebCitationSource
@@ -7,7 +9,7 @@ from pydantic_ai.capabilities import Citations
 from pydantic_ai.models.fallback import FallbackModel
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from pydantic_ai_citations import TrackCitations
+from pydantic_ai_citations import CitedRun, TrackCitations
 from pydantic_ai_citations.testing import CITING_STYLES, CitingModel, CitingStyle, ScriptedCitation, ScriptedStreamError
 
 pytestmark = pytest.mark.anyio
@@ -22,7 +24,7 @@ def _model(style: CitingStyle, **kw: object) -> CitingModel:
     return CitingModel(TEXT, [ScriptedCitation('K2 is 8,611 m tall.', sources)], style=style, **kw)  # type: ignore[arg-type]
 
 
-def _summary(run: object) -> list[tuple[str, str, bool, list[tuple[str, list[str], list[str]]]]]:
+def _summary(run: CitedRun) -> list[tuple[str, str, bool, list[tuple[str, Sequence[str], Sequence[str]]]]]:
     return [
         (
             r.api,
@@ -30,7 +32,7 @@ def _summary(run: object) -> list[tuple[str, str, bool, list[tuple[str, list[str
             r.streamed,
             [(p.arrival, p.anchor_kinds, p.source_kinds) for p in r.parts if p.citations],
         )
-        for r in run.requests  # type: ignore[attr-defined]
+        for r in run.requests
     ]
 
 
