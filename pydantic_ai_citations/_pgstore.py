@@ -13,7 +13,7 @@ Install with the `postgres` extra: `pip install 'pydantic-ai-citations[postgres]
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
 from typing import Any, LiteralString, TypeVar, cast
 
@@ -29,7 +29,7 @@ from pydantic_ai.conversation_store import (
 from pydantic_ai.exceptions import UserError
 
 from . import _store_sql as sql
-from ._problems import PROBLEM_CODES, CitationProblem, ProblemCode
+from ._problems import CitationProblem
 from ._store import (
     SCHEMA_VERSION,
     StoredAnswer,
@@ -46,8 +46,8 @@ from ._store import (
     _record_statements,  # pyright: ignore[reportPrivateUsage]
     _records_query,  # pyright: ignore[reportPrivateUsage]
     _stored_answer,  # pyright: ignore[reportPrivateUsage]
+    _StoredAnswers,  # pyright: ignore[reportPrivateUsage]
 )
-from ._urls import bare_host
 
 try:
     from psycopg import AsyncConnection
@@ -117,7 +117,7 @@ async def _backfill_answers(conn: _Conn) -> None:
         await _execute_all(conn, _answer_statements([_answer_row(entry_id, owner, message)]))
 
 
-class PostgresConversationStore(ConversationStore):
+class PostgresConversationStore(_StoredAnswers, ConversationStore):
     """Pydantic AI's `ConversationStore` on PostgreSQL, with `SQLiteConversationStore`'s citation queries.
 
     ```python
@@ -335,48 +335,7 @@ class PostgresConversationStore(ConversationStore):
 
         return await self._query(read)
 
-    # --- citations (as `SQLiteConversationStore`) ---
-
-    async def answer(self, entry_id: str) -> StoredAnswer | None:
-        """The stored answer of the response with this entry id, or `None`."""
-        found = await self._answers(sql.BY_ENTRY, (entry_id,))
-        return found[0] if found else None
-
-    async def answers_citing(self, *, url: str | None = None, domain: str | None = None) -> list[StoredAnswer]:
-        """Stored answers citing `url` exactly, or any URL on `domain` (or its subdomains; `www.` ignored).
-
-        Raises:
-            UserError: Not exactly one of `url` and `domain` is given.
-        """
-        if (url is None) == (domain is None):
-            raise UserError(f'Pass exactly one of `url` and `domain`, got url={url!r}, domain={domain!r}.')
-        if url is not None:
-            return await self._answers(sql.CITING_URL, (url,))
-        host = bare_host(cast(str, domain))
-        return await self._answers(sql.CITING_DOMAIN, (host, host))
-
-    async def answers_with_problem(self, code: ProblemCode) -> list[StoredAnswer]:
-        """Stored answers whose `CitedAnswer.problems` include `code`.
-
-        Raises:
-            UserError: `code` is not a `ProblemCode`.
-        """
-        if code not in PROBLEM_CODES:
-            raise UserError(f'Unknown problem code {code!r}; expected one of {", ".join(PROBLEM_CODES)}.')
-        return await self._answers(sql.WITH_PROBLEM, (code,))
-
-    async def iter_answers(self, *, batch_size: int = 500) -> AsyncIterator[StoredAnswer]:
-        """Every stored answer, by entry id, read `batch_size` at a time: memory stays bounded (audits)."""
-        if batch_size < 1:
-            raise UserError(f'`batch_size` must be at least 1, got {batch_size!r}.')
-        after = ''
-        while True:
-            page = await self._answers(sql.AFTER_ENTRY, (after,), order=sql.BY_ENTRY_ID, limit=batch_size)
-            for stored in page:
-                yield stored
-            if len(page) < batch_size:
-                return
-            after = page[-1].entry_id
+    # --- citations: the queries are `_StoredAnswers`'; this runs their statements ---
 
     async def _answers(
         self, where: str, params: tuple[object, ...], *, order: str = sql.BY_STORED, limit: int | None = None

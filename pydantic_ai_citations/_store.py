@@ -21,6 +21,7 @@ import importlib.metadata
 import sqlite3
 import threading
 import uuid
+from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import KW_ONLY, dataclass
 from datetime import UTC, datetime
@@ -427,7 +428,58 @@ def _plan_edit(
 # --- the store ------------------------------------------------------------------------------------------------------
 
 
-class SQLiteConversationStore(ConversationStore):
+class _StoredAnswers(ABC):
+    """The citation queries, answered the same way by both backends: each runs the shared statements in `_answers`."""
+
+    @abstractmethod
+    async def _answers(
+        self, where: str, params: tuple[object, ...], *, order: str = sql.BY_STORED, limit: int | None = None
+    ) -> list[StoredAnswer]: ...
+
+    async def answer(self, entry_id: str) -> StoredAnswer | None:
+        """The stored answer of the response with this entry id, or `None`."""
+        found = await self._answers(sql.BY_ENTRY, (entry_id,))
+        return found[0] if found else None
+
+    async def answers_citing(self, *, url: str | None = None, domain: str | None = None) -> list[StoredAnswer]:
+        """Stored answers citing `url` exactly, or any URL on `domain` (or its subdomains; `www.` ignored).
+
+        Raises:
+            UserError: Not exactly one of `url` and `domain` is given.
+        """
+        if (url is None) == (domain is None):
+            raise UserError(f'Pass exactly one of `url` and `domain`, got url={url!r}, domain={domain!r}.')
+        if url is not None:
+            return await self._answers(sql.CITING_URL, (url,))
+        assert domain is not None
+        host = bare_host(domain)
+        return await self._answers(sql.CITING_DOMAIN, (host, host))
+
+    async def answers_with_problem(self, code: ProblemCode) -> list[StoredAnswer]:
+        """Stored answers whose `CitedAnswer.problems` include `code`.
+
+        Raises:
+            UserError: `code` is not a `ProblemCode`.
+        """
+        if code not in PROBLEM_CODES:
+            raise UserError(f'Unknown problem code {code!r}; expected one of {", ".join(PROBLEM_CODES)}.')
+        return await self._answers(sql.WITH_PROBLEM, (code,))
+
+    async def iter_answers(self, *, batch_size: int = 500) -> AsyncIterator[StoredAnswer]:
+        """Every stored answer, by entry id, read `batch_size` at a time: memory stays bounded (audits)."""
+        if batch_size < 1:
+            raise UserError(f'`batch_size` must be at least 1, got {batch_size!r}.')
+        after = ''
+        while True:
+            page = await self._answers(sql.AFTER_ENTRY, (after,), order=sql.BY_ENTRY_ID, limit=batch_size)
+            for stored in page:
+                yield stored
+            if len(page) < batch_size:
+                return
+            after = page[-1].entry_id
+
+
+class SQLiteConversationStore(_StoredAnswers, ConversationStore):
     """Pydantic AI's `ConversationStore` on SQLite, keeping each answer's citations queryable.
 
     ```python
@@ -576,50 +628,6 @@ class SQLiteConversationStore(ConversationStore):
         if head_id is None or limit == 0:
             return []
         return await self._run(lambda conn: _read_chain(conn, head_id, limit))
-
-    # --- citations ---
-
-    async def answer(self, entry_id: str) -> StoredAnswer | None:
-        """The stored answer of the response with this entry id, or `None`."""
-        found = await self._answers(sql.BY_ENTRY, (entry_id,))
-        return found[0] if found else None
-
-    async def answers_citing(self, *, url: str | None = None, domain: str | None = None) -> list[StoredAnswer]:
-        """Stored answers citing `url` exactly, or any URL on `domain` (or its subdomains; `www.` ignored).
-
-        Raises:
-            UserError: Not exactly one of `url` and `domain` is given.
-        """
-        if (url is None) == (domain is None):
-            raise UserError(f'Pass exactly one of `url` and `domain`, got url={url!r}, domain={domain!r}.')
-        if url is not None:
-            return await self._answers(sql.CITING_URL, (url,))
-        assert domain is not None
-        host = bare_host(domain)
-        return await self._answers(sql.CITING_DOMAIN, (host, host))
-
-    async def answers_with_problem(self, code: ProblemCode) -> list[StoredAnswer]:
-        """Stored answers whose `CitedAnswer.problems` include `code`.
-
-        Raises:
-            UserError: `code` is not a `ProblemCode`.
-        """
-        if code not in PROBLEM_CODES:
-            raise UserError(f'Unknown problem code {code!r}; expected one of {", ".join(PROBLEM_CODES)}.')
-        return await self._answers(sql.WITH_PROBLEM, (code,))
-
-    async def iter_answers(self, *, batch_size: int = 500) -> AsyncIterator[StoredAnswer]:
-        """Every stored answer, by entry id, read `batch_size` at a time: memory stays bounded (audits)."""
-        if batch_size < 1:
-            raise UserError(f'`batch_size` must be at least 1, got {batch_size!r}.')
-        after = ''
-        while True:
-            page = await self._answers(sql.AFTER_ENTRY, (after,), order=sql.BY_ENTRY_ID, limit=batch_size)
-            for stored in page:
-                yield stored
-            if len(page) < batch_size:
-                return
-            after = page[-1].entry_id
 
     async def _answers(
         self, where: str, params: tuple[object, ...], *, order: str = sql.BY_STORED, limit: int | None = None
