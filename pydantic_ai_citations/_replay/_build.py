@@ -263,21 +263,16 @@ def _cohere(recording: Recording, transport: ReplayTransport) -> Model:
     )
     provider = CohereProvider(cohere_client=client)
     model = CohereModel(recording.model_name, provider=provider, settings=copy_settings(recording))
-    _COHERE_TAPS[id(model)] = (weakref.ref(model), tap)
-    weakref.finalize(model, _COHERE_TAPS.pop, id(model), None)
+    _remember_tap(model, tap)
     return model
-
-
-_COHERE_TAPS: dict[int, tuple[weakref.ref[Model], CohereTap]] = {}
-"""The tap of each live Cohere replay model, by model id; an entry goes when its model is collected."""
 
 
 def cohere_tap_for(model: Model) -> CohereTap | None:
     """The `CohereTap` a Cohere replay model was built with, for `TrackCitations(cohere_tap=...)`."""
-    found = _COHERE_TAPS.get(id(model))
-    if found is None or found[0]() is not model:  # models are unhashable: keyed by id, checked by weak reference
-        return None
-    return found[1]
+    from .._tap import CohereTap
+
+    tap = _tap_of(model)
+    return tap if isinstance(tap, CohereTap) else None
 
 
 class _BotoRawBody:
@@ -464,21 +459,33 @@ def _perplexity_agent(recording: Recording, transport: ReplayTransport) -> Model
     )
     provider = OpenAIProvider(openai_client=client)
     model = OpenAIResponsesModel(recording.model_name, provider=provider, settings=copy_settings(recording))
-    _TAPS[id(model)] = (weakref.ref(model), tap)
-    weakref.finalize(model, _TAPS.pop, id(model), None)
+    _remember_tap(model, tap)
     return model
 
 
-_TAPS: dict[int, tuple[weakref.ref[Model], PerplexityTap]] = {}
-"""The tap of each live Perplexity Agent replay model, by model id; an entry goes when its model is collected."""
+_TAPS: dict[int, tuple[weakref.ref[Model], PerplexityTap | CohereTap]] = {}
+"""The tap of each live replay model built with one (Perplexity Agent, Cohere), by model id; an entry goes when its
+model is collected."""
 
 
-def perplexity_tap_for(model: Model) -> PerplexityTap | None:
-    """The `PerplexityTap` a Perplexity Agent replay model was built with, for `TrackCitations(perplexity_tap=...)`."""
+def _remember_tap(model: Model, tap: PerplexityTap | CohereTap) -> None:
+    _TAPS[id(model)] = (weakref.ref(model), tap)
+    weakref.finalize(model, _TAPS.pop, id(model), None)
+
+
+def _tap_of(model: Model) -> PerplexityTap | CohereTap | None:
     found = _TAPS.get(id(model))
     if found is None or found[0]() is not model:  # models are unhashable: keyed by id, checked by weak reference
         return None
     return found[1]
+
+
+def perplexity_tap_for(model: Model) -> PerplexityTap | None:
+    """The `PerplexityTap` a Perplexity Agent replay model was built with, for `TrackCitations(perplexity_tap=...)`."""
+    from .._tap import PerplexityTap
+
+    tap = _tap_of(model)
+    return tap if isinstance(tap, PerplexityTap) else None
 
 
 def _mistral(recording: Recording, transport: ReplayTransport) -> Model:
