@@ -25,7 +25,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.openai import OpenAIChatModel, OpenAIChatModelSettings, OpenAIResponsesModel
 from pydantic_ai.providers.openai import OpenAIProvider
 
-from pydantic_ai_citations import PerplexityTap, perplexity_http_client
+from pydantic_ai_citations import PerplexityTap, TrackCitations, perplexity_http_client
 from pydantic_ai_citations.formats.numbered import NumberedMarker, extract_numbered
 from pydantic_ai_citations.formats.perplexity import (
     AgentStreamCollector,
@@ -252,8 +252,58 @@ def test_conflicting_id_is_reported_never_overwritten():
     c = AgentStreamCollector()
     c.feed_event(search(result(1, 'https://first')))
     c.feed_event(search(result(1, 'https://second')))
+    c.feed_event(search(result(1, 'https://second'), result(1, 'https://first')))  # seen before: nothing new
     assert c.results[1].url == 'https://first'
+    assert c.conflicts == {1: ('https://first', 'https://second')}
     assert [p.code for p in c.problems] == ['conflicting_source_id']
+    c.feed_event(search(result(1, 'https://third')))
+    assert c.conflicts == {1: ('https://first', 'https://second', 'https://third')}
+    assert [p.message for p in c.problems][-1] == (
+        "Search result id 1 arrived with two URLs ('https://second', then 'https://third'); "
+        'markers citing [1] are linked to neither.'
+    )
+
+
+def anchored(text: str, citation: Citation) -> str:
+    assert citation.anchor is not None
+    return text[citation.anchor.start : citation.anchor.end]
+
+
+def urls(citation: Citation) -> list[str]:
+    return [s.url for s in citation.sources if isinstance(s, WebCitationSource)]
+
+
+def test_conflicting_id_links_neither_url():
+    """Seed rule: `[2]` whose result id arrived with two URLs cites neither; the marker is a problem, with offsets."""
+    c = AgentStreamCollector()
+    c.feed_event(search(result(1, 'https://a'), result(2, 'https://first')))
+    c.feed_event(search(result(2, 'https://second')))
+    c.feed_event(delta('One [1]. Two [2]. Both [1, 2].', item_id='msg_a'))
+    c.feed_event(COMPLETED)
+    assert c.links == {1: 'https://a'}
+    assert c.unresolved == []
+    assert [(anchored(c.text, cit), urls(cit)) for cit in c.citations()] == [
+        ('[1]', ['https://a']),
+        ('[1, 2]', ['https://a']),
+    ]
+    assert [(p.code, p.start, p.end, p.detail) for p in c.problems] == [
+        ('conflicting_source_id', None, None, '2'),
+        ('conflicting_source_id', 13, 16, '[2]'),
+        ('conflicting_source_id', 23, 29, '[1, 2]'),
+    ]
+    assert "search result 2 arrived with different URLs ('https://first', 'https://second')" in c.problems[1].message
+    response = ModelResponse(parts=[TextPart('One [1]. Two [2]. Both [1, 2].', id='msg_a')])
+    problems = apply_agent_api(response, c)
+    assert [(p.code, p.part_index, p.start) for p in problems] == [
+        ('conflicting_source_id', None, None),
+        ('conflicting_source_id', 0, 13),
+        ('conflicting_source_id', 0, 23),
+    ]
+    part = response.parts[0]
+    assert isinstance(part, TextPart)
+    assert cited(part) == [('[1]', 'https://a'), ('[1, 2]', 'https://a')]
+    assert part.provider_details is not None
+    assert [(c['id'], c['url']) for c in part.provider_details['citations']] == [(1, 'https://a'), (1, 'https://a')]
 
 
 def test_conflicting_id_strict_raises():
@@ -414,14 +464,14 @@ def test_conflicting_ids_always_reported(pairs: list[tuple[int, str]]):
     for rid, url in pairs:
         c.feed_event(search(result(rid, url)))
     first: dict[int, str] = {}
-    conflicts = 0
+    seen: dict[int, list[str]] = {}
     for rid, url in pairs:
-        if rid not in first:
-            first[rid] = url
-        elif first[rid] != url:
-            conflicts += 1
+        first.setdefault(rid, url)
+        if url not in seen.setdefault(rid, []):
+            seen[rid].append(url)
     assert {k: v.url for k, v in c.results.items()} == first
-    assert sum(p.code == 'conflicting_source_id' for p in c.problems) == conflicts
+    assert c.conflicts == {rid: tuple(urls) for rid, urls in seen.items() if len(urls) > 1}
+    assert sum(p.code == 'conflicting_source_id' for p in c.problems) == sum(len(u) - 1 for u in seen.values())
 
 
 @settings(max_examples=100, deadline=None)
@@ -805,3 +855,51 @@ async def test_tap_unreadable_bodies():
     assert collector is not None
     assert [p.code for p in collector.problems] == ['unreadable_raw_data', 'unreadable_raw_data', 'stream_incomplete']
     assert [p.code for p in tap.problems] == ['unreadable_raw_data']
+
+
+def _conflicting_stream() -> bytes:
+    """The Agent API stream fixture with a second search event that re-sends result 2 with another URL."""
+    blocks = fixture_bytes('agent-api-stream.sse').decode().split('\n\n')
+    at = next(i for i, b in enumerate(blocks) if 'response.reasoning.search_results' in b) + 1
+    extra = search(result(2, 'https://elsewhere.example.com/other-page'))
+    blocks.insert(at, f'event: {extra["type"]}\ndata: {json.dumps(extra)}')
+    return '\n\n'.join(blocks).encode()
+
+
+def _conflicting_handler(request: httpx2.Request) -> httpx2.Response:
+    return httpx2.Response(200, headers={'content-type': 'text/event-stream'}, content=_conflicting_stream())
+
+
+@pytest.mark.anyio
+async def test_conflicting_urls_through_track_citations_link_neither():
+    tap = PerplexityTap()
+    track = TrackCitations(perplexity_tap=tap)
+    client = perplexity_http_client(tap, transport=httpx2.MockTransport(_conflicting_handler))
+    provider = OpenAIProvider(base_url='https://api.perplexity.ai/v1', api_key='x', http_client=client)
+    agent = Agent(OpenAIResponsesModel('sonar-pro', provider=provider), capabilities=[track])
+    async with agent.run_stream('What causes tides?') as result:
+        await result.get_output()
+    run = track.report(result)
+    answer = run.answer
+    linked = {source.url for source in answer.sources}
+    assert 'https://ocean.example.net/spring-neap' not in linked
+    assert 'https://elsewhere.example.com/other-page' not in linked
+    assert 'https://tides.example.org/moon-and-tides' in linked  # the other ids are still linked
+    conflicts = [p for p in run.problems if p.code == 'conflicting_source_id']
+    assert len(conflicts) == 3  # the id itself, then each of the two `[2]` markers (offsets into part 0)
+    for problem in conflicts[1:]:
+        assert problem.part_index == 0 and problem.start is not None and problem.end is not None
+        assert answer.text[problem.start : problem.end] == '[2]'
+
+
+@pytest.mark.anyio
+async def test_conflicting_urls_strict_tap_raises():
+    tap = PerplexityTap(strict=True)
+    client = perplexity_http_client(tap, transport=httpx2.MockTransport(_conflicting_handler))
+    provider = OpenAIProvider(base_url='https://api.perplexity.ai/v1', api_key='x', http_client=client)
+    agent = Agent(
+        OpenAIResponsesModel('sonar-pro', provider=provider), capabilities=[TrackCitations(perplexity_tap=tap)]
+    )
+    with pytest.raises(ConflictingSourceIdError, match='two URLs'):
+        async with agent.run_stream('What causes tides?') as result:
+            await result.get_output()

@@ -12,6 +12,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from inline_snapshot import snapshot
+from pydantic import JsonValue
 from pydantic_ai.exceptions import UserError
 
 from pydantic_ai_citations.formats.wire import (
@@ -165,6 +166,22 @@ def test_perplexity_agent_fixtures():
     assert kinds(count_wire_citations('perplexity-agent', body)) == {'search_result': 2, 'numbered_marker': 3}
     unresolved = [c for c in streamed if c.kind == 'numbered_marker' and c.url is None]
     assert [(c.document_id, c.start, c.end) for c in unresolved] == [('9', 185, 188)]
+
+
+def test_perplexity_agent_conflicting_result_counts_each_url():
+    """An id sent again with another URL is another object on the wire; markers citing it resolve to no URL."""
+    events = parse_sse((PPLX / 'agent-api-stream.sse').read_bytes())
+    resent: JsonValue = {
+        'type': 'response.reasoning.search_results',
+        'results': [{'id': 2, 'url': 'https://elsewhere.example'}],
+    }
+    counted = count_wire_citations('perplexity-agent', [*events[:5], resent, *events[5:]])
+    assert kinds(counted) == {'search_result': 5, 'numbered_marker': 5}
+    assert [c.url for c in counted if c.document_id == '2' and c.kind == 'search_result'] == [
+        'https://ocean.example.net/spring-neap',
+        'https://elsewhere.example',
+    ]
+    assert {c.url for c in counted if c.kind == 'numbered_marker' and c.document_id == '2'} == {None}
 
 
 def test_perplexity_sonar_fixtures():

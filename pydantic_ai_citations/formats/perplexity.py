@@ -61,8 +61,8 @@ PERPLEXITY_ONLY_ITEMS = frozenset({'search_results', 'fetch_url_results'})
 class ConflictingSourceIdError(ValueError):
     """Raised by a collector in `strict=True` mode when one search-result id arrives with two different URLs.
 
-    Without `strict`, the same situation is reported as a `conflicting_source_id` problem and the first URL is
-    kept. The `problem` attribute holds that problem.
+    Without `strict`, the same situation is reported as a `conflicting_source_id` problem and markers citing that
+    id are linked to neither URL. The `problem` attribute holds that problem.
     """
 
     def __init__(self, problem: CitationProblem) -> None:
@@ -155,8 +155,9 @@ class AgentStreamCollector:
     `feed_event`; read `citations()`, `markers`, `links`, `unresolved`, `problems` and `segments()` at any time
     (they reflect what has arrived so far). Search results are kept by their `id`: a later search event adds to
     them, re-sorted results keep their ids, and an id arriving again with a *different* URL is a
-    `conflicting_source_id` problem (the first URL is kept; `strict=True` raises `ConflictingSourceIdError`
-    instead).
+    `conflicting_source_id` problem: which page `[N]` meant cannot be told, so its markers are linked to neither
+    URL (each such marker is a `conflicting_source_id` problem with its offsets; the id is listed in `conflicts`).
+    `strict=True` raises `ConflictingSourceIdError` instead.
 
     Markers are found by `numbered.NumberedScanner`, with the package's one set of rules (no markers in code or in
     Markdown links). A marker at the very end of the text so far is held back until the next character decides it
@@ -175,7 +176,9 @@ class AgentStreamCollector:
         self.response_id: str | None = None
         """The response `id`, once an event or the body has carried it."""
         self.results: dict[int, SearchResult] = {}
-        """Search results by id, in order of first arrival."""
+        """Search results by id, in order of first arrival (for an id in `conflicts`, the first one that arrived)."""
+        self.conflicts: dict[int, tuple[str, ...]] = {}
+        """Ids that arrived with different URLs, each with every URL seen (in order). Never linked."""
         self.completed = False
         """True only after `response.completed` (or a non-streamed body with status `completed`)."""
         self.closed = False
@@ -339,16 +342,20 @@ class AgentStreamCollector:
         known = self.results.get(result.id)
         if known is None:
             self.results[result.id] = result
-        elif known.url != result.url:
-            problem = CitationProblem(
-                'conflicting_source_id',
-                f'Search result id {result.id} arrived with two URLs ({known.url!r}, then {result.url!r}); '
-                'the first is kept.',
-                detail=str(result.id),
-            )
-            if self.strict:
-                raise ConflictingSourceIdError(problem)
-            self._problems.append(problem)
+            return
+        urls = self.conflicts.get(result.id, (known.url,))
+        if result.url in urls:
+            return
+        problem = CitationProblem(
+            'conflicting_source_id',
+            f'Search result id {result.id} arrived with two URLs ({urls[-1]!r}, then {result.url!r}); '
+            f'markers citing [{result.id}] are linked to neither.',
+            detail=str(result.id),
+        )
+        if self.strict:
+            raise ConflictingSourceIdError(problem)
+        self.conflicts[result.id] = (*urls, result.url)
+        self._problems.append(problem)
 
     # -- output ----------------------------------------------------------------------------------------------
 
@@ -379,12 +386,15 @@ class AgentStreamCollector:
             for seg in self._segments.values()
             for m in seg.markers
             for number in m.numbers
-            if number in self.results
+            if number in self.results and number not in self.conflicts
         }
 
     @property
     def unresolved(self) -> list[int]:
-        """Cited ids with no search result (in order of first citation). They are kept, never re-pointed."""
+        """Cited ids with no search result (in order of first citation). They are kept, never re-pointed.
+
+        (Ids in `conflicts` have results, so they are not listed here; they are not linked either.)
+        """
         seen: dict[int, None] = {}
         for seg in self._segments.values():
             for m in seg.markers:
@@ -400,7 +410,7 @@ class AgentStreamCollector:
         `unresolved_marker` problems are for the decided markers (see `markers`), with offsets into `text`.
         """
         out = list(self._problems)
-        out.extend(self._resolve(self.markers).problems)
+        out.extend(self.resolve(self.markers).problems)
         if self.closed and not self.completed:
             out.append(CitationProblem('stream_incomplete', 'The response ended before `response.completed`.'))
         return out
@@ -415,7 +425,7 @@ class AgentStreamCollector:
                 seg.item_id,
                 seg.content_index,
                 seg.text,
-                self._resolve(seg.markers).citations,
+                self.resolve(seg.markers).citations,
                 list(seg.markers),
             )
             for seg in self._segments.values()
@@ -426,11 +436,41 @@ class AgentStreamCollector:
 
         A marker citing several ids (`[1, 2]`) gives one citation with a source per resolved id.
         """
-        return self._resolve(self.markers).citations
+        return self.resolve(self.markers).citations
 
-    def _resolve(self, markers: Sequence[NumberedMarker]) -> NumberedResolution:
-        """Resolve markers by search-result id (never by position)."""
-        return resolve_markers(markers, {rid: _web_source(r) for rid, r in self.results.items()})
+    def resolve(self, markers: Sequence[NumberedMarker]) -> NumberedResolution:
+        """Resolve markers (offsets kept) by search-result id, never by position.
+
+        A number in `conflicts` is linked to no source: it is left out of its marker's citation and reported as a
+        `conflicting_source_id` problem at the marker's offsets.
+        """
+        if not self.conflicts:
+            return resolve_markers(markers, self._sources())
+        kept: list[NumberedMarker] = []
+        problems: list[CitationProblem] = []
+        for m in markers:
+            for number in dict.fromkeys(n for n in m.numbers if n in self.conflicts):
+                urls = ', '.join(repr(u) for u in self.conflicts[number])
+                problems.append(
+                    CitationProblem(
+                        'conflicting_source_id',
+                        f'marker cites [{number}], but search result {number} arrived with different URLs ({urls}); '
+                        'linked to neither',
+                        start=m.start,
+                        end=m.end,
+                        detail=m.raw,
+                    )
+                )
+            kept.append(replace(m, numbers=tuple(n for n in m.numbers if n not in self.conflicts)))
+        resolution = resolve_markers(kept, self._sources())
+        return replace(resolution, problems=sorted([*resolution.problems, *problems], key=_problem_start))
+
+    def _sources(self) -> dict[int, WebCitationSource]:
+        return {rid: _web_source(r) for rid, r in self.results.items() if rid not in self.conflicts}
+
+
+def _problem_start(problem: CitationProblem) -> int:
+    return problem.start or 0
 
 
 def _web_source(result: SearchResult) -> WebCitationSource:
@@ -460,8 +500,9 @@ def apply_agent_api(response: ModelResponse, collector: AgentStreamCollector) ->
         The collector's problems (with `part_index` where they belong to one part) plus matching problems.
     """
     segments = [seg for seg in collector.segments() if seg.text]
-    problems: list[CitationProblem] = [p for p in collector.problems if p.code != 'unresolved_marker']
-    by_id = {rid: _web_source(r) for rid, r in collector.results.items()}
+    # Marker problems are reported per part below, with its index and offsets into the part's own text.
+    marker_problems = collector.resolve(collector.markers).problems
+    problems: list[CitationProblem] = [p for p in collector.problems if p not in marker_problems]
     used: set[int] = set()
     for part_index, part in enumerate(response.parts):
         if not isinstance(part, TextPart):
@@ -479,7 +520,7 @@ def apply_agent_api(response: ModelResponse, collector: AgentStreamCollector) ->
             continue
         used.add(match)
         seg = segments[match]
-        resolution = resolve_markers(seg.markers, by_id)
+        resolution = collector.resolve(seg.markers)
         problems.extend(replace(p, part_index=part_index) for p in resolution.problems)
         if part.citations or not resolution.citations:
             continue
@@ -496,7 +537,7 @@ def apply_agent_api(response: ModelResponse, collector: AgentStreamCollector) ->
                     'end': m.end,
                 }
                 for m in resolution.markers
-                for number in dict.fromkeys(m.numbers)
+                for number in dict.fromkeys(m.numbers)  # (a conflicting id is no longer among them)
                 if number in collector.results
             ],
         )

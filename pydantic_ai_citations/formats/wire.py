@@ -382,10 +382,13 @@ def _perplexity_agent(api: WireApi, objs: list[Mapping[str, object]]) -> Iterato
             title=result.title,
             document_id=str(result.id),
         )
+    for rid, urls in collector.conflicts.items():  # the same id sent again with another URL: another object
+        for url in urls[1:]:
+            yield WireCitation(api, 'search_result', _key('pplx-result', rid, url), url=url, document_id=str(rid))
     collector.close()  # the body or stream is all there is: decide a marker at the very end of the text
     for m in collector.markers:
         for number in dict.fromkeys(m.numbers):
-            result = collector.results.get(number)
+            result = None if number in collector.conflicts else collector.results.get(number)
             yield WireCitation(
                 api,
                 'numbered_marker',
