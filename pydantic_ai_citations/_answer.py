@@ -31,7 +31,9 @@ from pydantic_ai import (
     ToolCallPart,
     WebCitationSource,
 )
+from pydantic_ai.exceptions import UserError
 
+from ._checks import require_result, shown
 from ._problems import CitationProblem, shorten
 from .formats.markup import MARKER_END, MARKER_SEPARATOR, MARKER_START, strip_markup
 from .formats.perplexity import recover_sonar, sonar_result_urls
@@ -200,11 +202,24 @@ class CitedAnswer:
         A streamed result that has not completed (stopped early, broken) gives the text that arrived, with
         `complete=False` and a `stream_incomplete` problem; so does an `AgentRun` that has not reached its end.
         """
+        require_result(result, where='CitedAnswer.from_result')
         messages, stopped = run_messages(result)
         return cls.from_messages(messages, complete=False if stopped else None)
 
     def source(self, number: int) -> SourceRef:
-        """The source with this footnote number."""
+        """The source with this footnote number (`SourceRef.number`: 1-based, as shown to readers).
+
+        Raises:
+            UserError: `number` is not an int from 1 to `len(answer.sources)`.
+        """
+        count = len(self.sources)
+        given = cast(object, number)
+        if isinstance(given, bool) or not isinstance(given, int) or not 1 <= given <= count:
+            has = f'numbered 1 to {count}' if count else 'none'
+            raise UserError(
+                f'CitedAnswer.source({shown(number)}): `number` must be a source number (1-based, as shown to '
+                f'readers); this answer has {count} source(s): {has}.'
+            )
         return self.sources[number - 1]
 
     def span_text(self, span: CitedSpan) -> str:

@@ -52,6 +52,7 @@ from pydantic_ai.settings import ModelSettings
 from pydantic_ai.tools import RunContext
 
 from ._answer import CitedAnswer, last_response
+from ._checks import require, require_base_fields, require_bools, require_mapping, shown
 from ._guard import FieldPath, format_path
 from ._ledger import record_problems
 from ._problems import CitationProblem, shorten
@@ -485,6 +486,14 @@ class VerifyEvidence(AbstractCapability[object]):
     max_listed_ids: int = 50
     """How many valid ids the retry message lists at most (default 50)."""
 
+    def __post_init__(self) -> None:
+        require_bools('VerifyEvidence', check_quotes=self.check_quotes, require_sources=self.require_sources)
+        require_mapping('VerifyEvidence', 'extra_sources', self.extra_sources, str, str, 'a dict of source id to text')
+        require('VerifyEvidence', 'max_listed_ids', self.max_listed_ids, int, 'an int')
+        if self.max_listed_ids < 0:
+            raise UserError(f'VerifyEvidence: `max_listed_ids` must not be negative, got {self.max_listed_ids!r}.')
+        require_base_fields(self)
+
     async def for_run(self, ctx: RunContext[object]) -> VerifyEvidence:
         return replace(self)
 
@@ -631,8 +640,18 @@ def _cited_documents(
     return list(cited), problems
 
 
+def _claim_list(claims: object) -> list[Claim]:
+    """`verify_claims`' claims as a list: one string or `Claim` is one claim (never one claim per character)."""
+    given = [claims] if isinstance(claims, str | Claim) else claims
+    if isinstance(given, Sequence):
+        items = cast(Sequence[object], given)
+        if all(isinstance(c, str | Claim) for c in items):
+            return [c if isinstance(c, Claim) else Claim(text=cast(str, c), source_ids=[]) for c in items]
+    raise UserError(f'verify_claims: `claims` must be a `Claim`, a string, or a list of them, got {shown(claims)}.')
+
+
 async def verify_claims(
-    claims: Sequence[Claim | str],
+    claims: Sequence[Claim | str] | Claim | str,
     documents: Mapping[str, str | BinaryContent | DocumentUrl],
     *,
     model: Model | str,
@@ -647,7 +666,7 @@ async def verify_claims(
     Bedrock cite them) whether each claim holds. One run per claim, `max_concurrency` at a time.
 
     Args:
-        claims: The claims to check (`Claim`, or plain strings).
+        claims: The claims to check (`Claim`, or plain strings); one `Claim` or string is one claim.
         documents: The documents, id → text (sent as `text/plain`), `BinaryContent` or `DocumentUrl`. Order matters:
             ids are tied back to provider citations by position (Anthropic `document_index`) or by excerpt.
         model: The model for the citing step (a `Model` or a model name).
@@ -657,9 +676,12 @@ async def verify_claims(
     """
     if max_concurrency < 1:
         raise UserError(f'verify_claims(max_concurrency={max_concurrency!r}): must be at least 1')
+    require_mapping(
+        'verify_claims', 'documents', documents, str, (str, BinaryContent, DocumentUrl), 'a mapping of id to document'
+    )
     if not documents:
         raise UserError('verify_claims(documents={}): give at least one document to check the claims against')
-    items = [c if isinstance(c, Claim) else Claim(text=c, source_ids=[]) for c in claims]
+    items = _claim_list(claims)
     ids = list(documents)
     texts = {doc_id: _document_text(doc) for doc_id, doc in documents.items()}
     urls = {doc.url: doc_id for doc_id, doc in documents.items() if isinstance(doc, DocumentUrl)}
@@ -691,7 +713,7 @@ async def verify_claims(
 
 
 def verify_claims_sync(
-    claims: Sequence[Claim | str],
+    claims: Sequence[Claim | str] | Claim | str,
     documents: Mapping[str, str | BinaryContent | DocumentUrl],
     *,
     model: Model | str,

@@ -38,6 +38,7 @@ from pydantic_ai.exceptions import ModelRetry, UserError
 from pydantic_ai.messages import ToolCallPart
 from pydantic_ai.tools import RunContext, ToolDefinition
 
+from ._checks import require_base_fields, require_bools
 from ._ledger import RunRegistry, record_problems
 from ._problems import CitationProblem, shorten
 from .formats.markup import (
@@ -476,6 +477,10 @@ class StripCitationMarkup(AbstractCapability[object]):
     def __post_init__(self) -> None:
         if self.policy not in ('strip', 'retry', 'error'):
             raise UserError(f"StripCitationMarkup(policy={self.policy!r}): use 'strip', 'retry' or 'error'")
+        require_bools(
+            'StripCitationMarkup', tools=self.tools, output=self.output, warn_when_disabled=self.warn_when_disabled
+        )
+        require_base_fields(self)
 
     _output_mode: OutputModeCheck = field(default_factory=OutputModeCheck, init=False, repr=False, compare=False)
     _runs: RunRegistry[list[RemovedMarkup]] = field(

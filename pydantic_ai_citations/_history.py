@@ -8,6 +8,7 @@ this module only decides when they run and where their results go. The only stat
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections.abc import AsyncGenerator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import KW_ONLY, dataclass, field
@@ -23,6 +24,7 @@ from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.tools import AgentDepsT, RunContext
 
+from ._checks import require_base_fields
 from ._edit import Marked, copy_with, fingerprint_response, repair_history, strip_citation_markers, survey
 from ._ledger import record_problems
 from ._problems import CitationProblem
@@ -67,9 +69,10 @@ class CleanStaleCitations(AbstractCapability[AgentDepsT]):
             raise UserError(f"`on_edit` must be 'realign' or 'clear', got {self.on_edit!r}.")
         if self.on_provider_switch not in ('strip_markers', 'keep'):
             raise UserError(f"`on_provider_switch` must be 'strip_markers' or 'keep', got {self.on_provider_switch!r}.")
+        require_base_fields(self)
 
     async def for_run(self, ctx: RunContext[AgentDepsT]) -> CleanStaleCitations[AgentDepsT]:
-        return CleanStaleCitations(on_edit=self.on_edit, on_provider_switch=self.on_provider_switch)
+        return dataclasses.replace(self)  # every field kept (`id`, `description`, ...); a fresh `_state`
 
     async def before_model_request(
         self, ctx: RunContext[AgentDepsT], request_context: ModelRequestContext

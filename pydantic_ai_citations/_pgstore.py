@@ -29,6 +29,7 @@ from pydantic_ai.conversation_store import (
 from pydantic_ai.exceptions import UserError
 
 from . import _store_sql as sql
+from ._checks import shown
 from ._problems import CitationProblem
 from ._store import (
     SCHEMA_VERSION,
@@ -140,6 +141,11 @@ class PostgresConversationStore(_StoredAnswers, ConversationStore):
             max_size: Connections the pool opens at most.
             timeout: Seconds to wait for a connection from the pool.
         """
+        if not isinstance(cast(object, conninfo), str):
+            raise UserError(
+                'PostgresConversationStore: `conninfo` must be a libpq connection string or URL (str), '
+                f'got {shown(conninfo)}.'
+            )
         self.conninfo = conninfo
         self._pool: AsyncConnectionPool[_Conn] = AsyncConnectionPool(
             conninfo, min_size=min_size, max_size=max_size, timeout=timeout, open=False, kwargs={'autocommit': True}

@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.metadata
+import os
 import sqlite3
 import threading
 import uuid
-from abc import ABC, abstractmethod
+from abc import abstractmethod
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import KW_ONLY, dataclass
 from datetime import UTC, datetime
@@ -40,9 +41,11 @@ from pydantic_ai.conversation_store import (
     ConversationStore,
 )
 from pydantic_ai.exceptions import UserError
+from pydantic_ai.run import AgentRunResult
 
 from . import _store_sql as sql
 from ._answer import CitedAnswer, answer_parts
+from ._checks import shown
 from ._edit import edit_response
 from ._problems import PROBLEM_CODES, CitationProblem, ProblemCode
 from ._urls import bare_host, url_host
@@ -428,8 +431,19 @@ def _plan_edit(
 # --- the store ------------------------------------------------------------------------------------------------------
 
 
-class _StoredAnswers(ABC):
+class _StoredAnswers(ConversationStore):
     """The citation queries, answered the same way by both backends: each runs the shared statements in `_answers`."""
+
+    async def save(
+        self, conversation: Conversation | AgentRunResult[Any], *, scope: str | None = None
+    ) -> list[ConversationEntry]:
+        """Pydantic AI's `ConversationStore.save`; anything but a `Conversation` or a run's result is a `UserError`."""
+        if not isinstance(cast(object, conversation), Conversation | AgentRunResult):
+            raise UserError(
+                f'{type(self).__name__}.save: `conversation` must be a `Conversation` or the result of `agent.run` '
+                f'(`AgentRunResult`), got {shown(conversation)}.'
+            )
+        return await super().save(conversation, scope=scope)
 
     @abstractmethod
     async def _answers(
@@ -501,7 +515,11 @@ class SQLiteConversationStore(_StoredAnswers, ConversationStore):
             path: The database file.
             timeout: Seconds to wait for another writer's lock before failing.
         """
-        self.path = str(path)
+        if not isinstance(cast(object, path), str | os.PathLike):
+            raise UserError(
+                f'SQLiteConversationStore: `path` must be a str or path-like (or `:memory:`), got {shown(path)}.'
+            )
+        self.path = os.fspath(path)
         self._lock = threading.Lock()
         self._conn = sqlite3.connect(self.path, timeout=timeout, isolation_level=None, check_same_thread=False)
         self._conn.execute('PRAGMA foreign_keys = OFF')

@@ -29,10 +29,12 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import AsyncIterable, Callable, Iterable, Sequence
 from dataclasses import KW_ONLY, dataclass, field
+from types import NoneType
 from typing import Any, Protocol, cast
 
 from opentelemetry import trace
 from pydantic_ai import (
+    DocumentCitationSource,
     ModelMessage,
     ModelResponse,
     PartDeltaEvent,
@@ -41,6 +43,7 @@ from pydantic_ai import (
     RunContext,
     TextPart,
     TextPartDelta,
+    WebCitationSource,
 )
 from pydantic_ai.agent import AbstractAgent
 from pydantic_ai.capabilities import AbstractCapability
@@ -51,6 +54,7 @@ from pydantic_ai.run import AgentRunResult
 from pydantic_ai.settings import ModelSettings
 
 from ._answer import run_messages
+from ._checks import require, require_base_fields, require_bools, require_mapping, require_result, shown
 from ._guard import OutputModeCheck
 from ._ledger import RunRegistry
 from ._models import describe_serving_model
@@ -145,6 +149,34 @@ class TrackCitations(AbstractCapability[Any]):
     _output_mode: OutputModeCheck = field(default_factory=OutputModeCheck, init=False, repr=False, compare=False)
     _runs: RunRegistry[RunRecord] = field(default_factory=RunRegistry[RunRecord], init=False, repr=False, compare=False)
     """Runs of this (agent-level) instance whose report was not taken yet."""
+
+    def __post_init__(self) -> None:
+        # Checked here so that a wrong value (also from an agent spec) fails when the agent is built, not mid-run.
+        if self.matrix is not None and not callable(getattr(self.matrix, 'add_observation', None)):
+            raise UserError(
+                f'TrackCitations: `matrix` must be a `CapabilityMatrix` (any object with `add_observation`) or None, '
+                f'got {shown(self.matrix)}.'
+            )
+        require(
+            'TrackCitations',
+            'perplexity_tap',
+            self.perplexity_tap,
+            (PerplexityTap, NoneType),
+            'a `PerplexityTap` or None',
+        )
+        require('TrackCitations', 'cohere_tap', self.cohere_tap, (CohereTap, NoneType), 'a `CohereTap` or None')
+        if self.marker_sources is not None and not callable(self.marker_sources):
+            require_mapping(
+                'TrackCitations',
+                'marker_sources',
+                self.marker_sources,
+                str,
+                (WebCitationSource, DocumentCitationSource),
+                'a mapping of marker id (str) to `WebCitationSource` / `DocumentCitationSource`, a function of the '
+                'run context returning one, or None',
+            )
+        require_bools('TrackCitations', recover_raw=self.recover_raw, observe_stream_end=self.observe_stream_end)
+        require_base_fields(self)
 
     @classmethod
     def of(cls, agent: AbstractAgent[Any, Any], *, id: str | None = None) -> TrackCitations:
@@ -318,6 +350,7 @@ class TrackCitations(AbstractCapability[Any]):
             UserError: this instance never saw the run (the agent that ran it has another `TrackCitations`, or none;
                 use `TrackCitations.of(agent)`), or its report was already taken.
         """
+        require_result(result, where='TrackCitations.report')
         state = self._take(result.run_id)
         messages, stopped = run_messages(result, state.requests[-1].response if state.requests else None)
         return cited_run(state, messages, complete=False if stopped else None)
@@ -335,6 +368,9 @@ class TrackCitations(AbstractCapability[Any]):
         Raises:
             UserError: this instance never saw a run with this id, or its report was already taken.
         """
+        require(
+            'TrackCitations.report_run', 'run_id', run_id, str, "the run's id (a string; for a result use `report`)"
+        )
         state = self._take(run_id)
         if messages is None:
             last = state.requests[-1].response if state.requests else None

@@ -8,13 +8,14 @@ import statistics
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, TypeVar
+from typing import Literal, TypeVar, cast
 
 import anyio
 from pydantic import TypeAdapter
 from pydantic_ai.exceptions import UserError
 
 from .._answer import CitedAnswer, SourceRef
+from .._checks import shown
 from ._claims import DEFAULT_MIN_CLAIM_WORDS, Claim, ClaimKind, claims_for
 from ._decode import DEFAULT_MAX_BYTES, decode_body
 from ._judge import Judge, Judgement, LexicalJudge
@@ -322,6 +323,11 @@ class _Planner:
         max_bytes: int,
         cache: MutableMapping[str, _Page] | None = None,
     ) -> None:
+        if not isinstance(cast(object, answer), CitedAnswer):
+            hint = (
+                ' For a run result, pass `CitedAnswer.from_result(result)`.' if hasattr(answer, 'all_messages') else ''
+            )
+            raise UserError(f'check_support: `answer` must be a `CitedAnswer`, got {shown(answer)}.{hint}')
         if not 0.0 < threshold <= 1.0:
             raise UserError(f'threshold must be in (0, 1], got {threshold!r}.')
         if not 0.0 <= weak_threshold <= threshold:

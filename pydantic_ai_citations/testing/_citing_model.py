@@ -13,7 +13,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal, assert_never
+from typing import Any, Literal, assert_never, cast
 from urllib.parse import urlsplit
 
 from pydantic import JsonValue
@@ -38,6 +38,7 @@ from pydantic_ai.settings import ModelSettings
 from pydantic_ai.usage import RequestUsage
 
 from .._answer import shift_citation
+from .._checks import require, shown
 from .._models import ApiLabel
 
 __all__ = ('CITING_STYLES', 'CitingModel', 'CitingStyle', 'ScriptedCitation', 'ScriptedStreamError')
@@ -88,6 +89,16 @@ class ScriptedCitation:
     """The supported words: a substring of the answer text (its first occurrence after the previous quote)."""
     sources: Sequence[Source]
     """What the words cite."""
+
+    def __post_init__(self) -> None:
+        require('ScriptedCitation', 'quote', self.quote, str, 'the cited words (a str)')
+        given = cast(object, self.sources)
+        items = cast(Sequence[object], given) if isinstance(given, Sequence) and not isinstance(given, str) else None
+        if items is None or not all(isinstance(s, WebCitationSource | DocumentCitationSource) for s in items):
+            raise UserError(
+                'ScriptedCitation: `sources` must be a list of `WebCitationSource` / `DocumentCitationSource` '
+                f"(e.g. `[WebCitationSource(url='https://…')]`), got {shown(self.sources)}."
+            )
 
 
 class ScriptedStreamError(ConnectionError):

@@ -1,0 +1,93 @@
+"""Argument checks for the public surface: misuse raises `UserError` at the call that caused it, naming the argument.
+
+Used by the capabilities' `__post_init__` (so an agent spec with a wrong value fails when the agent is built, not
+mid-run) and by the public functions that take a run's result, an answer or a path.
+"""
+
+from __future__ import annotations
+
+import reprlib
+from collections.abc import Mapping
+from types import NoneType
+from typing import TYPE_CHECKING, Any, cast
+
+from pydantic_ai.exceptions import UserError
+
+if TYPE_CHECKING:
+    from pydantic_ai.capabilities import AbstractCapability
+
+__all__ = ('require', 'require_base_fields', 'require_bools', 'require_mapping', 'require_result', 'shown')
+
+_REPR = reprlib.Repr()
+_REPR.maxstring = 60
+_REPR.maxother = 60
+
+
+def shown(value: object) -> str:
+    """`repr(value)`, shortened for an error message (a list of messages can be long)."""
+    return _REPR.repr(value)
+
+
+def require(where: str, name: str, value: object, expected: type | tuple[type, ...], what: str) -> None:
+    """Raise `UserError` unless `value` is an instance of `expected` (where `bool` does not pass for `int`).
+
+    Args:
+        where: The call, e.g. `'TrackCitations'`.
+        name: The argument.
+        value: The value given.
+        expected: The accepted types (`types.NoneType` for `None`).
+        what: What was expected, for the message (e.g. ``'`True` or `False`'``).
+    """
+    types = expected if isinstance(expected, tuple) else (expected,)
+    if isinstance(value, types) and (bool in types or not isinstance(value, bool)):
+        return
+    raise UserError(f'{where}: `{name}` must be {what}, got {shown(value)}.')
+
+
+def require_bools(where: str, **values: object) -> None:
+    """`require` each of `values` (by argument name) to be a `bool`."""
+    for name, value in values.items():
+        require(where, name, value, bool, '`True` or `False`')
+
+
+def require_mapping(
+    where: str, name: str, value: object, keys: type, values: type | tuple[type, ...], what: str
+) -> None:
+    """Raise `UserError` unless `value` is a mapping of `keys` instances to `values` instances, naming a bad entry."""
+    given = value
+    detail = ''
+    if isinstance(value, Mapping):
+        items = cast(Mapping[object, object], value).items()
+        bad = next(((k, v) for k, v in items if not isinstance(k, keys) or not isinstance(v, values)), None)
+        if bad is None:
+            return
+        detail = f' (entry {shown(bad[0])}: {shown(bad[1])})'
+    raise UserError(f'{where}: `{name}` must be {what}, got {shown(given)}{detail}.')
+
+
+def require_base_fields(capability: AbstractCapability[Any]) -> None:
+    """`require` the fields every capability has from `AbstractCapability`: `id`, `description`, `defer_loading`."""
+    where = type(capability).__name__
+    require(where, 'id', capability.id, (str, NoneType), 'a string or None')
+    require(where, 'description', capability.description, (str, NoneType), 'a string or None')
+    require_bools(where, defer_loading=capability.defer_loading)
+
+
+def require_result(result: object, *, where: str, name: str = 'result') -> None:
+    """Raise `UserError` unless `result` looks like a run's result (it has `all_messages()`).
+
+    The result of `run`, `run_sync`, `run_stream` (`StreamedRunResult`) or `iter` (`AgentRun`) passes; the message
+    points callers with a run id or a list of messages to the call that takes those.
+    """
+    given = result
+    if callable(getattr(result, 'all_messages', None)):
+        return
+    hint = ''
+    if isinstance(result, str):
+        hint = ' For a run id, use `TrackCitations.report_run(run_id)`.'
+    elif isinstance(result, list | tuple):
+        hint = ' For a list of messages, use `CitedAnswer.from_messages(messages)`.'
+    raise UserError(
+        f'{where}: `{name}` must be the result of `agent.run`, `run_sync`, `run_stream` or `iter`, '
+        f'got {shown(given)}.{hint}'
+    )

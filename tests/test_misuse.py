@@ -1,0 +1,315 @@
+"""Misuse gets a clear error at the call that caused it: the exception type, and a message naming the argument and
+what was expected. Public API only (issue 14 point 4)."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic_ai import Agent, ModelMessage, ModelResponse, RunContext, TextPart, WebCitationSource
+from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.exceptions import UserError
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models.test import TestModel
+from pydantic_ai.usage import RunUsage
+
+from pydantic_ai_citations import (
+    CapabilityMatrix,
+    CitedAnswer,
+    CleanStaleCitations,
+    CohereTap,
+    PerplexityTap,
+    SQLiteConversationStore,
+    StripCitationMarkup,
+    TrackCitations,
+    VerifyEvidence,
+    verify_claims,
+)
+from pydantic_ai_citations.support import check_support, check_support_sync
+from pydantic_ai_citations.testing import CitingModel, ScriptedCitation
+
+pytestmark = pytest.mark.anyio
+
+K2 = WebCitationSource('https://en.wikipedia.org/wiki/K2', title='K2')
+PUBLIC_MODULES = (
+    'pydantic_ai_citations',
+    'pydantic_ai_citations.formats',
+    'pydantic_ai_citations.matrix',
+    'pydantic_ai_citations.support',
+    'pydantic_ai_citations.testing',
+    'pydantic_ai_citations.ui',
+)
+
+
+async def _answer() -> CitedAnswer:
+    model = CitingModel('K2 is 8,611 m tall.', [ScriptedCitation('K2 is 8,611 m tall.', [K2])])
+    return CitedAnswer.from_result(await Agent(model).run('How tall is K2?'))
+
+
+# --- capability constructors ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ('build', 'named'),
+    [
+        pytest.param(lambda: TrackCitations(matrix='x'), 'matrix', id='track-matrix-str'),  # pyright: ignore[reportArgumentType]
+        pytest.param(lambda: TrackCitations(marker_sources=[1, 2]), 'marker_sources', id='track-marker-sources-list'),  # pyright: ignore[reportArgumentType]
+        pytest.param(
+            lambda: TrackCitations(marker_sources={'s1': 'https://x.test'}),  # pyright: ignore[reportArgumentType]
+            'marker_sources',
+            id='track-marker-sources-str-value',
+        ),
+        pytest.param(lambda: TrackCitations(perplexity_tap=CohereTap()), 'perplexity_tap', id='track-perplexity-tap'),  # pyright: ignore[reportArgumentType]
+        pytest.param(lambda: TrackCitations(cohere_tap='tap'), 'cohere_tap', id='track-cohere-tap'),  # pyright: ignore[reportArgumentType]
+        pytest.param(lambda: TrackCitations(recover_raw='no'), 'recover_raw', id='track-recover-raw'),  # pyright: ignore[reportArgumentType]
+        pytest.param(lambda: TrackCitations(observe_stream_end=None), 'observe_stream_end', id='track-observe'),  # pyright: ignore[reportArgumentType]
+        pytest.param(lambda: TrackCitations(id=3), 'id', id='track-id'),  # pyright: ignore[reportArgumentType]
+        pytest.param(lambda: CleanStaleCitations(on_edit='drop'), 'on_edit', id='clean-on-edit'),  # pyright: ignore[reportArgumentType]
+        pytest.param(lambda: CleanStaleCitations(description=1), 'description', id='clean-description'),  # pyright: ignore[reportArgumentType]
+        pytest.param(lambda: StripCitationMarkup(policy='drop'), 'policy', id='strip-policy'),  # pyright: ignore[reportArgumentType]
+        pytest.param(lambda: StripCitationMarkup(tools='yes'), 'tools', id='strip-tools'),  # pyright: ignore[reportArgumentType]
+        pytest.param(lambda: StripCitationMarkup(defer_loading=1), 'defer_loading', id='strip-defer-loading'),  # pyright: ignore[reportArgumentType]
+        pytest.param(lambda: VerifyEvidence(check_quotes='no'), 'check_quotes', id='evidence-check-quotes'),  # pyright: ignore[reportArgumentType]
+        pytest.param(lambda: VerifyEvidence(extra_sources={'a': 1}), 'extra_sources', id='evidence-extra-sources'),  # pyright: ignore[reportArgumentType]
+        pytest.param(lambda: VerifyEvidence(extra_sources=['a']), 'extra_sources', id='evidence-extra-list'),  # pyright: ignore[reportArgumentType]
+        pytest.param(lambda: VerifyEvidence(max_listed_ids='5'), 'max_listed_ids', id='evidence-max-ids-str'),  # pyright: ignore[reportArgumentType]
+        pytest.param(lambda: VerifyEvidence(max_listed_ids=-1), 'max_listed_ids', id='evidence-max-ids-negative'),
+    ],
+)
+def test_capability_arguments_are_checked_at_construction(build: Any, named: str):
+    with pytest.raises(UserError, match=f'`?{named}`?'):
+        build()
+
+
+def test_track_citations_from_spec_fails_when_the_agent_is_built():
+    spec = {'model': 'test', 'capabilities': [{'TrackCitations': {'matrix': 'x'}}]}
+    with pytest.raises(ValueError, match='`matrix` must be a `CapabilityMatrix`') as caught:
+        Agent.from_spec(spec, custom_capability_types=[TrackCitations])
+    assert isinstance(caught.value.__cause__, UserError)
+
+    spec = {'model': 'test', 'capabilities': [{'TrackCitations': {'marker_sources': [1, 2]}}]}
+    with pytest.raises(ValueError, match='`marker_sources` must be a mapping'):
+        Agent.from_spec(spec, custom_capability_types=[TrackCitations])
+
+
+def test_valid_capability_arguments_pass():
+    TrackCitations(matrix=CapabilityMatrix(), marker_sources={'s1': K2}, perplexity_tap=PerplexityTap())
+    TrackCitations(marker_sources=lambda ctx: {'s1': K2}, cohere_tap=CohereTap(), id=None)
+    VerifyEvidence(extra_sources={'doc': 'text'}, max_listed_ids=0)
+
+
+# --- for_run keeps every field ----------------------------------------------------------------------------------------
+
+NON_DEFAULTS: dict[str, dict[str, object]] = {
+    'TrackCitations': {
+        'matrix': CapabilityMatrix(),
+        'perplexity_tap': PerplexityTap(),
+        'cohere_tap': CohereTap(),
+        'marker_sources': {'s1': K2},
+        'recover_raw': False,
+        'observe_stream_end': False,
+        'id': 'track-2',
+        'description': 'tracks',
+        'defer_loading': True,
+    },
+    'CleanStaleCitations': {
+        'on_edit': 'clear',
+        'on_provider_switch': 'keep',
+        'id': 'clean-2',
+        'description': 'cleans',
+        'defer_loading': True,
+    },
+    'StripCitationMarkup': {
+        'policy': 'retry',
+        'tools': False,
+        'output': False,
+        'warn_when_disabled': False,
+        'id': 'strip-2',
+        'description': 'strips',
+        'defer_loading': True,
+    },
+    'VerifyEvidence': {
+        'check_quotes': False,
+        'require_sources': False,
+        'extra_sources': {'doc': 'text'},
+        'max_listed_ids': 3,
+        'id': 'verify-2',
+        'description': 'verifies',
+        'defer_loading': True,
+    },
+}
+"""A value other than the default for every constructor field of every capability the package exports."""
+
+
+def _exported_capabilities() -> dict[str, type[AbstractCapability[Any]]]:
+    found: dict[str, type[AbstractCapability[Any]]] = {}
+    for module_name in PUBLIC_MODULES:
+        module = importlib.import_module(module_name)
+        for name in getattr(module, '__all__', ()):
+            value = getattr(module, name)
+            if isinstance(value, type) and issubclass(value, AbstractCapability):
+                found[name] = value
+    return found
+
+
+async def test_for_run_keeps_every_field_of_every_capability():
+    capabilities = _exported_capabilities()
+    assert sorted(capabilities) == sorted(NON_DEFAULTS), 'add the new capability to NON_DEFAULTS'
+    ctx = RunContext[Any](deps=None, model=TestModel(), usage=RunUsage(), run_id='run-1')
+    for name, cls in capabilities.items():
+        fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+        values = NON_DEFAULTS[name]
+        assert sorted(values) == sorted(fields), f'{name}: give NON_DEFAULTS a value for each field'
+        for field_name, value in values.items():
+            assert value != fields[field_name].default, f'{name}.{field_name}: pick a value other than the default'
+        capability = cls(**values)
+        run = await capability.for_run(ctx)
+        assert type(run) is cls
+        for field_name in fields:
+            assert getattr(run, field_name) == getattr(capability, field_name), f'{name}.for_run lost {field_name!r}'
+
+
+# --- the run's result where one is expected ---------------------------------------------------------------------------
+
+
+def _messages() -> list[ModelMessage]:
+    return [ModelResponse(parts=[TextPart('hi')])]
+
+
+@pytest.mark.parametrize(
+    ('given', 'hint'),
+    [
+        pytest.param(None, '', id='none'),
+        pytest.param('run-1', 'report_run', id='run-id'),
+        pytest.param(_messages(), 'from_messages', id='messages'),
+    ],
+)
+def test_report_wants_a_run_result(given: object, hint: str):
+    with pytest.raises(UserError, match='`result` must be the result of `agent.run`') as caught:
+        TrackCitations().report(given)  # pyright: ignore[reportArgumentType]
+    assert 'TrackCitations.report' in str(caught.value)
+    assert hint in str(caught.value)
+
+
+async def test_report_run_wants_a_run_id():
+    result = await Agent(TestModel()).run('q')
+    with pytest.raises(UserError, match='`run_id` must be'):
+        TrackCitations().report_run(result)  # pyright: ignore[reportArgumentType]
+
+
+def test_from_result_wants_a_run_result():
+    with pytest.raises(UserError, match=r'CitedAnswer\.from_result: `result` must be the result of `agent.run`'):
+        CitedAnswer.from_result(None)  # pyright: ignore[reportArgumentType]
+    with pytest.raises(UserError, match='from_messages'):
+        CitedAnswer.from_result(_messages())  # pyright: ignore[reportArgumentType]
+
+
+async def test_check_support_wants_a_cited_answer():
+    result = await Agent(TestModel()).run('q')
+    with pytest.raises(UserError, match=r'`answer` must be a `CitedAnswer`.*CitedAnswer\.from_result\(result\)'):
+        await check_support(result, {})  # pyright: ignore[reportArgumentType]
+    with pytest.raises(UserError, match='`answer` must be a `CitedAnswer`'):
+        check_support_sync('K2 is tall.', {})  # pyright: ignore[reportArgumentType]
+
+
+# --- answers ----------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize('number', [0, -1, 2, True, '1'])
+async def test_source_numbers_are_one_based_and_in_range(number: object):
+    answer = await _answer()
+    assert answer.source(1).url == K2.url
+    with pytest.raises(UserError, match=r'`number` must be a source number \(1-based.*1 source\(s\): numbered 1 to 1'):
+        answer.source(number)  # pyright: ignore[reportArgumentType]
+
+
+def test_source_of_an_answer_without_sources():
+    answer = CitedAnswer.from_messages(_messages())
+    with pytest.raises(UserError, match=r'0 source\(s\): none'):
+        answer.source(1)
+
+
+# --- testing ----------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ('build', 'named'),
+    [
+        pytest.param(lambda: ScriptedCitation('K2', ['https://x.test']), 'sources', id='urls'),  # pyright: ignore[reportArgumentType]
+        pytest.param(lambda: ScriptedCitation('K2', 'https://x.test'), 'sources', id='one-url'),  # pyright: ignore[reportArgumentType]
+        pytest.param(lambda: ScriptedCitation('K2', K2), 'sources', id='one-source'),  # pyright: ignore[reportArgumentType]
+        pytest.param(lambda: ScriptedCitation(2, [K2]), 'quote', id='quote'),  # pyright: ignore[reportArgumentType]
+    ],
+)
+def test_scripted_citation_wants_sources(build: Any, named: str):
+    with pytest.raises(UserError, match=f'ScriptedCitation: `{named}` must be'):
+        build()
+
+
+# --- verify_claims ----------------------------------------------------------------------------------------------------
+
+
+async def test_verify_claims_takes_a_string_as_one_claim():
+    prompts: list[str] = []
+
+    def reply(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        prompts.append(str(messages[-1]))
+        return ModelResponse(parts=[TextPart('SUPPORTED\nIt says so.')])
+
+    results = await verify_claims('Revenue grew.', {'doc': 'Revenue grew.'}, model=FunctionModel(reply))
+    assert [r.claim.text for r in results] == ['Revenue grew.']
+    assert len(prompts) == 1
+
+
+@pytest.mark.parametrize(
+    ('claims', 'documents', 'named'),
+    [
+        pytest.param([1], {'doc': 'text'}, 'claims', id='claims-ints'),
+        pytest.param(None, {'doc': 'text'}, 'claims', id='claims-none'),
+        pytest.param(['claim'], ['text'], 'documents', id='documents-list'),
+        pytest.param(['claim'], {'doc': 3}, 'documents', id='documents-bad-value'),
+    ],
+)
+async def test_verify_claims_checks_its_arguments(claims: object, documents: object, named: str):
+    with pytest.raises(UserError, match=f'verify_claims: `{named}` must be'):
+        await verify_claims(claims, documents, model=TestModel())  # pyright: ignore[reportArgumentType]
+
+
+# --- stores -----------------------------------------------------------------------------------------------------------
+
+
+def test_sqlite_store_wants_a_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(UserError, match='`path` must be a str or path-like'):
+        SQLiteConversationStore(123)  # pyright: ignore[reportArgumentType]
+    assert os.listdir(tmp_path) == []
+    store = SQLiteConversationStore(tmp_path / 'ok.db')
+    assert store.path == str(tmp_path / 'ok.db')
+    store.close()
+
+
+async def test_sqlite_store_save_wants_a_conversation():
+    store = SQLiteConversationStore()
+    try:
+        with pytest.raises(UserError, match=r'SQLiteConversationStore\.save: `conversation` must be a `Conversation`'):
+            await store.save(None)  # pyright: ignore[reportArgumentType]
+        with pytest.raises(UserError, match='`conversation` must be'):
+            await store.save(_messages())  # pyright: ignore[reportArgumentType]
+    finally:
+        store.close()
+
+
+async def test_postgres_store_misuse():
+    # Neither check reaches the server: the pool opens on first use, after them.
+    pytest.importorskip('psycopg_pool')
+    from pydantic_ai_citations import PostgresConversationStore
+
+    with pytest.raises(UserError, match='`conninfo` must be a libpq connection string'):
+        PostgresConversationStore(123)  # pyright: ignore[reportArgumentType]
+    store = PostgresConversationStore('postgresql://nobody@127.0.0.1:1/none')
+    with pytest.raises(UserError, match=r'PostgresConversationStore\.save: `conversation` must be a `Conversation`'):
+        await store.save(None)  # pyright: ignore[reportArgumentType]
