@@ -39,11 +39,21 @@ import httpx2
 from pydantic import JsonValue
 from pydantic_ai.exceptions import UserError
 
+from ._checks import require, require_bools
 from ._problems import CitationProblem
 from .formats._sse import SseDecoder, load_json
 from .formats.perplexity import PERPLEXITY_ONLY_ITEMS, AgentStreamCollector
 
 __all__ = ('CohereTap', 'PerplexityTap', 'cohere_http_client', 'perplexity_http_client')
+
+
+def _check_tap_arguments(where: str, max_responses: int, hosts: Sequence[str]) -> None:
+    require(where, 'max_responses', max_responses, int, 'an int')
+    if max_responses < 1:
+        raise UserError(f'`max_responses` must be at least 1, got {max_responses!r}.')
+    # A single host given as a string would be read as one host per character, and nothing would be tapped.
+    if isinstance(hosts, str) or not all(isinstance(h, str) for h in cast(Sequence[object], hosts)):
+        raise UserError(f"{where}: `hosts` must be a list of host names (e.g. `['api.example.com']`), got {hosts!r}.")
 
 
 class PerplexityTap:
@@ -72,8 +82,8 @@ class PerplexityTap:
                 2.68 crashes on them otherwise. The collector still sees them.
             strict: Passed to each collector (`ConflictingSourceIdError` on conflicting ids).
         """
-        if max_responses < 1:
-            raise UserError(f'`max_responses` must be at least 1, got {max_responses!r}.')
+        _check_tap_arguments('PerplexityTap', max_responses, hosts)
+        require_bools('PerplexityTap', strip_unknown_output_items=strip_unknown_output_items, strict=strict)
         self.max_responses = max_responses
         self.hosts = tuple(hosts)
         self.strip_unknown_output_items = strip_unknown_output_items
@@ -293,8 +303,7 @@ class CohereTap:
             max_responses: How many bodies to keep, newest first; older ones are evicted.
             hosts: Hosts whose `.../chat` endpoint is tapped.
         """
-        if max_responses < 1:
-            raise UserError(f'`max_responses` must be at least 1, got {max_responses!r}.')
+        _check_tap_arguments('CohereTap', max_responses, hosts)
         self.max_responses = max_responses
         self.hosts = tuple(hosts)
         self._bodies: OrderedDict[str, dict[str, JsonValue]] = OrderedDict()

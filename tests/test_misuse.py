@@ -102,6 +102,20 @@ def test_valid_capability_arguments_pass():
     VerifyEvidence(extra_sources={'doc': 'text'}, max_listed_ids=0)
 
 
+@pytest.mark.parametrize(
+    ('build', 'named'),
+    [
+        pytest.param(lambda: PerplexityTap(hosts='api.perplexity.ai'), 'hosts', id='perplexity-one-host-str'),
+        pytest.param(lambda: CohereTap(hosts=[1]), 'hosts', id='cohere-host-int'),  # pyright: ignore[reportArgumentType]
+        pytest.param(lambda: CohereTap(max_responses='5'), 'max_responses', id='cohere-max-responses'),  # pyright: ignore[reportArgumentType]
+        pytest.param(lambda: PerplexityTap(strict='yes'), 'strict', id='perplexity-strict'),  # pyright: ignore[reportArgumentType]
+    ],
+)
+def test_tap_arguments_are_checked(build: Any, named: str):
+    with pytest.raises(UserError, match=f'`{named}` must be'):
+        build()
+
+
 # --- for_run keeps every field ----------------------------------------------------------------------------------------
 
 NON_DEFAULTS: dict[str, dict[str, object]] = {
@@ -214,6 +228,8 @@ async def test_check_support_wants_a_cited_answer():
         await check_support(result, {})  # pyright: ignore[reportArgumentType]
     with pytest.raises(UserError, match='`answer` must be a `CitedAnswer`'):
         check_support_sync('K2 is tall.', {})  # pyright: ignore[reportArgumentType]
+    with pytest.raises(UserError, match='`pages` must be a mapping of URL to page or a `SnapshotStore`'):
+        check_support_sync(await _answer(), ['https://x.test'])  # pyright: ignore[reportArgumentType]
 
 
 # --- answers ----------------------------------------------------------------------------------------------------------

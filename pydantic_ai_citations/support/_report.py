@@ -328,6 +328,10 @@ class _Planner:
                 ' For a run result, pass `CitedAnswer.from_result(result)`.' if hasattr(answer, 'all_messages') else ''
             )
             raise UserError(f'check_support: `answer` must be a `CitedAnswer`, got {shown(answer)}.{hint}')
+        if not isinstance(cast(object, pages), Mapping | SnapshotStore):
+            raise UserError(
+                f'check_support: `pages` must be a mapping of URL to page or a `SnapshotStore`, got {shown(pages)}.'
+            )
         if not 0.0 < threshold <= 1.0:
             raise UserError(f'threshold must be in (0, 1], got {threshold!r}.')
         if not 0.0 <= weak_threshold <= threshold:
