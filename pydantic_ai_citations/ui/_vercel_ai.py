@@ -10,12 +10,10 @@ has them.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import cast
 
-from pydantic import JsonValue, TypeAdapter
-from pydantic_ai import Citation, TextPart, WebCitationSource
+from pydantic_ai import TextPart, WebCitationSource
 from pydantic_ai.messages import PartDeltaEvent, PartEndEvent, PartStartEvent, TextPartDelta
 from pydantic_ai.output import OutputDataT
 from pydantic_ai.run import AgentRunResult
@@ -25,8 +23,7 @@ from pydantic_ai.ui.vercel_ai import VercelAIAdapter, VercelAIEventStream
 from pydantic_ai.ui.vercel_ai.request_types import RequestData
 from pydantic_ai.ui.vercel_ai.response_types import BaseChunk, DataChunk, SourceUrlChunk
 
-from .._answer import CitedAnswer, cited_answer_ta, shift_citation
-from .._redact import redact as _redact
+from ._common import answer_json, citations_json, dump_citations, merged_citations, web_urls
 
 __all__ = (
     'CITATIONS_DATA_TYPE',
@@ -40,8 +37,6 @@ CITATIONS_DATA_TYPE = 'data-pydantic-ai-citations'
 """Vercel AI data chunk type carrying citations that arrived after their text part ended."""
 CITED_ANSWER_DATA_TYPE = 'data-cited-answer'
 """Vercel AI data chunk type carrying a whole `CitedAnswer` (see `cited_answer_chunk`)."""
-
-_citations_ta: TypeAdapter[list[Citation]] = TypeAdapter(list[Citation])
 
 
 def cited_answer_chunk(result: AgentRunResult[object], *, redact: bool = False) -> DataChunk:
@@ -58,11 +53,7 @@ def cited_answer_chunk(result: AgentRunResult[object], *, redact: bool = False) 
         result: The completed run.
         redact: Hide document excerpts (see `redact`) before sending.
     """
-    answer = CitedAnswer.from_messages(result.all_messages())  # the one completeness verdict decides `complete`
-    if redact:
-        answer = _redact(answer)
-    data = cast(JsonValue, cited_answer_ta.dump_python(answer, mode='json'))
-    return DataChunk(type=CITED_ANSWER_DATA_TYPE, data=data)
+    return DataChunk(type=CITED_ANSWER_DATA_TYPE, data=answer_json(result, redact=redact))
 
 
 @dataclass
@@ -136,15 +127,16 @@ class CitedVercelAIEventStream(VercelAIEventStream[AgentDepsT, OutputDataT]):
             # The parent has sent `text-end` with the parts as they were at their own ends, and listed their URLs.
             group.closed = True
             at_end = [self._cit_at_end.get(i, self._cit_parts[i]) for i in group.indexes]
-            group.sent = _citations_json(at_end)
-            self._cit_urls.update(_web_urls(at_end))
+            group.sent = citations_json(merged_citations(at_end))
+            self._cit_urls.update(web_urls(merged_citations(at_end)))
             # A part of the group may have received citations after its own end but before the group closed.
             for chunk in self._late_chunks(group):
                 yield chunk
 
     def _late_chunks(self, group: _TextGroup) -> list[BaseChunk]:
         parts = [self._cit_parts[i] for i in group.indexes]
-        current = _citations_json(parts)
+        citations = merged_citations(parts)
+        current = citations_json(citations)
         if current == group.sent:
             return []
         group.sent = current
@@ -155,11 +147,11 @@ class CitedVercelAIEventStream(VercelAIEventStream[AgentDepsT, OutputDataT]):
                 data={
                     'text_id': group.text_id,
                     'provider_name': next((p.provider_name for p in parts if p.citations), None),
-                    'citations': _dump_citations(parts),
+                    'citations': dump_citations(citations),
                 },
             )
         ]
-        for citation in _merged_citations(parts):
+        for citation in citations:
             for source in citation.sources:
                 if isinstance(source, WebCitationSource) and source.url not in self._cit_urls:
                     self._cit_urls.add(source.url)
@@ -180,25 +172,3 @@ class CitedVercelAIAdapter(VercelAIAdapter[AgentDepsT, OutputDataT]):
             server_message_id=self.server_message_id,
             manage_system_prompt=self.manage_system_prompt,
         )
-
-
-def _merged_citations(parts: Sequence[TextPart]) -> list[Citation]:
-    """Citations of consecutive parts with anchors shifted onto their joined text (as the Vercel adapter merges)."""
-    out: list[Citation] = []
-    offset = 0
-    for part in parts:
-        out.extend(shift_citation(citation, offset) for citation in part.citations or [])
-        offset += len(part.content)
-    return out
-
-
-def _dump_citations(parts: Sequence[TextPart]) -> list[JsonValue]:
-    return cast(list[JsonValue], _citations_ta.dump_python(_merged_citations(parts), mode='json'))
-
-
-def _citations_json(parts: Sequence[TextPart]) -> str:
-    return _citations_ta.dump_json(_merged_citations(parts)).decode()
-
-
-def _web_urls(parts: Sequence[TextPart]) -> set[str]:
-    return {s.url for c in _merged_citations(parts) for s in c.sources if isinstance(s, WebCitationSource)}

@@ -1,0 +1,78 @@
+"""What the UI adapters share: citations of a UI text message on the text the UI shows, and the whole answer as JSON."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Protocol, cast
+
+from pydantic import JsonValue, TypeAdapter
+from pydantic_ai import Citation, ModelMessage, TextPart, WebCitationSource
+
+from .._answer import CitedAnswer, cited_answer_ta, shift_citation
+from .._redact import redact as _redact
+from ..formats.markup import offset_shifter, strip_markup
+
+__all__ = ('answer_json', 'citations_json', 'dump_citations', 'merged_citations', 'web_urls')
+
+_citations_ta: TypeAdapter[list[Citation]] = TypeAdapter(list[Citation])
+
+
+class _HasMessages(Protocol):
+    def all_messages(self) -> list[ModelMessage]: ...
+
+
+def answer_json(result: _HasMessages, *, redact: bool) -> JsonValue:
+    """The run's whole `CitedAnswer` as JSON (the one completeness verdict decides `complete`)."""
+    answer = CitedAnswer.from_result(result)
+    if redact:
+        answer = _redact(answer)
+    return cast(JsonValue, cited_answer_ta.dump_python(answer, mode='json'))
+
+
+def merged_citations(parts: Sequence[TextPart], *, clean: bool = False) -> list[Citation]:
+    """Citations of consecutive text parts with anchors shifted onto their joined text.
+
+    Args:
+        parts: The text parts of one UI text message, in order.
+        clean: The UI shows each part's text without citation markup (`formats.markup.strip_markup`): anchors are
+            moved onto that text. A citation whose anchor covered nothing but markup keeps its sources, without an
+            anchor.
+    """
+    out: list[Citation] = []
+    offset = 0
+    for part in parts:
+        if not clean:
+            out.extend(shift_citation(citation, offset) for citation in part.citations or [])
+            offset += len(part.content)
+            continue
+        stripped = strip_markup(part.content)
+        shift = offset_shifter(stripped.cuts)
+        for citation in part.citations or []:
+            anchor = citation.anchor
+            if anchor is None:
+                out.append(citation)
+                continue
+            start, end = shift(anchor.start), shift(anchor.end)
+            if start >= end:
+                out.append(replace(citation, anchor=None))
+            else:
+                out.append(replace(citation, anchor=replace(anchor, start=start + offset, end=end + offset)))
+        offset += len(stripped.text)
+    return out
+
+
+def dump_citations(citations: Sequence[Citation]) -> list[JsonValue]:
+    """Citations as JSON values, in the shape of `providerMetadata.pydantic_ai.citations`."""
+    return cast(list[JsonValue], _citations_ta.dump_python(list(citations), mode='json'))
+
+
+def citations_json(citations: Sequence[Citation]) -> str:
+    """Citations as one JSON string (to tell whether the UI already has them)."""
+    return _citations_ta.dump_json(list(citations)).decode()
+
+
+def web_urls(citations: Sequence[Citation]) -> list[str]:
+    """The web URLs cited, each once, in order."""
+    urls = [s.url for c in citations for s in c.sources if isinstance(s, WebCitationSource)]
+    return list(dict.fromkeys(urls))
