@@ -105,6 +105,35 @@ def test_testing_all_is_pinned():
     )
 
 
+def test_ui_all_is_pinned():
+    assert sorted(pydantic_ai_citations.ui.__all__) == snapshot(
+        [
+            'CITATIONS_DATA_TYPE',
+            'CITATIONS_EVENT_NAME',
+            'CITED_ANSWER_DATA_TYPE',
+            'CITED_ANSWER_EVENT_NAME',
+            'CitedAGUIAdapter',
+            'CitedAGUIEventStream',
+            'CitedVercelAIAdapter',
+            'CitedVercelAIEventStream',
+            'cited_answer_chunk',
+            'cited_answer_event',
+        ]
+    )
+
+
+def test_each_ui_protocol_loads_only_its_own_adapter():
+    """The AG-UI adapter needs the optional `ag-ui-protocol`: using the Vercel AI one must not import it."""
+    vercel = _new_modules('from pydantic_ai_citations.ui import CitedVercelAIAdapter')
+    assert 'pydantic_ai_citations.ui._vercel_ai' in vercel
+    assert [
+        m for m in vercel if m.startswith(('ag_ui', 'pydantic_ai.ui.ag_ui', 'pydantic_ai_citations.ui._ag_ui'))
+    ] == []
+    ag_ui = _new_modules('from pydantic_ai_citations.ui import CitedAGUIAdapter')
+    assert 'pydantic_ai_citations.ui._ag_ui' in ag_ui
+    assert [m for m in ag_ui if m.startswith(('pydantic_ai.ui.vercel_ai', 'pydantic_ai_citations.ui._vercel_ai'))] == []
+
+
 PUBLIC_MODULES = (
     pydantic_ai_citations,
     pydantic_ai_citations.testing,

@@ -1,0 +1,194 @@
+"""AG-UI: Pydantic AI's adapter plus the citations AG-UI has no place for, those arriving late included.
+
+AG-UI has no citation carrier: Pydantic AI's `AGUIEventStream` sends a text message's content and nothing of its
+citations, and `AGUIAdapter.dump_messages` drops `TextPart.citations` (Pydantic AI 2.68). `CitedAGUIEventStream`
+sends every citation of a text message as a `CUSTOM` event named `pydantic_ai_citations` right after
+`TEXT_MESSAGE_END`, and sends it again (same `message_id`, so a client replaces it) whenever citations arrive after
+the text part ended (Google, OpenAI Chat, OpenRouter, xAI when another part follows the text). The text deltas it
+sends never carry citation markup (`formats.markup.StreamCleaner`), and the anchors are offsets into the text the
+client received. `cited_answer_event` sends the whole `CitedAnswer` from an `on_complete` callback.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from pydantic_ai import TextPart
+from pydantic_ai.messages import PartDeltaEvent, PartEndEvent, PartStartEvent, TextPartDelta
+from pydantic_ai.output import OutputDataT
+from pydantic_ai.run import AgentRunResult, AgentRunResultEvent
+from pydantic_ai.tools import AgentDepsT
+from pydantic_ai.ui import UIEventStream
+
+from ..formats.markup import StreamCleaner
+from ._common import answer_json, citations_json, dump_citations, merged_citations
+
+try:
+    from ag_ui.core import BaseEvent, CustomEvent, RunAgentInput, TextMessageContentEvent
+    from pydantic_ai.ui.ag_ui import AGUIAdapter, AGUIEventStream
+except ImportError as e:  # pragma: no cover - the extra is installed wherever the tests run
+    raise ImportError(
+        'The AG-UI adapter needs the `ag-ui-protocol` package: `pip install "pydantic-ai-citations[ag-ui]"`.'
+    ) from e
+
+__all__ = (
+    'CITATIONS_EVENT_NAME',
+    'CITED_ANSWER_EVENT_NAME',
+    'CitedAGUIAdapter',
+    'CitedAGUIEventStream',
+    'cited_answer_event',
+)
+
+CITATIONS_EVENT_NAME = 'pydantic_ai_citations'
+"""Name of the AG-UI `CUSTOM` event carrying the citations of one text message."""
+CITED_ANSWER_EVENT_NAME = 'cited_answer'
+"""Name of the AG-UI `CUSTOM` event carrying a whole `CitedAnswer` (see `cited_answer_event`)."""
+
+
+def cited_answer_event(result: AgentRunResult[object], *, redact: bool = False) -> CustomEvent:
+    """An AG-UI `CUSTOM` event named `cited_answer` with the run's whole `CitedAnswer` (JSON), for `on_complete`.
+
+    ```python
+    async def on_complete(result):
+        yield cited_answer_event(result)
+
+    adapter.run_stream(on_complete=on_complete)
+    ```
+
+    Args:
+        result: The completed run.
+        redact: Hide document excerpts (see `redact`) before sending.
+    """
+    return CustomEvent(name=CITED_ANSWER_EVENT_NAME, value=answer_json(result, redact=redact))
+
+
+@dataclass
+class _Message:
+    """One AG-UI text message: consecutive text parts of a response, and the cleaner its deltas go through."""
+
+    indexes: list[int]
+    cleaner: StreamCleaner = field(default_factory=StreamCleaner)
+    message_id: str = ''
+    closed: bool = False
+    sent: str = '[]'
+    """JSON of the citations the client has."""
+
+
+@dataclass
+class CitedAGUIEventStream(AGUIEventStream[AgentDepsT, OutputDataT]):
+    """`AGUIEventStream` whose text carries no citation markup and whose citations reach the client.
+
+    After each `TEXT_MESSAGE_END` of a message with citations, and again when citations arrive after that, it
+    sends a `CUSTOM` event named `pydantic_ai_citations` with
+    `value = {'message_id': ..., 'provider_name': ..., 'citations': [...]}`: every citation of that text message,
+    in Pydantic AI's `Citation` JSON shape, anchors on the message text as the client received it (Python string
+    indices). Keep the last one per `message_id`.
+    """
+
+    _cit_parts: dict[int, TextPart] = field(default_factory=dict[int, TextPart], init=False, repr=False)
+    _cit_messages: dict[int, _Message] = field(default_factory=dict[int, _Message], init=False, repr=False)
+    _cit_open: _Message | None = field(default=None, init=False, repr=False)
+
+    async def handle_part_start(self, event: PartStartEvent) -> AsyncIterator[BaseEvent]:
+        if event.index == 0 and 0 in self._cit_parts:  # a new model response: part indexes start over
+            self._cit_parts.clear()
+            self._cit_messages.clear()
+            self._cit_open = None
+        part = event.part
+        if isinstance(part, TextPart):
+            # The parent starts a new text message unless this part follows text.
+            if event.previous_part_kind != 'text' or self._cit_open is None:
+                self._cit_open = _Message([])
+            self._cit_open.indexes.append(event.index)
+            self._cit_messages[event.index] = self._cit_open
+            self._cit_parts[event.index] = part
+            event = replace(event, part=replace(part, content=self._cit_open.cleaner.feed(part.content)))
+        async for agui_event in super().handle_part_start(event):
+            yield agui_event
+        if isinstance(part, TextPart) and self._cit_open is not None:
+            self._cit_open.message_id = self.message_id
+
+    async def handle_part_delta(self, event: PartDeltaEvent) -> AsyncIterator[BaseEvent]:
+        delta = event.delta
+        message = self._cit_messages.get(event.index)
+        if not isinstance(delta, TextPartDelta) or message is None:
+            async for agui_event in super().handle_part_delta(event):
+                yield agui_event
+            return
+        self._cit_parts[event.index] = delta.apply(self._cit_parts[event.index])
+        if message.closed:  # no text may follow TEXT_MESSAGE_END (providers send only citations late): send them again
+            for agui_event in self._citations_events(message):
+                yield agui_event
+            return
+        clean = message.cleaner.feed(delta.content_delta or '')
+        async for agui_event in super().handle_part_delta(replace(event, delta=replace(delta, content_delta=clean))):
+            yield agui_event
+
+    async def handle_part_end(self, event: PartEndEvent) -> AsyncIterator[BaseEvent]:
+        part = event.part
+        message = self._cit_messages.get(event.index)
+        closing = isinstance(part, TextPart) and message is not None and event.next_part_kind != 'text'
+        if isinstance(part, TextPart) and message is not None:
+            self._cit_parts[event.index] = part
+            if closing and (rest := message.cleaner.close()):
+                yield TextMessageContentEvent(message_id=message.message_id, delta=rest)
+        async for agui_event in super().handle_part_end(event):
+            yield agui_event
+        if closing and message is not None:
+            message.closed = True
+            for agui_event in self._citations_events(message):
+                yield agui_event
+
+    async def after_response(self) -> AsyncIterator[BaseEvent]:
+        async for agui_event in super().after_response():
+            yield agui_event  # pragma: no cover - the parent sends nothing here (Pydantic AI 2.68)
+        # `TrackCitations` maps raw formats onto the parts in place once the response is done (resolved markers,
+        # Perplexity `[N]`, Cohere): the parts this stream holds from their `PartEndEvent` show it now.
+        for agui_event in self._all_citations_events():
+            yield agui_event
+
+    async def handle_run_result(self, event: AgentRunResultEvent[Any]) -> AsyncIterator[BaseEvent]:
+        async for agui_event in super().handle_run_result(event):
+            yield agui_event  # pragma: no cover - the parent sends nothing here (Pydantic AI 2.68)
+        # The run's last response is the last word: a part that got citations after its end is a new object here,
+        # and only that object saw changes made in place afterwards.
+        parts = event.result.response.parts
+        self._cit_parts.update({i: p for i, p in enumerate(parts) if i in self._cit_parts and isinstance(p, TextPart)})
+        for agui_event in self._all_citations_events():
+            yield agui_event
+
+    def _all_citations_events(self) -> list[BaseEvent]:
+        messages = {id(m): m for m in self._cit_messages.values() if m.closed}
+        return [e for message in messages.values() for e in self._citations_events(message)]
+
+    def _citations_events(self, message: _Message) -> list[BaseEvent]:
+        parts = [self._cit_parts[i] for i in message.indexes]
+        citations = merged_citations(parts, clean=True)
+        current = citations_json(citations)
+        if current == message.sent:
+            return []
+        message.sent = current
+        value = {
+            'message_id': message.message_id,
+            'provider_name': next((p.provider_name for p in parts if p.citations), None),
+            'citations': dump_citations(citations),
+        }
+        return [CustomEvent(name=CITATIONS_EVENT_NAME, value=value)]
+
+
+@dataclass
+class CitedAGUIAdapter(AGUIAdapter[AgentDepsT, OutputDataT]):
+    """`AGUIAdapter` whose event stream is a `CitedAGUIEventStream` (citations reach the client, late ones too)."""
+
+    def build_event_stream(self) -> UIEventStream[RunAgentInput, BaseEvent, AgentDepsT, OutputDataT]:
+        """Build the citation-aware AG-UI event stream."""
+        return CitedAGUIEventStream(
+            self.run_input,
+            accept=self.accept,
+            ag_ui_version=self.ag_ui_version,
+            include_usage=self.include_usage,
+            manage_system_prompt=self.manage_system_prompt,
+            preserve_file_data=self.preserve_file_data,
+        )

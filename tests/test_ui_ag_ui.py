@@ -1,0 +1,492 @@
+"""AG-UI: every citation reaches the client (late ones too), text deltas carry no markup, completeness is honest."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal, cast
+
+import pytest
+from ag_ui.core import BaseEvent, CustomEvent, EventType, TextMessageContentEvent, TextMessageEndEvent
+from pydantic_ai import (
+    Agent,
+    Citation,
+    ContentCitationAnchor,
+    ModelMessage,
+    ModelResponse,
+    RunContext,
+    TextPart,
+    WebCitationSource,
+)
+from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.messages import MarkerCitationAnchor, ModelResponseStreamEvent
+from pydantic_ai.models import Model, ModelRequestContext, ModelRequestParameters, StreamedResponse
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.settings import ModelSettings
+from pydantic_ai.ui.ag_ui import AGUIEventStream
+
+from pydantic_ai_citations import CitedAnswer, TrackCitations
+from pydantic_ai_citations.testing import (
+    CITING_STYLES,
+    CitingModel,
+    CitingStyle,
+    ScriptedCitation,
+    load_recording,
+)
+from pydantic_ai_citations.ui import (
+    CITATIONS_EVENT_NAME,
+    CITED_ANSWER_EVENT_NAME,
+    CitedAGUIAdapter,
+    CitedAGUIEventStream,
+    cited_answer_event,
+)
+
+pytestmark = pytest.mark.anyio
+
+TEXT = 'K2 is 8,611 m tall. It lies on the China–Pakistan border.'
+WIKI = WebCitationSource('https://en.wikipedia.org/wiki/K2', title='K2 - Wikipedia')
+BORDER = WebCitationSource('https://example.com/border', title='Border')
+CITES = [ScriptedCitation('K2 is 8,611 m tall.', [WIKI]), ScriptedCitation('China–Pakistan border', [BORDER])]
+PRIVATE_USE = ('\ue200', '\ue201', '\ue202')
+
+
+def citing(style: CitingStyle = 'google', **kwargs: Any) -> Agent[None, str]:
+    return Agent(CitingModel(TEXT, CITES, style=style, **kwargs))
+
+
+async def agui_events(
+    agent: Agent[Any, str], stream: AGUIEventStream[Any, str] | None = None, **kwargs: Any
+) -> list[BaseEvent]:
+    event_stream = stream if stream is not None else CitedAGUIEventStream[Any, str]()
+    async with agent.run_stream_events('q', **kwargs) as events:
+        return [event async for event in event_stream.transform_stream(events)]
+
+
+def _types(events: Sequence[BaseEvent]) -> list[str]:
+    return [e.name if isinstance(e, CustomEvent) else str(e.type.value) for e in events]
+
+
+def citation_events(events: Sequence[BaseEvent]) -> list[CustomEvent]:
+    return [e for e in events if isinstance(e, CustomEvent) and e.name == CITATIONS_EVENT_NAME]
+
+
+def received_text(events: Sequence[BaseEvent], message_id: str | None = None) -> str:
+    return ''.join(
+        e.delta
+        for e in events
+        if isinstance(e, TextMessageContentEvent) and (message_id is None or e.message_id == message_id)
+    )
+
+
+def anchored(event: CustomEvent, text: str) -> list[tuple[str, str]]:
+    """(the words each citation's anchor covers in the received text, a source's URL or document id), per source."""
+    out: list[tuple[str, str]] = []
+    for citation in event.value['citations']:
+        anchor = citation['anchor']
+        if anchor is not None:
+            for source in citation['sources']:
+                out.append((text[anchor['start'] : anchor['end']], source.get('url') or source.get('document_id')))
+    return out
+
+
+async def test_stock_stream_sends_no_citations():
+    """The gap: AG-UI has no citation carrier, so the stock stream sends none of them."""
+    events = await agui_events(citing('anthropic'), AGUIEventStream[Any, str]())
+    assert 'CUSTOM' not in _types(events)
+    assert 'citations' not in json.dumps([e.model_dump(mode='json') for e in events])
+
+
+async def test_google_late_citations_reach_the_client():
+    events = await agui_events(citing('google', part_after_text=True))
+    types = _types(events)
+    # The citations arrived after the text part ended and after the search call that followed it.
+    assert types.index(CITATIONS_EVENT_NAME) > types.index('TOOL_CALL_RESULT') > types.index('TEXT_MESSAGE_END')
+    assert types.count(CITATIONS_EVENT_NAME) == 1
+    end = next(e for e in events if isinstance(e, TextMessageEndEvent))
+    (event,) = citation_events(events)
+    assert event.value['message_id'] == end.message_id
+    assert event.value['provider_name'] == 'google-gla'
+    text = received_text(events)
+    assert text == TEXT
+    assert anchored(event, text) == [
+        ('K2 is 8,611 m tall.', 'https://en.wikipedia.org/wiki/K2'),
+        ('China–Pakistan border', 'https://example.com/border'),
+    ]
+    assert event.timestamp is not None
+    # The wire encoding is valid AG-UI SSE.
+    encoded = CitedAGUIEventStream[Any, str]().encode_event(event)
+    assert encoded.startswith('data: ')
+    assert json.loads(encoded[6:])['name'] == CITATIONS_EVENT_NAME
+
+
+@pytest.mark.parametrize('style', CITING_STYLES)
+async def test_every_style_citations_match_the_answer(style: CitingStyle):
+    """Each style's citations reach the client once, on the text it received, as `CitedAnswer` reads them."""
+    agent = citing(style)
+    events = await agui_events(agent)
+    answer = CitedAnswer.from_result(await citing(style).run('q'))
+    text = received_text(events)
+    assert text == answer.text
+    (event,) = citation_events(events)
+    assert _types(events).index(CITATIONS_EVENT_NAME) > _types(events).index('TEXT_MESSAGE_END')
+    spans = {
+        (answer.span_text(s), answer.source(s.sources[0]).url or answer.source(s.sources[0]).document_id)
+        for s in answer.spans
+    }
+    assert set(anchored(event, text)) == spans
+    unanchored = [c for c in event.value['citations'] if c['anchor'] is None]
+    assert len(unanchored) == (0 if answer.spans else len(event.value['citations']))
+
+
+async def test_text_deltas_carry_no_markup_and_anchors_follow_the_clean_text():
+    resolved = '\ue200cite\ue202turn0search0\ue201'
+    raw = f'K2 is 8,611 m tall.{resolved} It is remote.\ue200cite\ue202turn9search2\ue201 Few climb it.'
+
+    async def stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str]:
+        for start in range(0, len(raw), 3):  # markers split across deltas
+            yield raw[start : start + 3]
+
+    def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        return ModelResponse(parts=[TextPart(raw)])
+
+    web = WebCitationSource('https://example.com/k2', title='K2')
+    agent = Agent(
+        FunctionModel(answer, stream_function=stream),
+        capabilities=[TrackCitations(marker_sources={'turn0search0': web})],
+    )
+    events = await agui_events(agent)
+    deltas = [e.delta for e in events if isinstance(e, TextMessageContentEvent)]
+    assert not any(c in d for d in deltas for c in PRIVATE_USE), deltas
+    text = received_text(events)
+    assert text == 'K2 is 8,611 m tall. It is remote. Few climb it.'
+    (event,) = citation_events(events)
+    assert anchored(event, text) == [('K2 is 8,611 m tall.', 'https://example.com/k2')]
+
+
+async def test_anchors_on_raw_markup_move_onto_the_clean_text():
+    """Citations anchored on the raw text (markers still in it) land on the text the client received; one that
+    covered nothing but a removed marker keeps its sources, without an anchor."""
+    marker = '\ue200cite\ue202turn0search0\ue201'
+    raw = f'Alpha.{marker} Beta is cited.'
+    beta = raw.index('Beta')
+    cites = [
+        Citation([WIKI], anchor=ContentCitationAnchor(start=beta, end=len(raw))),
+        Citation([BORDER], anchor=MarkerCitationAnchor(start=6, end=6 + len(marker))),
+    ]
+    events = await agui_events(Agent(ScriptedModel([('text', 'a', raw), ('cite', 'a', cites)])))
+    text = received_text(events)
+    assert text == 'Alpha. Beta is cited.'
+    (event,) = citation_events(events)
+    assert anchored(event, text) == [('Beta is cited.', WIKI.url)]
+    assert [c['anchor'] for c in event.value['citations']][1] is None
+    assert event.value['citations'][1]['sources'][0]['url'] == BORDER.url
+
+
+@dataclass
+class _AddCitationInPlace(AbstractCapability[Any]):
+    """Adds a citation to the final response's first text part in place, as `TrackCitations`' recovery does."""
+
+    async def after_model_request(
+        self, ctx: RunContext[Any], *, request_context: ModelRequestContext, response: ModelResponse
+    ) -> ModelResponse:
+        part = response.parts[0]
+        assert isinstance(part, TextPart)
+        part.citations = [*(part.citations or []), Citation([BORDER], anchor=ContentCitationAnchor(start=35, end=56))]
+        return response
+
+
+async def test_citations_added_in_place_after_late_ones_reach_the_client():
+    """Google's late citations made new part objects; a capability then changed the response's own part in place:
+    the run's final messages are read for the last word."""
+    agent = Agent(
+        CitingModel(TEXT, CITES[:1], style='google', part_after_text=True), capabilities=[_AddCitationInPlace()]
+    )
+    events = await agui_events(agent)
+    last = citation_events(events)[-1]
+    assert anchored(last, received_text(events)) == [
+        ('K2 is 8,611 m tall.', WIKI.url),
+        ('China–Pakistan border', BORDER.url),
+    ]
+
+
+async def test_late_citation_for_an_earlier_part_of_a_merged_message():
+    """Part 0 gets its citations while text part 1 is open: one message, its citations after its end."""
+    cite = [Citation([WIKI], anchor=ContentCitationAnchor(start=0, end=2))]
+    events = await agui_events(
+        Agent(ScriptedModel([('text', 'a', 'K2 is tall. '), ('text', 'b', 'Very tall.'), ('cite', 'a', cite)]))
+    )
+    types = _types(events)
+    assert types.count('TEXT_MESSAGE_START') == 1
+    assert types.count('TEXT_MESSAGE_END') == 1
+    assert types.index(CITATIONS_EVENT_NAME) == types.index('TEXT_MESSAGE_END') + 1
+    (event,) = citation_events(events)
+    assert anchored(event, received_text(events)) == [('K2', WIKI.url)]
+
+
+async def test_citations_after_the_message_ended_are_sent_again_with_the_same_message_id():
+    """More citations arrive after the message ended (a thinking part followed it): the full list is sent again."""
+    first = [Citation([WIKI], anchor=ContentCitationAnchor(start=0, end=2))]
+    second = [Citation([BORDER], anchor=ContentCitationAnchor(start=0, end=4))]
+    both = [*first, *second]
+    # A citations delta replaces the part's list: the same list again changes nothing and is not sent again.
+    script: list[Step] = [
+        ('text', 'a', 'K2 is tall. '),
+        ('cite', 'a', first),
+        ('think', 't', '...'),
+        ('cite', 'a', both),
+        ('cite', 'a', both),
+    ]
+    events = await agui_events(Agent(ScriptedModel(script)))
+    sent = citation_events(events)
+    assert len(sent) == 2
+    assert sent[0].value['message_id'] == sent[1].value['message_id']
+    text = received_text(events)
+    assert anchored(sent[0], text) == [('K2', WIKI.url)]
+    assert anchored(sent[1], text) == [('K2', WIKI.url), ('K2 i', BORDER.url)]
+
+
+async def test_multi_step_run_keeps_track_per_response():
+    """Part indexes start over in each model response: the stream's own bookkeeping must too."""
+    calls = 0
+    cite = [Citation([WIKI], anchor=ContentCitationAnchor(start=0, end=2))]
+
+    class TwoStep(ScriptedModel):
+        @asynccontextmanager
+        async def request_stream(
+            self,
+            messages: list[ModelMessage],
+            model_settings: ModelSettings | None,
+            model_request_parameters: ModelRequestParameters,
+            run_context: Any = None,
+        ) -> AsyncGenerator[StreamedResponse, None]:
+            nonlocal calls
+            calls += 1
+            _, params = self.prepare_request(model_settings, model_request_parameters)
+            first: list[Step] = [('text', 't', 'Checking. '), ('tool', 'c', 'lookup')]
+            script = first if calls == 1 else self.script
+            yield _Stream(model_request_parameters=params, script=script)
+
+    agent = Agent(TwoStep([('text', 'a', 'K2 is tall. '), ('text', 'b', 'Very.'), ('cite', 'a', cite)]))
+
+    @agent.tool_plain
+    def lookup() -> str:
+        return 'data'
+
+    events = await agui_events(agent)
+    (event,) = citation_events(events)
+    ends = [e for e in events if isinstance(e, TextMessageEndEvent)]
+    assert event.value['message_id'] == ends[-1].message_id
+    assert anchored(event, received_text(events, ends[-1].message_id)) == [('K2', WIKI.url)]
+
+
+async def test_broken_stream_ends_the_message_cleanly():
+    raw = 'K2 is 8,611 m tall.\ue200cite\ue202turn0'
+
+    async def stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str]:
+        yield raw
+        raise ConnectionError('dropped')
+
+    agent = Agent(FunctionModel(stream_function=stream))
+    events = await agui_events(agent)
+    types = _types(events)
+    assert types[-2:] == ['TEXT_MESSAGE_END', 'RUN_ERROR']
+    assert received_text(events) == 'K2 is 8,611 m tall.'
+
+
+@pytest.mark.parametrize('cut', [1, 3, None])
+async def test_cited_answer_event_is_honest_about_completeness(cut: int | None):
+    agent = citing('anthropic', end_stream_after=cut)
+    finished: list[CustomEvent] = []
+
+    async def on_complete(result: Any) -> AsyncIterator[BaseEvent]:
+        event = cited_answer_event(result)
+        finished.append(event)
+        yield event
+
+    async with agent.run_stream_events('q') as stream:
+        events = [e async for e in CitedAGUIEventStream[Any, str]().transform_stream(stream, on_complete=on_complete)]
+    (event,) = finished
+    assert event in events
+    assert _types(events)[-2:] == [CITED_ANSWER_EVENT_NAME, 'RUN_FINISHED']
+    answer = CitedAnswer.from_json(json.dumps(event.value))
+    assert answer.complete is (cut is None)
+    assert [p.code for p in answer.problems] == ([] if cut is None else ['stream_incomplete'])
+    assert answer.text == received_text(events)
+
+
+async def test_adapter_uses_the_cited_stream_and_redacts_on_request():
+    body = json.dumps(
+        {
+            'threadId': 't1',
+            'runId': 'r1',
+            'state': None,
+            'messages': [{'id': 'm1', 'role': 'user', 'content': 'How tall is K2?'}],
+            'tools': [],
+            'context': [],
+            'forwardedProps': None,
+        }
+    ).encode()
+    doc = CITES[0].sources[0]
+    agent = Agent(
+        CitingModel(TEXT, [ScriptedCitation('K2 is 8,611 m tall.', [doc])], style='google', part_after_text=True)
+    )
+    adapter = CitedAGUIAdapter(agent=agent, run_input=CitedAGUIAdapter.build_run_input(body))
+    assert isinstance(adapter.build_event_stream(), CitedAGUIEventStream)
+
+    async def on_complete(result: Any) -> AsyncIterator[BaseEvent]:
+        yield cited_answer_event(result, redact=True)
+
+    events = [e async for e in adapter.run_stream(on_complete=on_complete)]
+    types = _types(events)
+    assert CITATIONS_EVENT_NAME in types
+    assert CITED_ANSWER_EVENT_NAME in types
+    event = next(e for e in events if isinstance(e, CustomEvent) and e.name == CITED_ANSWER_EVENT_NAME)
+    answer = CitedAnswer.from_json(json.dumps(event.value))
+    assert answer.text == TEXT
+    assert answer.complete
+    assert CitedAnswer.from_json(json.dumps(cited_answer_event(await agent.run('q')).value)).spans == answer.spans
+
+
+async def test_dispatch_request_serves_a_starlette_route():
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import Route
+    from starlette.testclient import TestClient
+
+    agent = citing('google', part_after_text=True)
+
+    async def chat(request: Request) -> Response:
+        return await CitedAGUIAdapter[None, str].dispatch_request(request, agent=agent)
+
+    app = Starlette(routes=[Route('/chat', chat, methods=['POST'])])
+    body = {'threadId': 't', 'runId': 'r', 'messages': [{'id': 'm', 'role': 'user', 'content': 'q'}], 'tools': []}
+    body |= {'context': [], 'state': None, 'forwardedProps': None}
+    with warnings.catch_warnings(), TestClient(app) as client:
+        warnings.simplefilter('ignore', DeprecationWarning)
+        response = client.post('/chat', json=body, headers={'accept': 'text/event-stream'})
+    lines = [json.loads(line[6:]) for line in response.text.splitlines() if line.startswith('data: ')]
+    custom = [line for line in lines if line['type'] == EventType.CUSTOM.value]
+    assert [line['name'] for line in custom] == [CITATIONS_EVENT_NAME]
+    assert [c['anchor']['start'] for c in custom[0]['value']['citations']] == [0, 35]
+
+
+@pytest.mark.parametrize(
+    'name',
+    [
+        'test_google/test_google_vertex_web_search_citations_stream.yaml',
+        'test_openai/test_openai_responses_web_search_citations_stream.yaml',
+        'test_anthropic/test_anthropic_document_citations_stream.yaml',
+        'test_bedrock/test_bedrock_document_citations_live_stream.yaml',
+    ],
+)
+async def test_real_recorded_streams(corpus: Path, name: str):
+    recording = load_recording(corpus / 'pydantic-ai-cassettes/tests/models/cassettes' / name)
+    agent = Agent(recording.model(), capabilities=[TrackCitations()])
+    results: list[Any] = []
+
+    async def on_complete(result: Any) -> AsyncIterator[BaseEvent]:
+        results.append(result)
+        yield cited_answer_event(result)
+
+    prompt = recording.prompt or 'q'
+    async with agent.run_stream_events(prompt, model_settings=recording.model_settings) as stream:
+        events = [e async for e in CitedAGUIEventStream[Any, str]().transform_stream(stream, on_complete=on_complete)]
+    answer = CitedAnswer.from_result(results[0])
+    assert answer.spans or answer.unanchored
+    sent = citation_events(events)
+    assert sent
+    last = {e.value['message_id']: e for e in sent}  # the client keeps the last event per message
+    ends = [e for e in events if isinstance(e, TextMessageEndEvent)]
+    final = last[ends[-1].message_id]
+    text = received_text(events, ends[-1].message_id)
+    assert not any(c in text for c in PRIVATE_USE)
+    assert text == answer.text
+    urls = {answer.source(n).url or answer.source(n).document_id for s in answer.spans for n in s.sources}
+    assert {url for _, url in anchored(final, text)} == urls
+    assert {answer.span_text(s) for s in answer.spans} == {words for words, _ in anchored(final, text)}
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# A minimal scripted stream: text, thinking, tool calls and citation deltas on chosen vendor part ids.
+
+Step = tuple[Literal['text', 'think', 'tool'], object, str] | tuple[Literal['cite'], object, list[Citation]]
+
+
+@dataclass
+class _Stream(StreamedResponse):
+    script: Sequence[Step] = ()
+    _ts: datetime = field(default_factory=lambda: datetime.now(UTC))
+
+    async def _get_event_iterator(self) -> AsyncIterator[ModelResponseStreamEvent]:
+        for kind, vendor, value in self.script:
+            if kind == 'cite':
+                events = self._parts_manager.handle_text_delta(
+                    vendor_part_id=vendor, content='', citations=cast(list[Citation], value), provider_name='scripted'
+                )
+            elif kind == 'text':
+                events = self._parts_manager.handle_text_delta(vendor_part_id=vendor, content=cast(str, value))
+            elif kind == 'think':
+                events = self._parts_manager.handle_thinking_delta(vendor_part_id=vendor, content=cast(str, value))
+            else:
+                events = [
+                    self._parts_manager.handle_tool_call_part(
+                        vendor_part_id=vendor, tool_name=cast(str, value), args='{}'
+                    )
+                ]
+            for event in events:
+                yield event
+
+    @property
+    def model_name(self) -> str:
+        return 'scripted'
+
+    @property
+    def provider_name(self) -> str:
+        return 'scripted'
+
+    @property
+    def provider_url(self) -> None:
+        return None
+
+    @property
+    def timestamp(self) -> datetime:
+        return self._ts
+
+
+class ScriptedModel(Model):
+    def __init__(self, script: Sequence[Step]):
+        super().__init__()
+        self.script = script
+
+    @property
+    def model_name(self) -> str:
+        return 'scripted'
+
+    @property
+    def system(self) -> str:
+        return 'scripted'
+
+    async def request(
+        self,
+        messages: list[ModelMessage],
+        model_settings: ModelSettings | None,
+        model_request_parameters: ModelRequestParameters,
+    ) -> ModelResponse:
+        raise NotImplementedError
+
+    @asynccontextmanager
+    async def request_stream(
+        self,
+        messages: list[ModelMessage],
+        model_settings: ModelSettings | None,
+        model_request_parameters: ModelRequestParameters,
+        run_context: Any = None,
+    ) -> AsyncGenerator[StreamedResponse, None]:
+        _, params = self.prepare_request(model_settings, model_request_parameters)
+        yield _Stream(model_request_parameters=params, script=self.script)
