@@ -33,7 +33,7 @@ from pydantic_ai import (
 )
 from pydantic_ai.exceptions import UserError
 
-from ._checks import require_result, shown
+from ._checks import require_messages, require_result, shown
 from ._problems import CitationProblem, shorten
 from .formats.markup import MARKER_END, MARKER_SEPARATOR, MARKER_START, strip_markup
 from .formats.perplexity import recover_sonar, sonar_result_urls
@@ -189,6 +189,7 @@ class CitedAnswer:
             complete: Pass `False` when you know the run did not complete (a `stream_incomplete` problem is added).
                 `True` or `None` cannot make a response complete that lacks its finishing signal.
         """
+        require_messages(messages, where='CitedAnswer.from_messages')
         found = last_response(messages)
         reason = incomplete_reason(found[1] if found is not None else None)
         if reason is None and complete is False:

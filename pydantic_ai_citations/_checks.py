@@ -7,7 +7,7 @@ mid-run) and by the public functions that take a run's result, an answer or a pa
 from __future__ import annotations
 
 import reprlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from types import NoneType
 from typing import TYPE_CHECKING, Any, cast
 
@@ -16,7 +16,15 @@ from pydantic_ai.exceptions import UserError
 if TYPE_CHECKING:
     from pydantic_ai.capabilities import AbstractCapability
 
-__all__ = ('require', 'require_base_fields', 'require_bools', 'require_mapping', 'require_result', 'shown')
+__all__ = (
+    'require',
+    'require_base_fields',
+    'require_bools',
+    'require_mapping',
+    'require_messages',
+    'require_result',
+    'shown',
+)
 
 _REPR = reprlib.Repr()
 _REPR.maxstring = 60
@@ -91,3 +99,11 @@ def require_result(result: object, *, where: str, name: str = 'result') -> None:
         f'{where}: `{name}` must be the result of `agent.run`, `run_sync`, `run_stream` or `iter`, '
         f'got {shown(given)}.{hint}'
     )
+
+
+def require_messages(messages: object, *, where: str) -> None:
+    """Raise `UserError` unless `messages` is a sequence (of messages), pointing a run's result to `all_messages()`."""
+    if isinstance(messages, Sequence) and not isinstance(messages, str | bytes):
+        return
+    hint = " For a run's result, pass `result.all_messages()`." if hasattr(messages, 'all_messages') else ''
+    raise UserError(f'{where}: `messages` must be a list of messages, got {shown(messages)}.{hint}')

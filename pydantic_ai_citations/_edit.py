@@ -42,6 +42,7 @@ from pydantic_ai import (
 )
 from pydantic_ai.exceptions import UserError
 
+from ._checks import require_messages
 from ._problems import CitationProblem
 from .formats.markup import StrippedMarkup, strip_markup
 from .formats.numbered import is_numbered_marker
@@ -632,6 +633,7 @@ def find_stale(messages: Sequence[ModelMessage]) -> list[CitationProblem]:
     `fingerprint_response`) are only checked for anchors out of range: nothing records what their text was.
     One pass over the history, nothing cached and nothing changed.
     """
+    require_messages(messages, where='find_stale')
     return [
         CitationProblem(
             code,

@@ -27,6 +27,7 @@ from pydantic_ai_citations import (
     StripCitationMarkup,
     TrackCitations,
     VerifyEvidence,
+    find_stale,
     verify_claims,
 )
 from pydantic_ai_citations.support import check_support, check_support_sync
@@ -220,6 +221,14 @@ def test_from_result_wants_a_run_result():
         CitedAnswer.from_result(None)  # pyright: ignore[reportArgumentType]
     with pytest.raises(UserError, match='from_messages'):
         CitedAnswer.from_result(_messages())  # pyright: ignore[reportArgumentType]
+
+
+async def test_messages_where_messages_are_expected():
+    result = await Agent(TestModel()).run('q')
+    with pytest.raises(UserError, match=r'CitedAnswer\.from_messages: `messages` must be a list.*all_messages\(\)'):
+        CitedAnswer.from_messages(result)  # pyright: ignore[reportArgumentType]
+    with pytest.raises(UserError, match='find_stale: `messages` must be a list of messages, got None'):
+        find_stale(None)  # pyright: ignore[reportArgumentType]
 
 
 async def test_check_support_wants_a_cited_answer():
