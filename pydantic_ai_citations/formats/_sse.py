@@ -22,25 +22,32 @@ class SseDecoder:
     """Incremental SSE decoder; split-safe across chunks (a line or an event may arrive in pieces)."""
 
     def __init__(self) -> None:
-        self._buffer = b''
+        self._pieces: list[bytes] = []  # the last line so far, not ended yet
         self._data: list[str] = []
 
     def feed(self, chunk: bytes) -> list[str]:
         """Take the next bytes; return the `data` of every event they complete."""
-        self._buffer += chunk
         done: list[str] = []
-        while (end := self._buffer.find(b'\n')) >= 0:
-            line = self._buffer[:end].rstrip(b'\r').decode('utf-8', errors='replace')
-            self._buffer = self._buffer[end + 1 :]
+        if b'\n' not in chunk:  # a line still arriving: kept in pieces, joined once its end comes
+            self._pieces.append(chunk)
+            return done
+        buffer = b''.join((*self._pieces, chunk)) if self._pieces else chunk
+        start = 0
+        # Lines are read in place and the buffer cut once per chunk: cutting it per line would copy the rest of a
+        # big chunk for every event (quadratic in the chunk).
+        while (end := buffer.find(b'\n', start)) >= 0:
+            line = buffer[start:end].rstrip(b'\r').decode('utf-8', errors='replace')
+            start = end + 1
             if not line:
                 self._dispatch(done)
             elif line.startswith('data:'):
                 self._data.append(line[5:].removeprefix(' '))
+        self._pieces = [buffer[start:]] if start < len(buffer) else []
         return done
 
     def flush(self) -> list[str]:
         """The body ended: return the `data` of an event that had no closing blank line."""
-        done = self.feed(b'\n') if self._buffer else []
+        done = self.feed(b'\n') if self._pieces else []
         self._dispatch(done)
         return done
 

@@ -72,6 +72,9 @@ _ESC_SEP_RE = re.compile(r'\ue202|\\u[eE]202')
 _ESC_CLOSE_RE = re.compile(r'(?:\ue201|\\u[eE]201)\Z')
 # What follows an escaped opener and is still marker: family / id / locator characters and separators.
 _ESC_BODY_RE = re.compile(r'(?:[A-Za-z0-9_.:-]|\ue202|\\u[eE]202){0,500}')
+# What ends an open escaped candidate: any delimiter but a separator, real or escape text.
+_ESC_STOP_RE = re.compile(r'[\ue200\ue201]|\\u[eE]20[01]')
+_ESC_OPENER_RE = re.compile(r'\ue200|\\u[eE]200')
 _ESC_PARTIAL_TAIL_RE = re.compile(r'\\(?:u(?:[eE](?:2(?:0)?)?)?)?\Z')
 
 _DETAIL_MAX = 80
@@ -229,6 +232,8 @@ class MarkerScanner:
         self._problems: list[CitationProblem] = []
         self._closed = False
         self._plain = not escaped  # real delimiters only, and not closed: the common case, checked first
+        # With escape text, while a candidate is open: its last characters (a delimiter may be split across deltas).
+        self._open: str | None = None
 
     @property
     def problems(self) -> list[CitationProblem]:
@@ -248,7 +253,17 @@ class MarkerScanner:
             return []
         if self._closed:
             raise UserError(f'MarkerScanner.feed({delta!r}) called after close(): create a new scanner.')
-        self._keep(delta)
+        if self._open is not None:
+            # A candidate is open: only a delimiter in the new text (or one completed by it) can end it, so the text
+            # held since its opener is not scanned again (rescanning it per delta made one unclosed opener quadratic).
+            window = self._open + delta
+            self._keep(delta)
+            if _ESC_STOP_RE.search(window) is None:
+                self._open = window[-5:]
+                return []
+            self._open = None
+        else:
+            self._keep(delta)
         # With escape text a closer may also be `\\ue201`, ending in `1`.
         return self._scan_escaped_pending(final=False) if _E in delta or '1' in delta else []
 
@@ -303,7 +318,10 @@ class MarkerScanner:
         markers: list[Marker] = []
         cut = self._scan_escaped(text, final, markers)
         if cut < len(text):
-            pending.append(text[cut:])
+            held = text[cut:]
+            pending.append(held)
+            if opener := _ESC_OPENER_RE.match(held):  # an open candidate: held until a delimiter ends it
+                self._open = held[opener.end() :][-5:]
         self._pos += cut
         return markers
 

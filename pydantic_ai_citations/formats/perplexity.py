@@ -24,8 +24,9 @@ provider's HTTP client. This module holds the pure parsers only.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import cast
 
 from pydantic import JsonValue
@@ -38,7 +39,6 @@ from .numbered import (
     NumberedMarker,
     NumberedResolution,
     NumberedScanner,
-    extract_numbered,
     resolve_markers,
 )
 
@@ -108,29 +108,44 @@ class TextSegment:
     """
 
 
-@dataclass
 class _Segment:
-    """One output text content: its text so far and the markers its scanner has decided."""
+    """One output text content: its text so far and the markers its scanner has decided.
 
-    item_id: str | None
-    content_index: int
-    text: str = ''
-    scanner: NumberedScanner = field(default_factory=NumberedScanner)
-    markers: list[NumberedMarker] = field(default_factory=list[NumberedMarker])
-    streamed: bool = False
-    closed: bool = False
+    Linear in the text however it arrives: pieces are joined only when the text is read, and text after the end (a
+    protocol slip) goes on through the same scanner; the markers pending at its end are decided on a copy of the
+    scanner, so the text is never read again from its start.
+    """
+
+    def __init__(self, item_id: str | None, content_index: int) -> None:
+        self.item_id = item_id
+        self.content_index = content_index
+        self.streamed = False
+        self.closed = False
+        self._pieces: list[str] = []
+        self._scanner = NumberedScanner()
+        self._decided: list[NumberedMarker] = []  # markers the text so far decides, whatever follows
+        self._tail: list[NumberedMarker] = []  # after the end: the markers only the end of the text decides
+
+    @property
+    def text(self) -> str:
+        pieces = self._pieces
+        if len(pieces) > 1:
+            pieces[:] = [''.join(pieces)]
+        return pieces[0] if pieces else ''
+
+    @property
+    def markers(self) -> list[NumberedMarker]:
+        return self._decided + self._tail if self._tail else self._decided
 
     def feed(self, piece: str) -> None:
-        self.text += piece
+        self._pieces.append(piece)
+        self._decided.extend(self._scanner.feed(piece))
         if self.closed:
-            # Text after the end (a protocol slip): read the whole text again, as `extract_numbered` does.
-            self.markers = extract_numbered(self.text)
-        else:
-            self.markers.extend(self.scanner.feed(piece))
+            self._tail = copy.copy(self._scanner).close()
 
     def close(self) -> None:
         if not self.closed:
-            self.markers.extend(self.scanner.close())
+            self._tail = copy.copy(self._scanner).close()
             self.closed = True
 
 
