@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import html
 import re
+from bisect import bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
@@ -51,6 +52,9 @@ _MAX_EXCERPT = 300
 # C0 controls except tab/newline/carriage return, DEL, C1 controls and lone surrogates: replaced in all output.
 _BAD_CHARS_RE = re.compile('[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]')
 _WS_RE = re.compile(r'[\s\x00-\x1f\x7f-\x9f]+')
+# What a browser strips around an `href`: C0 controls and space. Whitespace other than a space is refused inside.
+_URL_STRIP = ''.join(chr(c) for c in range(0x21))
+_OTHER_SPACE_RE = re.compile(r'[^\S ]')
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -87,11 +91,15 @@ def safe_url(url: object, allowed_schemes: Iterable[str] = DEFAULT_ALLOWED_SCHEM
     Returns:
         The cleaned URL (what was checked is exactly what should be emitted), or `None`.
     """
-    schemes = _check_schemes(allowed_schemes)
+    return _safe_url(url, _check_schemes(allowed_schemes))
+
+
+def _safe_url(url: object, schemes: frozenset[str]) -> str | None:
+    """`safe_url` with checked schemes."""
     if not isinstance(url, str):
         return None
-    cleaned = re.sub('[\t\n\r]', '', url).strip(''.join(chr(c) for c in range(0x21)))
-    if not cleaned or _BAD_CHARS_RE.search(cleaned) or any(c.isspace() and c != ' ' for c in cleaned):
+    cleaned = re.sub('[\t\n\r]', '', url).strip(_URL_STRIP)
+    if not cleaned or _BAD_CHARS_RE.search(cleaned) or _OTHER_SPACE_RE.search(cleaned):
         return None
     try:
         parts = urlsplit(cleaned)
@@ -114,10 +122,10 @@ def url_problems(
     answer: CitedAnswer, *, allowed_schemes: Sequence[str] = DEFAULT_ALLOWED_SCHEMES
 ) -> list[CitationProblem]:
     """`disallowed_url_scheme` problems for the web sources that the renderers show as text instead of links."""
-    _check_schemes(allowed_schemes)
     problems: list[CitationProblem] = []
+    schemes = _check_schemes(allowed_schemes)
     for source in answer.sources:
-        if source.kind == 'web' and safe_url(source.url, allowed_schemes) is None:
+        if source.kind == 'web' and _safe_url(source.url, schemes) is None:
             problems.append(
                 CitationProblem(
                     'disallowed_url_scheme',
@@ -167,7 +175,7 @@ def _label(source: SourceRef, schemes: frozenset[str]) -> _Label:
         note = doc_id if title and doc_id else None
         return _Label(text, None, note, excerpt)
     url = source.url if isinstance(source.url, str) else ''  # pyright: ignore[reportUnnecessaryIsInstance]
-    href = safe_url(url, schemes)
+    href = _safe_url(url, schemes)
     if href is None:
         # Shown as text so the reader can still see where it claimed to come from.
         shown = _clean_line(url) or '(no URL)'
@@ -190,67 +198,80 @@ class _Edit:
     start: int
     end: int
     """`start == end` for an inserted mark (after a content anchor); otherwise a replaced marker."""
+    found: set[int] = field(default_factory=set[int])
     sources: list[int] = field(default_factory=list[int])
+    """The source numbers of the mark, ascending (set once the plan is complete)."""
 
-    def add(self, numbers: Iterable[int]) -> None:
-        for n in numbers:
-            if n not in self.sources:
-                self.sources.append(n)
+
+def _holding(markers: list[_Edit], starts: list[int], position: int) -> _Edit | None:
+    """The first of the sorted, disjoint `markers` with `start <= position <= end` (two may touch at `position`)."""
+    k = bisect_right(starts, position) - 1
+    if k > 0 and markers[k - 1].end == position:
+        return markers[k - 1]
+    return markers[k] if k >= 0 and position <= markers[k].end else None
 
 
 def _plan(answer: CitedAnswer) -> list[_Edit]:
-    """Non-overlapping edits in text order; overlapping and nested spans are merged, never nested."""
+    """Non-overlapping edits in text order; overlapping and nested spans are merged, never nested.
+
+    Sorting and bisection only: linear (up to a log factor) in the number of spans and their sources.
+    """
     n = len(answer.text)
     numbers = {s.number for s in answer.sources}
     markers: list[_Edit] = []
     for span in sorted((s for s in answer.spans if s.kind == 'marker'), key=lambda s: (s.start, s.end)):
         if not (0 <= span.start < span.end <= n):
             continue
-        nums = [x for x in span.sources if x in numbers]
-        if markers and span.start < markers[-1].end:
-            markers[-1].end = max(markers[-1].end, span.end)
-            markers[-1].add(nums)
-        else:
-            edit = _Edit(span.start, span.end)
-            edit.add(nums)
-            markers.append(edit)
+        if not markers or span.start >= markers[-1].end:
+            markers.append(_Edit(span.start, span.end))
+        markers[-1].end = max(markers[-1].end, span.end)
+        markers[-1].found.update(x for x in span.sources if x in numbers)
+    starts = [m.start for m in markers]
     inserts: dict[int, _Edit] = {}
-    for span in sorted((s for s in answer.spans if s.kind != 'marker'), key=lambda s: (s.end, s.start)):
-        if not (0 <= span.start < span.end <= n):
+    for span in answer.spans:
+        if span.kind == 'marker' or not (0 <= span.start < span.end <= n):
             continue
-        nums = [x for x in span.sources if x in numbers]
-        target = next((m for m in markers if m.start <= span.end <= m.end), None)
+        target = _holding(markers, starts, span.end)
         if target is None:
             target = inserts.setdefault(span.end, _Edit(span.end, span.end))
-        target.add(nums)
+        target.found.update(x for x in span.sources if x in numbers)
     # A marker naming no known source keeps its text: nothing the model wrote is dropped without a mark.
-    edits = [e for e in [*markers, *inserts.values()] if e.sources]
+    edits = [e for e in [*markers, *inserts.values()] if e.found]
     edits.sort(key=lambda e: (e.start, e.end))
     for e in edits:
-        e.sources.sort()
+        e.sources = sorted(e.found)
     return edits
 
 
-def _segments(answer: CitedAnswer) -> list[str | _Edit]:
+def _segments(text: str, plan: list[_Edit]) -> list[str | _Edit]:
     out: list[str | _Edit] = []
     pos = 0
-    for edit in _plan(answer):
+    for edit in plan:
         if edit.start > pos:
-            out.append(answer.text[pos : edit.start])
+            out.append(text[pos : edit.start])
         out.append(edit)
         pos = max(pos, edit.end)
-    if pos < len(answer.text):
-        out.append(answer.text[pos:])
+    if pos < len(text):
+        out.append(text[pos:])
     return out
 
 
-def _anchored_numbers(answer: CitedAnswer) -> list[int]:
-    seen: list[int] = []
-    for edit in _plan(answer):
-        for n in edit.sources:
-            if n not in seen:
-                seen.append(n)
-    return sorted(seen)
+def _anchored_numbers(plan: list[_Edit]) -> list[int]:
+    return sorted({n for edit in plan for n in edit.sources})
+
+
+class _Labels:
+    """Each source's label, worked out once per rendering (a source may be marked many times)."""
+
+    def __init__(self, schemes: frozenset[str]) -> None:
+        self.schemes = schemes
+        self._done: dict[int, _Label] = {}  # by `id(source)`: the sources live as long as the rendering
+
+    def of(self, source: SourceRef) -> _Label:
+        label = self._done.get(id(source))
+        if label is None:
+            label = self._done[id(source)] = _label(source, self.schemes)
+        return label
 
 
 def _prepare(answer: CitedAnswer, allowed_schemes: Sequence[str], redact: bool) -> tuple[CitedAnswer, frozenset[str]]:
@@ -325,7 +346,7 @@ def _md_body(text: str, schemes: frozenset[str]) -> str:
     out: list[str] = []
     pos = 0
     for m in _MD_LINK_RE.finditer(text):
-        href = safe_url(m.group(2), schemes)
+        href = _safe_url(m.group(2), schemes)
         if href is None:
             continue
         out.append(_md_body_plain(text[pos : m.start()]))
@@ -335,8 +356,8 @@ def _md_body(text: str, schemes: frozenset[str]) -> str:
     return ''.join(out)
 
 
-def _md_source_line(source: SourceRef, schemes: frozenset[str]) -> str:
-    label = _label(source, schemes)
+def _md_source_line(source: SourceRef, labels: _Labels) -> str:
+    label = labels.of(source)
     if label.href is not None:
         line = f'[{_md_label(label.text)}]({_md_dest(label.href)})'
     else:
@@ -374,8 +395,10 @@ def render_markdown(
     original = answer
     answer, schemes = _prepare(answer, allowed_schemes, redact)
     refs = {s.number: s for s in answer.sources}
+    labels = _Labels(schemes)
+    plan = _plan(answer)
     body: list[str] = []
-    for seg in _segments(answer):
+    for seg in _segments(answer.text, plan):
         if isinstance(seg, str):
             text = _md_body(seg, schemes)
             if body and text[:1] in _MD_AFTER_MARK:
@@ -386,7 +409,7 @@ def render_markdown(
             if style == 'footnotes':
                 body.append(f'[^{number}]')
                 continue
-            href = _label(refs[number], schemes).href
+            href = labels.of(refs[number]).href
             body.append(f'[[{number}]]({_md_dest(href)})' if href else f'\\[{number}\\]')
     blocks = [''.join(body).rstrip()]
     if not answer.complete:
@@ -395,16 +418,16 @@ def render_markdown(
         )
     if removed := _removed_markup(original, answer):
         blocks.append(f'*Note: {removed} piece(s) of {_REMOVED_NOTE}.*')
-    anchored = [refs[n] for n in _anchored_numbers(answer)]
+    anchored = [refs[n] for n in _anchored_numbers(plan)]
     if style == 'footnotes' and anchored:
-        blocks.append('\n'.join(f'[^{s.number}]: {_md_source_line(s, schemes)}' for s in anchored))
+        blocks.append('\n'.join(f'[^{s.number}]: {_md_source_line(s, labels)}' for s in anchored))
     elif style == 'inline':
-        unlinked = [s for s in anchored if _label(s, schemes).href is None]
+        unlinked = [s for s in anchored if labels.of(s).href is None]
         if unlinked:
-            lines = '\n'.join(f'- \\[{s.number}\\] {_md_source_line(s, schemes)}' for s in unlinked)
+            lines = '\n'.join(f'- \\[{s.number}\\] {_md_source_line(s, labels)}' for s in unlinked)
             blocks.append(f'**Sources**\n\n{lines}')
     if answer.unanchored:
-        lines = '\n'.join(f'- \\[{s.number}\\] {_md_source_line(s, schemes)}' for s in answer.unanchored)
+        lines = '\n'.join(f'- \\[{s.number}\\] {_md_source_line(s, labels)}' for s in answer.unanchored)
         blocks.append(f'**Sources used**\n\n{lines}')
     return '\n\n'.join(b for b in blocks if b) + '\n'
 
@@ -417,16 +440,15 @@ def _h(text: str) -> str:
     return html.escape(_BAD_CHARS_RE.sub('\ufffd', text), quote=True)
 
 
-def _html_mark(number: int, source: SourceRef, schemes: frozenset[str]) -> str:
-    label = _label(source, schemes)
+def _html_mark(number: int, label: _Label) -> str:
     tip = label.text + (f' ({label.note})' if label.note else '')
     href = label.href if label.href is not None else f'#cite-source-{number}'
     extra = f' rel="{_REL}" target="_blank"' if label.href is not None else ''
     return f'<a class="cite-mark" href="{_h(href)}"{extra} title="{_h(tip)}">[{number}]</a>'
 
 
-def _html_source_item(source: SourceRef, schemes: frozenset[str]) -> str:
-    label = _label(source, schemes)
+def _html_source_item(source: SourceRef, labels: _Labels) -> str:
+    label = labels.of(source)
     if label.href is not None:
         main = f'<a href="{_h(label.href)}" rel="{_REL}" target="_blank">{_h(label.text)}</a>'
     else:
@@ -463,12 +485,14 @@ def render_html(
     original = answer
     answer, schemes = _prepare(answer, allowed_schemes, redact)
     refs = {s.number: s for s in answer.sources}
+    labels = _Labels(schemes)
+    plan = _plan(answer)
     body: list[str] = []
-    for seg in _segments(answer):
+    for seg in _segments(answer.text, plan):
         if isinstance(seg, str):
             body.append(_h(seg))
-        elif seg.sources:
-            marks = ''.join(_html_mark(n, refs[n], schemes) for n in seg.sources)
+        else:
+            marks = ''.join(_html_mark(n, labels.of(refs[n])) for n in seg.sources)
             body.append(f'<sup class="cite">{marks}</sup>')
     out = [
         '<article class="cited-answer" style="font-family:system-ui,sans-serif;line-height:1.5;max-width:48em">',
@@ -483,15 +507,15 @@ def render_html(
         out.append(
             f'<p class="cited-answer-markup-removed" role="note">Note: {removed} piece(s) of {_REMOVED_NOTE}.</p>'
         )
-    anchored = [refs[n] for n in _anchored_numbers(answer)]
+    anchored = [refs[n] for n in _anchored_numbers(plan)]
     if anchored:
-        items = ''.join(_html_source_item(s, schemes) for s in anchored)
+        items = ''.join(_html_source_item(s, labels) for s in anchored)
         out.append(
             '<section class="cited-answer-sources"><h2 style="font-size:1em">Sources</h2>'
             f'<ol style="padding-left:2em">{items}</ol></section>'
         )
     if answer.unanchored:
-        items = ''.join(_html_source_item(s, schemes) for s in answer.unanchored)
+        items = ''.join(_html_source_item(s, labels) for s in answer.unanchored)
         out.append(
             '<section class="cited-answer-sources-used"><h2 style="font-size:1em">Sources used</h2>'
             f'<ol style="padding-left:2em">{items}</ol></section>'
