@@ -16,7 +16,7 @@
 
 `CleanStaleCitations` (in `_history`) wires these into agent runs.
 
-Fingerprints are the first 16 hex digits of a SHA-256. Like `ModelResponse.history_digest`, a plain hash lets
+Fingerprints are the first 16 hex digits of a SHA-256 (anchors also get two 61-bit polynomial hashes). Like `ModelResponse.history_digest`, a plain hash lets
 someone holding the stored history test guesses at text redacted from it later: clear
 `metadata['pydantic_ai_citations']` together with the text you redact.
 """
@@ -63,8 +63,19 @@ METADATA_KEY = 'pydantic_ai_citations'
 _MAX_DIFF_WORK = 50_000_000
 """Above this `len(old) * len(new)` of the changed middle, the middle counts as rewritten (no diff is run)."""
 
-_MAX_LOCATE_WORK = 20_000_000
-"""Above this `len(text) * len(anchored text)`, a repair does not search an edited part for an anchored span."""
+_MAX_LOCATE_WORK = 2_000_000
+"""Characters hashed per part, at most, when a repair searches an edited part for anchored text whose fingerprint
+has no head hashes (fingerprints written before they were stored)."""
+
+_CANDIDATES_PER_CHAR = 4
+"""Candidate positions checked per character of an edited part, at most, when a repair locates anchored text."""
+
+_HEAD = 8
+"""How many first characters of an anchored text its head hash covers (see `_Locator`)."""
+
+_MOD = (1 << 61) - 1
+_BASE = 1_000_003
+"""Polynomial hashes of anchored text: `sum(ord(c) * _BASE ** k) mod _MOD` over its characters, first highest."""
 
 Range = tuple[int, int]
 
@@ -402,6 +413,18 @@ def _is_cited(part: object) -> bool:
     return bool(part.citations) or bool(part.provider_details and 'citations' in part.provider_details)
 
 
+def _poly(text: str) -> int:
+    h = 0
+    for code in map(ord, text):
+        h = (h * _BASE + code) % _MOD
+    return h
+
+
+def _anchor_print(anchored: str) -> list[str | int]:
+    """`[hash, length, head hash, whole hash]` of an anchored text (see `fingerprint_response`)."""
+    return [_hash(anchored), len(anchored), f'{_poly(anchored[:_HEAD]):x}', f'{_poly(anchored):x}']
+
+
 def _anchor_prints(part: TextPart) -> list[list[str | int] | None]:
     prints: list[list[str | int] | None] = []
     for citation in _citations(part):
@@ -409,7 +432,7 @@ def _anchor_prints(part: TextPart) -> list[list[str | int] | None]:
         if start is None or end is None or end > len(part.content):
             prints.append(None)
         else:
-            prints.append([_hash(part.content[start:end]), end - start])
+            prints.append(_anchor_print(part.content[start:end]))
     return prints
 
 
@@ -417,7 +440,8 @@ def fingerprint_response(response: ModelResponse) -> None:
     """Record, in place, a fingerprint of each cited text part of `response` in `response.metadata`.
 
     Stored under `metadata['pydantic_ai_citations']` as `{'fingerprints': {'<part index>': '<hash>'}, 'anchors':
-    {'<part index>': [[<hash of anchored text>, <length>] | None, ...]}}`, plus `'out_of_range': {'<part index>':
+    {'<part index>': [[<hash of anchored text>, <length>, <head hash>, <whole hash>] | None, ...]}}` (the last two
+    are short polynomial hashes, in hex, that let a repair find moved anchored text in one pass), plus `'out_of_range': {'<part index>':
     [[<citation index>, <start>, <end>], ...]}` when an anchor does not fit its text, and `'markup': {'<part index>':
     [[<start>, <end>], ...]}`, the ranges of raw citation markup that `strip_citation_markers` removes (so that text
     its fingerprint vouches for is cleaned later without reading it again; parts not listed hold none): JSON-safe,
@@ -652,22 +676,117 @@ def find_stale(messages: Sequence[ModelMessage]) -> list[CitationProblem]:
 # --- repairing edited parts (no old text) -------------------------------------------------------------------------
 
 
-def _locate(text: str, print_: object) -> Range | None:
-    """The unique range of `text` whose hash is the stored anchor fingerprint `[hash, length]`, if any."""
-    if not isinstance(print_, list) or len(cast(list[object], print_)) != 2:
+class _Locator:
+    """Finds, in an edited text, the unique range whose text an anchor fingerprint describes; linear in the text.
+
+    A fingerprint `[hash, length, head, poly]` carries two polynomial hashes (of the anchored text's first
+    `_HEAD` characters and of all of it): one pass over the text indexes every window of `_HEAD` characters (or
+    fewer, for short anchors) by its head hash, and each candidate is checked in constant time against the whole
+    text's polynomial hash (from prefix hashes), then against the SHA-256 print. Candidates checked per part are
+    capped in proportion to the text, so a text built to make every position a candidate stays linear too.
+
+    A fingerprint from before heads were stored (`[hash, length]`) is searched by hashing every window, within a
+    fixed budget of characters hashed per part; past it, anchors are not searched (and their citations dropped).
+    """
+
+    def __init__(self, text: str, prints: Sequence[object]) -> None:
+        self.text = text
+        self._prefix: list[int] | None = None
+        self._powers: dict[int, int] = {}
+        self._heads: dict[int, dict[int, list[int]]] = {}  # width -> head hash -> window starts
+        self._wanted: dict[int, set[int]] = {}  # width -> the head hashes of the fingerprints given
+        for print_ in prints:
+            parsed = _parse_print(print_, len(text))
+            if parsed is not None and parsed[2] is not None:
+                self._wanted.setdefault(min(parsed[1], _HEAD), set()).add(parsed[2])
+        self._candidates = _CANDIDATES_PER_CHAR * (len(text) + 1)
+        self._legacy_work = _MAX_LOCATE_WORK
+
+    def find(self, print_: object) -> Range | None:
+        """The unique range of the text whose anchored text has fingerprint `print_`, if any."""
+        parsed = _parse_print(print_, len(self.text))
+        if parsed is None:
+            return None
+        digest, length, head, poly = parsed
+        if head is None or poly is None:
+            return self._find_legacy(digest, length)
+        prefix = self._prefix_hashes()
+        power = self._power(length)
+        found: Range | None = None
+        for start in self._starts(min(length, _HEAD)).get(head, ()):
+            end = start + length
+            if end > len(self.text):
+                continue
+            self._candidates -= 1
+            if self._candidates < 0:
+                return None
+            if (prefix[end] - prefix[start] * power) % _MOD == poly and _hash(self.text[start:end]) == digest:
+                if found is not None:
+                    return None  # not unique
+                found = (start, end)
+        return found
+
+    def _find_legacy(self, digest: str, length: int) -> Range | None:
+        text = self.text
+        self._legacy_work -= len(text) * length
+        if self._legacy_work < 0:
+            return None
+        found: Range | None = None
+        for start in range(len(text) - length + 1):
+            if _hash(text[start : start + length]) == digest:
+                if found is not None:
+                    return None  # not unique
+                found = (start, start + length)
+        return found
+
+    def _prefix_hashes(self) -> list[int]:
+        if self._prefix is None:
+            prefix = [0]
+            h = 0
+            for code in map(ord, self.text):
+                h = (h * _BASE + code) % _MOD
+                prefix.append(h)
+            self._prefix = prefix
+        return self._prefix
+
+    def _power(self, length: int) -> int:
+        power = self._powers.get(length)
+        if power is None:
+            power = self._powers[length] = pow(_BASE, length, _MOD)
+        return power
+
+    def _starts(self, width: int) -> dict[int, list[int]]:
+        index = self._heads.get(width)
+        if index is None:
+            prefix = self._prefix_hashes()
+            power = self._power(width)
+            wanted = self._wanted.get(width, set())
+            index = self._heads[width] = {}
+            for start in [
+                p for p in range(len(self.text) - width + 1) if (prefix[p + width] - prefix[p] * power) % _MOD in wanted
+            ]:
+                index.setdefault((prefix[start + width] - prefix[start] * power) % _MOD, []).append(start)
+        return index
+
+
+def _parse_print(print_: object, size: int) -> tuple[str, int, int | None, int | None] | None:
+    """`(hash, length, head hash, whole hash)` of a stored anchor fingerprint (heads `None` in the old form)."""
+    if not isinstance(print_, list) or len(cast(list[object], print_)) not in (2, 4):
         return None
-    digest, length = cast(list[object], print_)
-    if not isinstance(digest, str) or not isinstance(length, int) or length <= 0 or length > len(text):
+    fields = cast(list[object], print_)
+    digest, length = fields[0], fields[1]
+    if not isinstance(digest, str) or not isinstance(length, int) or length <= 0 or length > size:
         return None
-    if len(text) * length > _MAX_LOCATE_WORK:
+    if len(fields) == 2:
+        return digest, length, None, None
+    head, poly = fields[2], fields[3]
+    if not (isinstance(head, str) and isinstance(poly, str) and _is_hex(head) and _is_hex(poly)):
         return None
-    found: Range | None = None
-    for start in range(len(text) - length + 1):
-        if _hash(text[start : start + length]) == digest:
-            if found is not None:
-                return None  # not unique
-            found = (start, start + length)
-    return found
+    return digest, length, int(head, 16), int(poly, 16)
+
+
+def _is_hex(value: str) -> bool:
+    return 0 < len(value) <= 16 and all(c in '0123456789abcdef' for c in value)
 
 
 def repair_part(
@@ -681,6 +800,7 @@ def repair_part(
     stored = _stored_anchors(response, part_index) or []
     text = part.content
     n_citations = len(_citations(part))
+    locator = _Locator(text, stored)
 
     def move(index: int, start: int, end: int) -> Range | None:
         fits = end <= len(text)
@@ -693,7 +813,7 @@ def repair_part(
             return None
         if fits and _hash(text[start:end]) == cast(list[object], print_)[0]:
             return start, end  # still in place and unchanged
-        return _locate(text, cast(object, print_))
+        return locator.find(cast(object, print_))
 
     return _realign(part, text, move, reason='its anchored text could not be found exactly once in the edited text')
 
