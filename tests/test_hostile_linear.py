@@ -1,0 +1,305 @@
+"""Issue 15 point 5: the paths an attacker can reach run in time linear in their input.
+
+The benchmarks (`benchmarks/bench_linear.py`) are the measure: they double the input and bound the time ratio. Here,
+each path is checked at a modest size for the same answers as the whole-text reading (a split never changes what is
+found) and for a growth ratio loose enough for a busy machine and coverage tracing, but far below what quadratic
+code shows at these sizes (four times the input costs sixteen times as much).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+from pydantic_ai import Citation, ContentCitationAnchor, MarkerCitationAnchor, ModelResponse, TextPart
+from pydantic_ai import WebCitationSource as Web
+
+from pydantic_ai_citations import CitedAnswer, render_html, render_markdown
+from pydantic_ai_citations._edit import _Locator, fingerprint_response, repair_part  # pyright: ignore[reportPrivateUsage]
+from pydantic_ai_citations.formats._sse import SseDecoder, sse_data
+from pydantic_ai_citations.formats.numbered import extract_numbered
+from pydantic_ai_citations.formats.openai_markers import MarkerScanner, extract_markers_with_problems
+from pydantic_ai_citations.formats.perplexity import AgentStreamCollector
+
+
+def cost(run: Callable[[], object]) -> float:
+    best = float('inf')
+    for _ in range(3):  # best of three: the machine may be busy
+        start = time.process_time()
+        run()
+        best = min(best, time.process_time() - start)
+    return best
+
+
+def assert_linear(make: Callable[[int], Callable[[], object]], small: int) -> None:
+    """Four times the input costs at most 8x as much (quadratic code: 16x); the floor absorbs timer noise."""
+    cost(make(small))  # warm up
+    small_cost = cost(make(small))
+    large_cost = cost(make(4 * small))
+    assert large_cost <= 8 * small_cost + 0.05, (small_cost, large_cost)
+
+
+# --- SSE decoder ------------------------------------------------------------------------------------------------------
+
+
+def sse_body(n: int) -> bytes:
+    return b''.join(b'event: e\ndata: {"n": %d}\n\n' % i for i in range(n))
+
+
+def test_sse_many_events_in_one_chunk_is_linear():
+    def make(n: int) -> Callable[[], object]:
+        body = sse_body(n)
+        return lambda: sse_data(body)
+
+    assert len(sse_data(sse_body(1000))) == 1000
+    assert_linear(make, 5000)
+
+
+def test_sse_one_long_line_in_many_chunks_is_linear():
+    def make(n: int) -> Callable[[], object]:
+        def run() -> list[str]:
+            decoder = SseDecoder()
+            out = decoder.feed(b'data: ')
+            for _ in range(n):
+                out += decoder.feed(b'x' * 50)
+            return out + decoder.feed(b'\n\n') + decoder.flush()
+
+        return run
+
+    assert make(10)() == ['x' * 500]
+    assert_linear(make, 5000)
+
+
+@given(st.lists(st.integers(min_value=1, max_value=40), max_size=30), st.booleans())
+def test_sse_any_split_gives_the_whole_body_events(cuts: list[int], crlf: bool):
+    body = b'data: a\n\n: comment\ndata: b\ndata:c\n\nid: 1\ndata: [DONE]\n\ndata: tail'
+    if crlf:
+        body = body.replace(b'\n', b'\r\n')
+    decoder = SseDecoder()
+    out: list[str] = []
+    pos = 0
+    for cut in cuts:
+        out += decoder.feed(body[pos : pos + cut])
+        pos += cut
+    out += decoder.feed(body[pos:]) + decoder.flush()
+    assert out == sse_data(body) == ['a', 'b\nc', 'tail']
+
+
+# --- MarkerScanner(escaped=True) ---------------------------------------------------------------------------------------
+
+
+def test_escaped_scanner_with_one_unclosed_opener_is_linear():
+    def make(n: int) -> Callable[[], object]:
+        def run() -> object:
+            scanner = MarkerScanner(escaped=True)
+            scanner.feed('See \\ue200cite')
+            for _ in range(n):
+                scanner.feed('word1 ')
+            return scanner.close()
+
+        return run
+
+    scanner = MarkerScanner(escaped=True)
+    scanner.feed('See \\ue200cite')
+    scanner.feed('word1 ')
+    assert [p.code for p in scanner.close()] == ['unterminated_marker']
+    assert_linear(make, 4000)
+
+
+ESCAPED_PIECES = [
+    '\\ue200',
+    '\\uE201',
+    '\\ue202',
+    '\ue200',
+    '\ue201',
+    '\ue202',
+    'cite',
+    'turn0search1',
+    ' 1 ',
+    '\\',
+    'u',
+    'e20',
+]
+
+
+@given(st.lists(st.sampled_from(ESCAPED_PIECES), max_size=30), st.lists(st.integers(min_value=1, max_value=9)))
+def test_escaped_scanner_any_split_finds_what_the_whole_text_holds(pieces: list[str], cuts: list[int]):
+    text = ''.join(pieces)
+    whole = extract_markers_with_problems(text, escaped=True)
+    scanner = MarkerScanner(escaped=True)
+    markers: list[Any] = []
+    pos = 0
+    for cut in cuts:
+        markers += scanner.feed(text[pos : pos + cut])
+        pos += cut
+    markers += scanner.feed(text[pos:])
+    assert (markers, scanner.close()) == (whole.markers, whole.problems)
+
+
+# --- AgentStreamCollector ------------------------------------------------------------------------------------------------
+
+
+def delta(text: str) -> dict[str, Any]:
+    return {'type': 'response.output_text.delta', 'item_id': 'msg_1', 'content_index': 0, 'delta': text}
+
+
+COMPLETED: dict[str, Any] = {'type': 'response.completed', 'response': {'id': 'resp_1', 'output': []}}
+
+
+def test_collector_text_after_completed_is_linear():
+    def make(n: int) -> Callable[[], object]:
+        def run() -> object:
+            collector = AgentStreamCollector()
+            collector.feed_event(delta('Intro [1]'))
+            collector.feed_event(COMPLETED)
+            for _ in range(n):
+                collector.feed_event(delta(' more [1]'))
+            return collector.markers
+
+        return run
+
+    assert len(make(3)()) == 4  # pyright: ignore[reportArgumentType]
+    assert_linear(make, 1000)
+
+
+@given(st.lists(st.sampled_from(['[1]', '[2', ']', '(', 'x', ' ', '`', '\n', '```', '[1](https://a.b)']), max_size=20))
+def test_collector_text_after_the_end_reads_as_the_whole_text(pieces: list[str]):
+    collector = AgentStreamCollector()
+    collector.feed_event(delta('A [1]'))
+    collector.feed_event(COMPLETED)
+    for piece in pieces:
+        collector.feed_event(delta(piece))
+    text = 'A [1]' + ''.join(pieces)
+    assert collector.text == text
+    assert collector.markers == extract_numbered(text)
+
+
+# --- renderers ---------------------------------------------------------------------------------------------------------
+
+
+def many_spans(n: int) -> CitedAnswer:
+    text = 'word ' * n
+    citations = [
+        Citation(
+            [Web(f'https://s{i}.example/p', title=f'T{i}')], anchor=ContentCitationAnchor(start=5 * i, end=5 * i + 4)
+        )
+        for i in range(n)
+    ]
+    return CitedAnswer.from_messages([ModelResponse(parts=[TextPart(text, citations=citations)])])
+
+
+def test_renderers_with_many_spans_are_linear():
+    def make(n: int) -> Callable[[], object]:
+        answer = many_spans(n)
+        return lambda: (render_html(answer), render_markdown(answer), render_markdown(answer, style='footnotes'))
+
+    assert_linear(make, 300)
+
+
+def test_content_anchor_ending_where_two_markers_touch_joins_the_first():
+    text = 'Fact[1][2] more.'
+    citations = [
+        Citation([Web('https://a.example/')], anchor=MarkerCitationAnchor(start=4, end=7)),
+        Citation([Web('https://b.example/')], anchor=MarkerCitationAnchor(start=7, end=10)),
+        Citation([Web('https://c.example/')], anchor=ContentCitationAnchor(start=0, end=7)),
+        Citation([Web('https://d.example/')], anchor=ContentCitationAnchor(start=11, end=15)),
+    ]
+    answer = CitedAnswer.from_messages([ModelResponse(parts=[TextPart(text, citations=citations)])])
+    assert render_markdown(answer, style='footnotes').splitlines()[0] == 'Fact[^1][^3][^2] more[^4].'
+
+
+# --- repairing an edited part ---------------------------------------------------------------------------------------------
+
+
+def long_cited(n: int, k: int) -> tuple[ModelResponse, TextPart]:
+    rng = random.Random(n)
+    text = ' '.join(f'w{rng.randrange(100_000)}' for _ in range(n // 4))[:n]
+    step = n // k
+    citations = [
+        Citation([Web(f'https://s{i}.example/')], anchor=ContentCitationAnchor(start=step * i, end=step * i + 30))
+        for i in range(k)
+    ]
+    response = ModelResponse(parts=[TextPart(text, citations=citations)])
+    fingerprint_response(response)
+    return response, TextPart('Note: ' + text, citations=citations)
+
+
+def test_repairing_a_long_edited_part_is_linear():
+    def make(n: int) -> Callable[[], object]:
+        response, edited = long_cited(n, n // 2000)
+        return lambda: repair_part(response, 0, edited, 'realign')
+
+    response, edited = long_cited(20_000, 10)
+    repaired, problems = repair_part(response, 0, edited, 'realign')
+    assert problems == []
+    assert [(c.anchor.start, c.anchor.end) for c in repaired.citations or [] if c.anchor] == [
+        (2000 * i + 6, 2000 * i + 36) for i in range(10)
+    ]
+    assert_linear(make, 20_000)
+
+
+def test_locator_needs_a_unique_well_formed_print():
+    response = ModelResponse(
+        parts=[
+            TextPart(
+                'abc abc xyz',
+                citations=[Citation([Web('https://a.example/')], anchor=ContentCitationAnchor(start=0, end=3))],
+            )
+        ]
+    )
+    fingerprint_response(response)
+    assert response.metadata is not None
+    print_ = response.metadata['pydantic_ai_citations']['anchors']['0'][0]
+    assert _Locator('abc abc', [print_]).find(print_) is None  # twice: not unique
+    assert _Locator('-- abc', [print_]).find(print_) == (3, 6)
+    assert _Locator('-- ab', [print_]).find(print_) is None  # longer than the text
+    assert _Locator('-- abc', []).find(print_) is None  # a head nobody asked for is not indexed
+    for bad in (
+        [print_[0], 3, 'XYZ', print_[3]],
+        [print_[0], 3, print_[2], 5],
+        [1, 3, 'a', 'b'],
+        [print_[0], 0],
+        'abc',
+        [print_[0], 3, 'a'],
+    ):
+        assert _Locator('-- abc', [bad]).find(bad) is None
+
+
+def test_locator_reads_prints_from_before_heads_within_a_budget():
+    response, edited = long_cited(20_000, 10)
+    assert response.metadata is not None
+    prints = [p[:2] for p in response.metadata['pydantic_ai_citations']['anchors']['0']]
+    locator = _Locator(edited.content, prints)
+    assert locator.find(prints[0]) == (6, 36)
+    # 2,000,000 characters hashed per part at most: 20,006 * 30 per search, so the budget lasts three searches.
+    assert [locator.find(p) for p in prints[1:4]] == [(2006, 2036), (4006, 4036), None]
+    assert _Locator('abc abc', [['x', 3]]).find([_legacy_print('abc'), 3]) is None  # not unique
+
+
+def _legacy_print(text: str) -> str:
+    from pydantic_ai_citations._edit import _hash  # pyright: ignore[reportPrivateUsage]
+
+    return _hash(text)
+
+
+def test_locator_stops_after_checking_too_many_candidates():
+    text = 'a' * 1000
+    response = ModelResponse(
+        parts=[
+            TextPart(
+                'a' * 20 + 'b',
+                citations=[Citation([Web('https://a.example/')], anchor=ContentCitationAnchor(start=0, end=21))],
+            )
+        ]
+    )
+    fingerprint_response(response)
+    assert response.metadata is not None
+    print_ = response.metadata['pydantic_ai_citations']['anchors']['0'][0]
+    locator = _Locator(text, [print_])
+    # Every position is a head candidate and none matches; 980 candidates per search, 4,004 for the part.
+    assert [locator.find(print_) for _ in range(5)] == [None] * 5
+    assert locator._candidates < 0  # pyright: ignore[reportPrivateUsage]
