@@ -41,7 +41,14 @@ if TYPE_CHECKING:
     from ._render import render_html, render_markdown
     from ._store import SQLiteConversationStore, StoreCorruptionError, StoredAnswer
     from ._stream import FinalAnswer, TextChunk, stream_cited
-    from ._tap import CohereTap, PerplexityTap, cohere_http_client, perplexity_http_client
+    from ._tap import (
+        AnthropicTap,
+        CohereTap,
+        PerplexityTap,
+        anthropic_http_client,
+        cohere_http_client,
+        perplexity_http_client,
+    )
     from ._track import Arrival, CitedRun, PartArrival, RequestObservation, TrackCitations
     from .matrix import CapabilityMatrix
 
@@ -54,6 +61,8 @@ _HOMES: dict[str, str] = {
     'perplexity_http_client': '_tap',
     'CohereTap': '_tap',
     'cohere_http_client': '_tap',
+    'AnthropicTap': '_tap',
+    'anthropic_http_client': '_tap',
     'VerifyEvidence': '_evidence',
     # the answer
     'CitedAnswer': '_answer',
@@ -98,6 +107,7 @@ _HOMES: dict[str, str] = {
 }
 
 __all__ = (
+    'AnthropicTap',
     'Arrival',
     'CapabilityMatrix',
     'CitationMarkupError',
@@ -128,6 +138,7 @@ __all__ = (
     'TrackCitations',
     'UnverifiedEvidenceError',
     'VerifyEvidence',
+    'anthropic_http_client',
     'cohere_http_client',
     'edit_response',
     'edit_text',

@@ -7,7 +7,8 @@ one-line setup keeps working). What it does, in order:
   (`TrackCitations(marker_sources=...)`): each marker becomes a citation on the sentence it closes and is removed from
   the text;
 - raw formats (`formats.unmapped.recover`: Anthropic `search_result_location`, container-file citations, xAI
-  tool-output lists, ...), Perplexity Sonar `[N]` markers (`formats.perplexity.apply_sonar`), and the Perplexity Agent
+  tool-output lists, ...), and what only a tapped body holds (`AnthropicTap`: text blocks cited only by
+  `search_result_location`; `CohereTap`: Cohere v2 citations), Perplexity Sonar `[N]` markers (`formats.perplexity.apply_sonar`), and the Perplexity Agent
   API through the HTTP tap's collector (`formats.perplexity.apply_agent_api`). When the tap saw the stream end
   without `response.completed`, its verdict is recorded on the response (`FINISH_METADATA_KEY`) so that every answer
   built from these messages says `complete=False`.
@@ -23,21 +24,29 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+from pydantic import JsonValue
 from pydantic_ai import DocumentCitationSource, ModelResponse, RunContext, TextPart, WebCitationSource
 
 from ._answer import FINISH_METADATA_KEY, incomplete_reason
 from ._models import ApiLabel
-from ._problems import CitationProblem
-from ._tap import CohereTap, PerplexityTap
+from ._problems import CitationProblem, shorten
+from ._tap import AnthropicTap, CohereTap, PerplexityTap
 from .formats import openai_markers
+from .formats._raw import as_maps
 from .formats.openai_markers import MARKER_START
 from .formats.perplexity import apply_agent_api, apply_sonar
-from .formats.unmapped import RAW_ANNOTATIONS_SETTING, recover, recover_cohere_from_body
+from .formats.unmapped import (
+    RAW_ANNOTATIONS_SETTING,
+    recover,
+    recover_cohere_from_body,
+    search_result_block_citations,
+)
 
 __all__ = (
     'MarkerSources',
     'Recovery',
     'raw_annotations_problem',
+    'recover_anthropic_in_place',
     'recover_cohere_in_place',
     'record_whole_body',
     'recover_in_place',
@@ -70,6 +79,7 @@ def recover_in_place(
     raw: bool = True,
     tap: PerplexityTap | None = None,
     cohere_tap: CohereTap | None = None,
+    anthropic_tap: AnthropicTap | None = None,
 ) -> Recovery:
     """Fill `response`'s `TextPart.citations` from data Pydantic AI left raw, IN PLACE (see the module docstring).
 
@@ -81,6 +91,7 @@ def recover_in_place(
         raw: Recover raw formats.
         tap: The Perplexity Agent API tap the provider's HTTP client was made with.
         cohere_tap: The Cohere tap the cohere client's HTTP client was made with.
+        anthropic_tap: The Anthropic tap the provider's HTTP client was made with.
     """
     before = {i: len(p.citations or []) for i, p in enumerate(response.parts) if isinstance(p, TextPart)}
     recovery = Recovery()
@@ -90,6 +101,8 @@ def recover_in_place(
         recovery.problems.extend(_raw_in_place(response, api, tap))
     if raw and cohere_tap is not None:
         recovery.problems.extend(recover_cohere_in_place(response, cohere_tap))
+    if raw and anthropic_tap is not None:
+        recovery.problems.extend(recover_anthropic_in_place(response, anthropic_tap))
     for index, count in before.items():
         part = response.parts[index]
         assert isinstance(part, TextPart)
@@ -208,3 +221,62 @@ def recover_cohere_in_place(response: ModelResponse, tap: CohereTap) -> list[Cit
         details['citations'] = [*kept_list, *(r.raw for r in recovery.raw_only)]
         part.provider_details = details
     return list(recovery.problems)
+
+
+def recover_anthropic_in_place(response: ModelResponse, tap: AnthropicTap) -> list[CitationProblem]:
+    """Recover `search_result_location` citations of text blocks Pydantic AI kept nothing of, in place.
+
+    Pydantic AI 2.68 drops a text block's citations, raw data included, when none is of a type it maps. The tapped
+    body's text blocks are matched to the response's text parts in order, by their text; a matched block cited by
+    `search_result_location` gets its citation over the whole part (Anthropic cites whole blocks) and its raw
+    citations in `provider_details['citations']` (those without a usable source become raw-only data there). A
+    cited block that cannot be matched is an `unmapped_provider_citation` problem. Parts whose raw data Pydantic AI
+    kept are left to `formats.unmapped.recover`.
+    """
+    blocks = tap.text_blocks_for(response.provider_response_id)
+    if not blocks:
+        return []
+    problems: list[CitationProblem] = []
+    for block, part_index in zip(blocks, _align_text_blocks(blocks, response), strict=True):
+        raw = list(as_maps(block.get('citations')))
+        if not any(c.get('type') == 'search_result_location' for c in raw):
+            continue
+        part = response.parts[part_index] if part_index is not None else None
+        if not isinstance(part, TextPart):
+            problems.append(
+                CitationProblem(
+                    'unmapped_provider_citation',
+                    'An Anthropic text block cited by `search_result_location` matches no text part of the response '
+                    '(in order, by its text), so its citations cannot be placed.',
+                    detail=shorten(repr(block.get('text'))),
+                )
+            )
+            continue
+        if part.provider_details and 'citations' in part.provider_details:
+            continue  # Pydantic AI kept the raw list: `formats.unmapped.recover` read it
+        citations, _ = search_result_block_citations(raw, part.content, part_index)
+        if citations:
+            part.citations = [*(part.citations or []), *citations]
+        part.provider_details = {**(part.provider_details or {}), 'citations': block.get('citations')}
+        part.provider_name = part.provider_name or 'anthropic'  # raw provider data names its provider
+    return problems
+
+
+def _align_text_blocks(blocks: list[dict[str, JsonValue]], response: ModelResponse) -> list[int | None]:
+    """The text part index of each text block, matched in order by text; `None` from the first mismatch on.
+
+    Every non-empty text block becomes one text part, in order (an empty one may become none).
+    """
+    parts = [(i, p.content) for i, p in enumerate(response.parts) if isinstance(p, TextPart)]
+    out: list[int | None] = []
+    cursor = 0
+    broken = False
+    for block in blocks:
+        text = block.get('text')
+        if not broken and cursor < len(parts) and parts[cursor][1] == text:
+            out.append(parts[cursor][0])
+            cursor += 1
+            continue
+        out.append(None)
+        broken = broken or text != ''
+    return out

@@ -1,6 +1,12 @@
-"""`PerplexityTap`: the HTTP transport tap that feeds Perplexity Agent API responses to `AgentStreamCollector`s.
+"""HTTP transport taps: what a provider sent that Pydantic AI's model class does not keep.
 
-Why a tap:
+`PerplexityTap` feeds Perplexity Agent API responses to `AgentStreamCollector`s (below); `CohereTap` records Cohere v2
+chat bodies (`CohereModel` keeps none of their citations); `AnthropicTap` records the text blocks of Anthropic
+Messages responses (a block cited only by `search_result_location` keeps nothing in Pydantic AI). Each passes the
+bytes on unchanged (SSE is never buffered: `_SseTapStream`) and keeps the newest responses by the response id that
+Pydantic AI records as `ModelResponse.provider_response_id`.
+
+Why a tap (the Perplexity case, which decided the route for all three):
 
 Pydantic AI 2.68's `OpenAIResponsesModel` never sees the Perplexity-only data: the openai SDK builds an event
 or output item of a type it does not know into the *first* class of its union (a `search_results` event becomes
@@ -31,8 +37,8 @@ from __future__ import annotations
 import json
 import zlib
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Sequence
-from typing import cast
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from typing import Protocol, cast
 
 import httpx
 import httpx2
@@ -44,7 +50,14 @@ from ._problems import CitationProblem
 from .formats._sse import SseDecoder, load_json
 from .formats.perplexity import PERPLEXITY_ONLY_ITEMS, AgentStreamCollector
 
-__all__ = ('CohereTap', 'PerplexityTap', 'cohere_http_client', 'perplexity_http_client')
+__all__ = (
+    'AnthropicTap',
+    'CohereTap',
+    'PerplexityTap',
+    'anthropic_http_client',
+    'cohere_http_client',
+    'perplexity_http_client',
+)
 
 
 def _check_tap_arguments(where: str, max_responses: int, hosts: Sequence[str]) -> None:
@@ -155,7 +168,7 @@ class _TapTransport(httpx2.AsyncBaseTransport):
         content_type = response.headers.get('content-type', '')
         collector = AgentStreamCollector(strict=self._tap.strict)
         if 'text/event-stream' in content_type:
-            stream = _TapStream(self._tap, collector, response.stream, response.headers.get('content-encoding', ''))
+            stream = _perplexity_stream(self._tap, collector, response)
             return httpx2.Response(
                 response.status_code,
                 headers=response.headers,
@@ -165,17 +178,7 @@ class _TapTransport(httpx2.AsyncBaseTransport):
             )
         if 'json' not in content_type:
             return response
-        # The raw (possibly compressed) bytes: the SDK must get exactly these when the body is left as it is.
-        stream = cast(httpx2.AsyncByteStream, response.stream)
-        try:
-            raw = b''.join([chunk async for chunk in stream])
-        finally:
-            await stream.aclose()
-        body_bytes = _decode_body(raw, response.headers.get('content-encoding', ''))
-        try:
-            body: object = json.loads(body_bytes) if body_bytes is not None else None
-        except ValueError:
-            body = None
+        raw, body = await _read_json(response.stream, response.headers.get('content-encoding', ''))
         if not isinstance(body, dict):
             self._tap.problems.append(
                 CitationProblem('unreadable_raw_data', 'A Perplexity JSON body could not be read.')
@@ -216,6 +219,31 @@ class _TapTransport(httpx2.AsyncBaseTransport):
         await self._inner.aclose()
 
 
+class _ByteStream(Protocol):
+    """What httpx and httpx2 async response streams both are."""
+
+    def __aiter__(self) -> AsyncIterator[bytes]: ...
+
+    async def aclose(self) -> None: ...
+
+
+async def _read_json(stream: object, content_encoding: str) -> tuple[bytes, object]:
+    """Read a whole body: its raw (possibly compressed) bytes and its JSON value (`None` if unreadable).
+
+    The raw bytes are what the SDK must get when the body is passed on unchanged.
+    """
+    byte_stream = cast(_ByteStream, stream)
+    try:
+        raw = b''.join([chunk async for chunk in byte_stream])
+    finally:
+        await byte_stream.aclose()
+    body_bytes = _decode_body(raw, content_encoding)
+    try:
+        return raw, json.loads(body_bytes) if body_bytes is not None else None
+    except ValueError:
+        return raw, None
+
+
 def _decode_body(raw: bytes, encoding: str) -> bytes | None:
     encoding = encoding.strip().lower()
     if encoding in ('', 'identity'):
@@ -228,24 +256,34 @@ def _decode_body(raw: bytes, encoding: str) -> bytes | None:
     return None
 
 
-class _TapStream(httpx2.AsyncByteStream):
-    """Passes each chunk on unchanged right after feeding it to the collector: nothing is buffered."""
+class _SseTapStream(httpx2.AsyncByteStream):
+    """Passes each chunk on unchanged right after decoding its SSE events for a tap: nothing is buffered.
+
+    The one pass-through stream of every tap: `on_event` gets each event's decoded `data` (a JSON value, or `None`
+    when it is not JSON), `on_problem` what could not be read, `on_close` the end of the body (whole or not).
+    """
 
     def __init__(
-        self, tap: PerplexityTap, collector: AgentStreamCollector, inner: object, content_encoding: str
+        self,
+        inner: object,
+        content_encoding: str,
+        *,
+        on_event: Callable[[object], None],
+        on_problem: Callable[[CitationProblem], None],
+        on_close: Callable[[], None],
     ) -> None:
-        self._tap = tap
-        self._collector = collector
         self._inner = cast(httpx2.AsyncByteStream, inner)
+        self._on_event = on_event
+        self._on_problem = on_problem
+        self._on_close = on_close
         self._decoder = SseDecoder()
         encoding = content_encoding.strip().lower()
         self._unzip = zlib.decompressobj(47) if encoding in ('gzip', 'deflate') else None
         self._readable = encoding in ('', 'identity', 'gzip', 'deflate')
         if not self._readable:
-            collector.report(
+            on_problem(
                 CitationProblem(
-                    'unreadable_raw_data',
-                    f'The stream is encoded as {encoding!r}, which the tap cannot read.',
+                    'unreadable_raw_data', f'The stream is encoded as {encoding!r}, which the tap cannot read.'
                 )
             )
 
@@ -254,11 +292,10 @@ class _TapStream(httpx2.AsyncByteStream):
             async for chunk in self._inner:
                 self._feed(chunk)
                 yield chunk
-            self._finish()
+            if self._readable:
+                self._take(self._decoder.flush())
         finally:
-            self._collector.close()
-            self._tap._register(self._collector)  # pyright: ignore[reportPrivateUsage]
-            self._tap._orphan(self._collector)  # pyright: ignore[reportPrivateUsage]
+            self._on_close()
 
     def _feed(self, chunk: bytes) -> None:
         if not self._readable:
@@ -267,25 +304,34 @@ class _TapStream(httpx2.AsyncByteStream):
             data = self._unzip.decompress(chunk) if self._unzip is not None else chunk
         except zlib.error:
             self._readable = False
-            self._collector.report(CitationProblem('unreadable_raw_data', 'The compressed stream could not be read.'))
+            self._on_problem(CitationProblem('unreadable_raw_data', 'The compressed stream could not be read.'))
             return
         self._take(self._decoder.feed(data))
 
-    def _finish(self) -> None:
-        if self._readable:
-            self._take(self._decoder.flush())
-
     def _take(self, data: list[str]) -> None:
         for event in map(load_json, data):
-            if isinstance(event, dict):
-                self._collector.feed_event(cast(dict[str, JsonValue], event))
-                # Register as soon as the id is known, so a caller can look the collector up mid-stream.
-                self._tap._register(self._collector)  # pyright: ignore[reportPrivateUsage]
-            else:
-                self._collector.report(CitationProblem('unreadable_raw_data', 'An SSE event is not a JSON object.'))
+            self._on_event(event)
 
     async def aclose(self) -> None:
         await self._inner.aclose()
+
+
+def _perplexity_stream(tap: PerplexityTap, collector: AgentStreamCollector, response: httpx2.Response) -> _SseTapStream:
+    def on_event(event: object) -> None:
+        if isinstance(event, dict):
+            collector.feed_event(cast(dict[str, JsonValue], event))
+            # Register as soon as the id is known, so a caller can look the collector up mid-stream.
+            tap._register(collector)  # pyright: ignore[reportPrivateUsage]
+        else:
+            collector.report(CitationProblem('unreadable_raw_data', 'An SSE event is not a JSON object.'))
+
+    def on_close() -> None:
+        collector.close()
+        tap._register(collector)  # pyright: ignore[reportPrivateUsage]
+        tap._orphan(collector)  # pyright: ignore[reportPrivateUsage]
+
+    encoding = response.headers.get('content-encoding', '')
+    return _SseTapStream(response.stream, encoding, on_event=on_event, on_problem=collector.report, on_close=on_close)
 
 
 class CohereTap:
@@ -343,16 +389,7 @@ class _CohereTapTransport(httpx.AsyncBaseTransport):
         wanted = request.url.host in self._tap.hosts and request.url.path.rstrip('/').endswith('/chat')
         if not wanted or response.status_code >= 400 or 'json' not in response.headers.get('content-type', ''):
             return response
-        stream = cast(httpx.AsyncByteStream, response.stream)
-        try:
-            raw = b''.join([chunk async for chunk in stream])
-        finally:
-            await stream.aclose()
-        body_bytes = _decode_body(raw, response.headers.get('content-encoding', ''))
-        try:
-            body: object = json.loads(body_bytes) if body_bytes is not None else None
-        except ValueError:
-            body = None
+        raw, body = await _read_json(response.stream, response.headers.get('content-encoding', ''))
         if isinstance(body, dict):
             self._tap._record(cast(dict[str, JsonValue], body))  # pyright: ignore[reportPrivateUsage]
         return httpx.Response(
@@ -361,3 +398,161 @@ class _CohereTapTransport(httpx.AsyncBaseTransport):
 
     async def aclose(self) -> None:
         await self._inner.aclose()
+
+
+class AnthropicTap:
+    """Records the cited text blocks of each Anthropic Messages response that passes an HTTP client, by message id.
+
+    Pydantic AI 2.68's `AnthropicModel` ignores `search_result_location` citations, and a text block cited *only*
+    that way keeps no raw data at all (no `provider_details`). Build the provider's client with
+    `anthropic_http_client(tap)` and give it to `AnthropicProvider(http_client=...)`, and `TrackCitations(
+    anthropic_tap=tap)` recovers them. After a request, `tap.text_blocks_for(model_response.provider_response_id)`
+    returns that response's text blocks (`{'text': ..., 'citations': [...]}`, in order). Streamed (SSE, never
+    buffered) and non-streamed bodies alike. The tap keeps the newest `max_responses` responses.
+    """
+
+    def __init__(self, *, max_responses: int = 256, hosts: Sequence[str] = ('api.anthropic.com',)) -> None:
+        """Create a tap.
+
+        Args:
+            max_responses: How many responses to keep, newest first; older ones are evicted.
+            hosts: Hosts whose `.../messages` endpoint is tapped.
+        """
+        if max_responses < 1:
+            raise UserError(f'`max_responses` must be at least 1, got {max_responses!r}.')
+        self.max_responses = max_responses
+        self.hosts = tuple(hosts)
+        self.problems: list[CitationProblem] = []
+        """Problems with bodies the tap could not read (so could not record)."""
+        self._blocks: OrderedDict[str, list[dict[str, JsonValue]]] = OrderedDict()
+
+    def text_blocks_for(self, response_id: str | None) -> list[dict[str, JsonValue]] | None:
+        """The text blocks of the response with this id, or `None` if it was not seen (or was evicted)."""
+        return None if response_id is None else self._blocks.get(response_id)
+
+    def transport(self, inner: httpx2.AsyncBaseTransport | None = None) -> httpx2.AsyncBaseTransport:
+        """Wrap `inner` (default: a new `httpx2.AsyncHTTPTransport()`) so its Anthropic responses are recorded."""
+        return _AnthropicTapTransport(self, inner if inner is not None else httpx2.AsyncHTTPTransport())
+
+    def _record(self, response_id: object, blocks: list[dict[str, JsonValue]]) -> None:
+        if not isinstance(response_id, str) or not response_id:
+            return
+        self._blocks[response_id] = blocks
+        self._blocks.move_to_end(response_id)
+        while len(self._blocks) > self.max_responses:
+            self._blocks.popitem(last=False)
+
+
+def anthropic_http_client(
+    tap: AnthropicTap, *, transport: httpx2.AsyncBaseTransport | None = None, timeout: float | None = 600.0
+) -> httpx2.AsyncClient:
+    """An `httpx2.AsyncClient` whose Anthropic Messages responses feed `tap` (for `AnthropicProvider(http_client=...)`).
+
+    Args:
+        tap: The tap that keeps the cited text blocks.
+        transport: The transport to wrap (default: a new `httpx2.AsyncHTTPTransport()`).
+        timeout: Client timeout in seconds.
+    """
+    return httpx2.AsyncClient(transport=tap.transport(transport), timeout=timeout)
+
+
+def _text_block(block: Mapping[str, object]) -> dict[str, JsonValue]:
+    citations = block.get('citations')
+    return {
+        'text': text if isinstance(text := block.get('text'), str) else '',
+        'citations': cast(list[JsonValue], citations) if isinstance(citations, list) else [],
+    }
+
+
+class _AnthropicStreamBlocks:
+    """Rebuilds the text blocks of one streamed Messages response from its events, in place in the tap's record."""
+
+    def __init__(self, tap: AnthropicTap) -> None:
+        self._tap = tap
+        self._blocks: list[dict[str, JsonValue]] = []
+        self._open: dict[int, tuple[dict[str, JsonValue], list[str]]] = {}
+
+    def feed(self, event: object) -> None:
+        if not isinstance(event, dict):
+            return
+        ev = cast(dict[str, object], event)
+        kind, index = ev.get('type'), ev.get('index')
+        if kind == 'message_start' and isinstance(message := ev.get('message'), dict):
+            # Registered now and filled as blocks end: the record is complete when the stream is.
+            self._tap._record(cast(dict[str, object], message).get('id'), self._blocks)  # pyright: ignore[reportPrivateUsage]
+        elif not isinstance(index, int):
+            return
+        elif kind == 'content_block_start' and isinstance(block := ev.get('content_block'), dict):
+            block_map = cast(dict[str, object], block)
+            if block_map.get('type') == 'text':
+                record = _text_block(block_map)
+                self._open[index] = (record, [cast(str, record['text'])])
+        elif kind == 'content_block_delta' and index in self._open and isinstance(delta := ev.get('delta'), dict):
+            record, texts = self._open[index]
+            delta_map = cast(dict[str, JsonValue], delta)
+            if delta_map.get('type') == 'text_delta' and isinstance(piece := delta_map.get('text'), str):
+                texts.append(piece)
+            elif delta_map.get('type') == 'citations_delta':
+                cast(list[JsonValue], record['citations']).append(delta_map.get('citation'))
+        elif kind == 'content_block_stop' and index in self._open:
+            record, texts = self._open.pop(index)
+            record['text'] = ''.join(texts)
+            self._blocks.append(record)
+
+
+class _AnthropicTapTransport(httpx2.AsyncBaseTransport):
+    def __init__(self, tap: AnthropicTap, inner: httpx2.AsyncBaseTransport) -> None:
+        self._tap = tap
+        self._inner = inner
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        wanted = request.url.host in self._tap.hosts and request.url.path.rstrip('/').endswith('/messages')
+        if wanted:  # an uncompressed body, so the tap can read the bytes the SDK receives
+            request.headers['accept-encoding'] = 'identity'
+        response = await self._inner.handle_async_request(request)
+        content_type = response.headers.get('content-type', '')
+        if not wanted or response.status_code >= 400:
+            return response
+        if 'text/event-stream' in content_type:
+            blocks = _AnthropicStreamBlocks(self._tap)
+            stream = _SseTapStream(
+                response.stream,
+                response.headers.get('content-encoding', ''),
+                on_event=blocks.feed,
+                on_problem=self._tap.problems.append,
+                on_close=_nothing,
+            )
+            return httpx2.Response(
+                response.status_code,
+                headers=response.headers,
+                stream=stream,
+                request=request,
+                extensions=response.extensions,
+            )
+        if 'json' not in content_type:
+            return response
+        raw, body = await _read_json(response.stream, response.headers.get('content-encoding', ''))
+        if isinstance(body, dict):
+            body_map = cast(dict[str, object], body)
+            content = body_map.get('content')
+            items: list[object] = cast(list[object], content) if isinstance(content, list) else []
+            blocks = [
+                _text_block(cast(dict[str, object], b))
+                for b in items
+                if isinstance(b, dict) and cast(dict[str, object], b).get('type') == 'text'
+            ]
+            self._tap._record(body_map.get('id'), blocks)  # pyright: ignore[reportPrivateUsage]
+        else:
+            self._tap.problems.append(
+                CitationProblem('unreadable_raw_data', 'An Anthropic JSON body could not be read.')
+            )
+        return httpx2.Response(
+            response.status_code, headers=response.headers, content=raw, request=request, extensions=response.extensions
+        )
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+def _nothing() -> None:
+    return None

@@ -76,7 +76,7 @@ from ._observation import (
 )
 from ._problems import CitationProblem
 from ._recover import MarkerSources, raw_annotations_problem, record_whole_body, recover_in_place
-from ._tap import CohereTap, PerplexityTap
+from ._tap import AnthropicTap, CohereTap, PerplexityTap
 from ._wrappers import StreamWatch
 from .formats.markup import MARKER_START
 from .formats.openai_placement import check_marker_placement
@@ -129,6 +129,10 @@ class TrackCitations(AbstractCapability[Any]):
     cohere_tap: CohereTap | None = None
     """The `CohereTap` your `CohereProvider`'s cohere client was made with (`httpx_client=cohere_http_client(tap)`):
     the Cohere v2 citations `CohereModel` drops become citations on the text. Default `None`."""
+    anthropic_tap: AnthropicTap | None = None
+    """The `AnthropicTap` your `AnthropicProvider`'s HTTP client was made with (`anthropic_http_client(tap)`): text
+    blocks cited only by `search_result_location` (which Pydantic AI drops without a trace) get their citations.
+    Default `None`."""
     marker_sources: MarkerSources | None = None
     """Sources by id for OpenAI-style private-use markers (`\\ue200cite\\ue202<id>\\ue201`) that a model writes when
     it was given sources rendered with `formats.openai_markers.render_source`: a mapping, or a function of the run
@@ -318,6 +322,7 @@ class TrackCitations(AbstractCapability[Any]):
             raw=self.recover_raw,
             tap=self.perplexity_tap,
             cohere_tap=self.cohere_tap,
+            anthropic_tap=self.anthropic_tap,
         )
         for index, count in recovery.added.items():
             request.recovered[index] = count

@@ -18,6 +18,7 @@ import pydantic_ai_citations.ui
 def test_root_all_is_pinned():
     assert sorted(pydantic_ai_citations.__all__) == snapshot(
         [
+            'AnthropicTap',
             'Arrival',
             'CapabilityMatrix',
             'CitationMarkupError',
@@ -48,6 +49,7 @@ def test_root_all_is_pinned():
             'TrackCitations',
             'UnverifiedEvidenceError',
             'VerifyEvidence',
+            'anthropic_http_client',
             'cohere_http_client',
             'edit_response',
             'edit_text',

@@ -16,8 +16,9 @@ What survives where (read from the installed 2.68 source):
 - **Anthropic `search_result_location`**: ignored by `map_citations` (`_CITATION_TYPES`). The raw dict survives
   in `TextPart.provider_details['citations']` *only when the same text block also carried a citation type
   Pydantic AI maps*; a block cited only by search results gets no `provider_details` at all, and then only the
-  raw body helps (`recover_search_result_locations_from_body`). Anthropic cites whole blocks, so a recovered
-  citation gets `ContentCitationAnchor(0, len(text))` like Pydantic AI's own Anthropic citations. The
+  raw body helps (`recover_search_result_locations_from_body`; `TrackCitations(anthropic_tap=...)` reads it through
+  `AnthropicTap`). Anthropic cites whole blocks, so a recovered citation gets `ContentCitationAnchor(0, len(text))`
+  like Pydantic AI's own Anthropic citations. The
   `search_result_index` counts `search_result` blocks across the whole *request*; it is kept raw on the source's
   `document_id` and resolving it is left to `formats.anthropic_search_results`.
 
@@ -52,6 +53,7 @@ __all__ = (
     'Recovery',
     'recover_search_result_locations',
     'recover_search_result_locations_from_body',
+    'search_result_block_citations',
     'recover_cohere_from_body',
     'recover_container_files',
     'recover',
@@ -293,9 +295,15 @@ def _anthropic_search_source(raw: Mapping[str, object]) -> DocumentCitationSourc
     return search_result_source(as_str(raw.get('source')), as_str(raw.get('title')), as_str(raw.get('cited_text')))
 
 
-def _anthropic_block(
+def search_result_block_citations(
     raw_citations: Sequence[Mapping[str, object]], text: str, part_index: int | None
 ) -> tuple[list[Citation], list[RawOnlyCitation]]:
+    """The `search_result_location` citations of one Anthropic text block (other types are left out).
+
+    Returns:
+        One citation over the whole block (`ContentCitationAnchor(0, len(text))`) with a source per usable citation,
+        or none; and the citations that cannot be one (no source, title or cited text; an empty block).
+    """
     sources: list[DocumentCitationSource | WebCitationSource] = []
     raw_only: list[RawOnlyCitation] = []
     for raw in raw_citations:
@@ -338,7 +346,7 @@ def recover_search_result_locations(response: ModelResponse) -> Recovery:
         entries = cast(Sequence[object], raw)
         if not any(as_str((as_map(r) or {}).get('type')) == 'search_result_location' for r in entries):
             continue  # the common case: every citation was mapped by Pydantic AI
-        found, raw_part = _anthropic_block(as_maps(entries), part.content, part_index)
+        found, raw_part = search_result_block_citations(as_maps(entries), part.content, part_index)
         if found:
             citations[part_index] = found
         raw_only.extend(raw_part)
@@ -356,7 +364,9 @@ def recover_search_result_locations_from_body(body: Mapping[str, JsonValue]) -> 
     for index, block in enumerate(as_maps(body.get('content'))):
         if block.get('type') != 'text':
             continue
-        found, raw_block = _anthropic_block(as_maps(block.get('citations')), as_str(block.get('text')) or '', index)
+        found, raw_block = search_result_block_citations(
+            as_maps(block.get('citations')), as_str(block.get('text')) or '', index
+        )
         if found:
             citations[index] = found
         raw_only.extend(raw_block)
