@@ -50,7 +50,6 @@ from .formats.markup import (
     MarkupMatch,
     MarkupScan,
     StreamCleaner,
-    StrippedMarkup,
     scan_markup,
     strip_markup,
 )
@@ -72,40 +71,17 @@ __all__ = (
     'RemovedMarkup',
     'StripCitationMarkup',
     'StrippedJson',
-    'StrippedText',
     'check_output_mode',
     'clean_partial_output',
     'format_path',
     'removed_markup',
     'removed_markup_ta',
-    'scan_citation_markup',
-    'strip_citation_markup',
     'strip_json_markup',
     'strip_raw_markup',
 )
 
 FieldPath = tuple[str | int, ...]
 """Where a string sits in a JSON value: object keys and list indexes, outermost first, e.g. `('items', 2, 'body')`."""
-
-# --- scanning: the package's one citation-markup grammar (`formats.markup`) -----------------------------------------
-
-StrippedText = StrippedMarkup
-"""What `strip_citation_markup` returns (`formats.markup.StrippedMarkup`)."""
-
-
-def scan_citation_markup(text: str) -> MarkupScan:
-    """Find citation markup in one string, with offsets (`formats.markup.scan_markup`, numbered markers left alone)."""
-    return scan_markup(text)
-
-
-def strip_citation_markup(text: str) -> StrippedMarkup:
-    """Remove citation markup from one string (`formats.markup.strip_markup`, numbered markers left alone).
-
-    Well-formed markup goes (cite tags keep the text they wrap); of what cannot be read, the markup characters go and
-    it is reported in `issues`.
-    """
-    return strip_markup(text)
-
 
 # --- JSON values ----------------------------------------------------------------------------------------------------
 
@@ -220,7 +196,7 @@ def _strip_value(value: object, path: FieldPath, acc: _Acc) -> object:
         changed = False
         for key, item in mapping.items():
             key_path: FieldPath = (*path, key if isinstance(key, str | int) else str(key))
-            if isinstance(key, str) and scan_citation_markup(key).found:
+            if isinstance(key, str) and scan_markup(key).found:
                 message = f'citation markup in the object key {key!r} at {format_path(path)}: keys are never rewritten'
                 acc.found.append(
                     (key_path, CitationProblem('malformed_marker', message, detail=shorten(format_path(key_path))))
@@ -234,7 +210,7 @@ def _strip_value(value: object, path: FieldPath, acc: _Acc) -> object:
 
 
 def _strip_string(text: str, path: FieldPath, acc: _Acc) -> str:
-    stripped = strip_citation_markup(text)
+    stripped = strip_markup(text)
     if stripped.scan.found:
         acc.order.setdefault(path, None)
     for m in stripped.scan.matches:

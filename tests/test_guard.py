@@ -36,10 +36,9 @@ from pydantic_ai_citations import (
 from pydantic_ai_citations._guard import (
     format_path,
     removed_markup_ta,
-    scan_citation_markup,
-    strip_citation_markup,
     strip_json_markup,
 )
+from pydantic_ai_citations.formats.markup import scan_markup, strip_markup
 
 # Built from parts: an opening cite tag written literally is easy to mangle in editors and tooling.
 CITE = '\x3ccite'
@@ -69,12 +68,12 @@ BRACKET = '【4:0†source】'
     ],
 )
 def test_strip_text(text: str, expected: str):
-    assert strip_citation_markup(text).text == expected
+    assert strip_markup(text).text == expected
 
 
 def test_scan_reports_ids_and_offsets():
     text = f'A {OPEN}b{CLOSE} c {OAI} d\ue200cite\ue202turn1news3\ue202L10-L12\ue201 {BRACKET}'
-    scan = scan_citation_markup(text)
+    scan = scan_markup(text)
     assert [(m.kind, text[m.start : m.end], m.source_ids) for m in scan.matches] == [
         ('cite_tag', f'{OPEN}b{CLOSE}', ('0-1',)),
         ('openai_marker', OAI, ('turn0search1', 'turn0file2')),
@@ -86,9 +85,9 @@ def test_scan_reports_ids_and_offsets():
 
 
 def test_cite_index_lists_several_ids():
-    scan = scan_citation_markup(CITE + ' index="0-1, 2-3">x' + CLOSE)
+    scan = scan_markup(CITE + ' index="0-1, 2-3">x' + CLOSE)
     assert scan.matches[0].source_ids == ('0-1', '2-3')
-    assert scan_citation_markup(CITE + '>x' + CLOSE).matches[0].source_ids == ()
+    assert scan_markup(CITE + '>x' + CLOSE).matches[0].source_ids == ()
 
 
 @pytest.mark.parametrize(
@@ -112,7 +111,7 @@ def test_cite_index_lists_several_ids():
 def test_bad_markup_is_reported_and_its_markup_removed(text: str, codes: list[str], clean: str):
     # Was: left exactly as it is. A reader must never see half a cite tag or a private-use character (issue 12), so
     # the markup characters go and the words stay; what was removed is reported.
-    stripped = strip_citation_markup(text)
+    stripped = strip_markup(text)
     assert [i.code for i in stripped.scan.issues] == codes
     assert stripped.text == clean
     for issue in stripped.scan.issues:
@@ -121,11 +120,11 @@ def test_bad_markup_is_reported_and_its_markup_removed(text: str, codes: list[st
 
 def test_markup_after_an_unterminated_opening_is_still_markup():
     text = f'{OPEN}a {OPEN}b{CLOSE} end'
-    stripped = strip_citation_markup(text)
+    stripped = strip_markup(text)
     assert stripped.text == 'a b end'
     assert [i.code for i in stripped.scan.issues] == ['unterminated_marker']
     text2 = f'\ue200cite\ue202t0 then {OAI}.'
-    assert strip_citation_markup(text2).text == ' then.'
+    assert strip_markup(text2).text == ' then.'
 
 
 @pytest.mark.parametrize(
@@ -137,8 +136,8 @@ def test_markup_after_an_unterminated_opening_is_still_markup():
     ],
 )
 def test_prose_is_not_markup(text: str):
-    assert not scan_citation_markup(text).found
-    assert strip_citation_markup(text).text == text
+    assert not scan_markup(text).found
+    assert strip_markup(text).text == text
 
 
 @pytest.mark.anyio
@@ -162,7 +161,7 @@ async def test_prose_in_structured_output_is_not_flagged(policy: Any):
 
 def test_paren_cite_tag_removed_whole():
     # The guard removed it whole while history cleaning left the opening tag; one grammar now decides for both.
-    stripped = strip_citation_markup('(cite index="0-1">x</cite> and more')
+    stripped = strip_markup('(cite index="0-1">x</cite> and more')
     assert stripped.text == 'x and more'
     assert [(m.kind, m.source_ids) for m in stripped.scan.matches] == [('cite_tag', ('0-1',))]
 
@@ -626,7 +625,7 @@ async def test_retries_exhausted_error_is_pydantic_ais():
 
 
 def test_bracket_unterminated_stops_at_line_end_and_next_bracket():
-    scan = scan_citation_markup('a 【1†x\nb 【2†y 【3†z】')
+    scan = scan_markup('a 【1†x\nb 【2†y 【3†z】')
     assert [(i.code, i.start, i.end) for i in scan.issues] == [
         ('unterminated_marker', 2, 6),
         ('unterminated_marker', 9, 14),
@@ -685,7 +684,7 @@ async def test_retry_policy_counts_malformed_markup_and_partial_outputs_are_clea
 def test_markup_after_an_unterminated_marker_is_removed_too():
     # Was: everything after an unterminated marker left as it is; the markup in it is markup all the same.
     text = f'\ue200cite\ue202x {BRACKET} {OPEN}y{CLOSE}'
-    stripped = strip_citation_markup(text)
+    stripped = strip_markup(text)
     assert stripped.text == ' y'
     assert [i.code for i in stripped.scan.issues] == ['unterminated_marker']
     assert [m.kind for m in stripped.scan.matches] == ['bracket_marker', 'cite_tag']

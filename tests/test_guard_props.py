@@ -9,11 +9,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pydantic_ai_citations._guard import (
-    scan_citation_markup,
-    strip_citation_markup,
     strip_json_markup,
     strip_raw_markup,
 )
+from pydantic_ai_citations.formats.markup import scan_markup, strip_markup
 
 CITE = '\x3ccite'
 CLOSING = set('.,;:!?)]}…»”’')
@@ -121,7 +120,7 @@ def test_stripping_injected_markup_restores_the_original(case: tuple[Any, Any, l
     original, marked, markups = case
     result = strip_json_markup(marked)
     assert json.dumps(result.value) == json.dumps(original)
-    assert not any(scan_citation_markup(s).found for s in _strings(result.value))
+    assert not any(scan_markup(s).found for s in _strings(result.value))
     assert sorted(r.markup for r in result.removed) == sorted(markups)
     assert result.problems == []
     for r in result.removed:
@@ -162,7 +161,7 @@ TOKENS = st.sampled_from(
 @settings(max_examples=500, deadline=None)
 @given(st.lists(TOKENS, max_size=30).map(''.join) | st.text(max_size=60))
 def test_scanner_never_crashes_and_offsets_are_inside(text: str):
-    scan = scan_citation_markup(text)
+    scan = scan_markup(text)
     last_end = 0
     for m in scan.matches:
         assert 0 <= m.start < m.end <= len(text)
@@ -171,7 +170,7 @@ def test_scanner_never_crashes_and_offsets_are_inside(text: str):
         last_end = m.end if m.kind != 'cite_tag' else m.kept_start
     for issue in scan.issues:
         assert 0 <= issue.start < issue.end <= len(text) or (issue.start == issue.end == len(text))
-    stripped = strip_citation_markup(text)
+    stripped = strip_markup(text)
     if not scan.found:
         assert stripped.text == text
     else:
@@ -193,7 +192,7 @@ def test_cite_tag_whose_attributes_hold_a_malformed_marker():
     # Found by hypothesis: the marker in the "attributes" is malformed, so the opening is not a tag; the marker and the
     # stray closing tag are removed and reported.
     text = '\x3ccite \ue200>\ue201\x3c/cite>'
-    stripped = strip_citation_markup(text)
+    stripped = strip_markup(text)
     assert stripped.scan.matches == ()
     assert stripped.text == '\x3ccite'
     assert [i.code for i in stripped.scan.issues] == ['malformed_marker', 'malformed_marker']

@@ -2,5 +2,7 @@
 
 One verb per operation, in every module: `extract_*` finds markers in text, `resolve` (and `resolve_markers`) turns a
 format's markers or raw citation into Pydantic AI `Citation`s, `recover_*` reads citations out of raw provider data
-Pydantic AI kept, and `apply_*` fills `TextPart.citations` of a `ModelResponse` in place.
+Pydantic AI kept, and `apply_*` fills `TextPart.citations` of a `ModelResponse` in place. The one grammar for citation
+markup in text (`formats.markup`) has two: `scan_markup` finds every kind of markup with its issues, `strip_markup`
+removes it and returns the cut ranges.
 """

@@ -45,7 +45,6 @@ from pydantic_ai.capabilities import Citations
 from pydantic_ai.models import Model
 
 from .._answer import CitedAnswer, last_response
-from .._guard import scan_citation_markup
 from .._models import ApiLabel
 from .._problems import shorten
 from .._replay import (
@@ -483,7 +482,7 @@ async def _probe_structured(matrix: CapabilityMatrix, api: ApiLabel, recording: 
         if isinstance(message, ModelResponse)
         for part in message.parts
         for text in _strings_of(part)
-        if scan_citation_markup(text).matches
+        if scan_markup(text).matches
     ]
     matrix.note(
         api,

@@ -80,11 +80,12 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from .._answer import CitedAnswer, last_response
 from .._edit import find_stale
-from .._guard import CitationsDisabledWarning, StripCitationMarkup, removed_markup, scan_citation_markup
+from .._guard import CitationsDisabledWarning, StripCitationMarkup, removed_markup
 from .._history import CleanStaleCitations
 from .._problems import CitationProblem, shorten
 from .._render import render_html, render_markdown
 from .._track import CitedRun, TrackCitations
+from ..formats.markup import scan_markup
 from ._citing_model import CITING_STYLES, CitingModel, CitingStyle, ScriptedCitation, ScriptedStreamError
 
 if TYPE_CHECKING:
@@ -751,7 +752,7 @@ class _MarkupInToolArgs(Scenario):
         check.that(len(received) == 1, 'the tool is called once', f'it was called {len(received)} time(s)')
         body = received[0]['body']
         check.that(
-            body == clean and not scan_citation_markup(body).found,
+            body == clean and not scan_markup(body).found,
             f'the tool receives clean arguments: body={clean!r}',
             f'it received body={body!r}',
             'Add StripCitationMarkup (injected here) to your agent, or check nothing else rewrites tool arguments.',
@@ -853,7 +854,7 @@ class _HistoryToAnotherProvider(Scenario):
         runner.tracked(_report(track, result))
         history = result.all_messages()
         check.that(
-            any(scan_citation_markup(p.content).found for _, _, p in _text_parts(history)),
+            any(scan_markup(p.content).found for _, _, p in _text_parts(history)),
             'the first answer, as stored, holds the provider markup',
             'no markup in the stored answer',
         )
@@ -873,7 +874,7 @@ class _HistoryToAnotherProvider(Scenario):
             report = _report(track, result)
             runner.tracked(report)
             sent = second.requests[-1]
-            leftover = [(mi, pi, p.content) for mi, pi, p in _text_parts(sent) if scan_citation_markup(p.content).found]
+            leftover = [(mi, pi, p.content) for mi, pi, p in _text_parts(sent) if scan_markup(p.content).found]
             check.that(
                 not leftover,
                 f'{how}: the {other!r} model receives no raw citation markers from {style!r}',
@@ -896,7 +897,7 @@ class _HistoryToAnotherProvider(Scenario):
             )
             stored = result.all_messages()
             check.that(
-                any(scan_citation_markup(p.content).found for _, _, p in _text_parts(stored)),
+                any(scan_markup(p.content).found for _, _, p in _text_parts(stored)),
                 f'{how}: the stored history keeps the markers (only what is sent is cleaned)',
                 'the stored history lost them',
             )
