@@ -408,3 +408,48 @@ def test_example_runs_as_a_user_test_module(pytester: pytest.Pytester):
     pytester.makepyfile(test_copied_failure_paths=EXAMPLE.read_text())
     result = pytester.runpytest_inprocess('-p', 'no:cacheprovider', 'test_copied_failure_paths.py')
     result.assert_outcomes(passed=len(SCENARIOS) * len(CITING_STYLES) - 6 + 1, skipped=6)
+
+
+PLUGIN_EDGES_TEST = """
+import pytest
+
+from pydantic_ai_citations import TrackCitations
+
+
+def test_track_citations_fixture(track_citations):
+    assert isinstance(track_citations, TrackCitations)
+
+
+@pytest.mark.anyio
+async def test_unknown_id(run_citation_scenario):
+    await run_citation_scenario('no_such_scenario')
+
+
+@pytest.mark.anyio
+async def test_skipped_by_id(run_citation_scenario):
+    await run_citation_scenario('merged_text_parts', 'openrouter')
+
+
+@pytest.mark.parametrize('x', [1])
+@pytest.mark.anyio
+async def test_scenarios_only(run_citation_scenario, citation_scenario, x):
+    result = await run_citation_scenario(citation_scenario)
+    assert result.outcome == 'passed'
+"""
+
+
+def test_plugin_edges_in_a_user_project(pytester: pytest.Pytester):
+    # The fixture handing out a capability, an unknown scenario id, a skip by id, and `citation_scenario` alone
+    # (one run per scenario on the default style) next to a parametrisation of another argument.
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(test_edges=PLUGIN_EDGES_TEST)
+    result = pytester.runpytest_inprocess('-p', 'no:cacheprovider', '-rs')
+    # `sources_without_positions` cannot be expressed on the default style (anthropic): skipped with its reason.
+    result.assert_outcomes(passed=len(SCENARIOS), failed=1, skipped=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*Unknown citation scenario 'no_such_scenario'; known ids: no_sources, *",
+            "SKIPPED*: 'openrouter' gives no citation positions, so there are no spans to shift",
+            "SKIPPED*: 'anthropic' always pins its citations to a position in the text*",
+        ]
+    )
