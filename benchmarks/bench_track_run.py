@@ -5,9 +5,11 @@ The model is Pydantic AI's real `AnthropicModel` answering, offline, with a real
 search, five cited text parts plus the search tool call and results: `test_anthropic_web_search_citations.yaml` from
 the shared corpus) through an `httpx2.MockTransport`, so a run costs what it costs a user minus the network. The
 application takes its report after every tracked run (`TrackCitations.report`), as it would; that call is not part of
-`agent.run` and is timed apart (`test_p1_report_cost`: printed, not asserted). Bare and subject rounds
-alternate in the same process, back to back and in alternating order; CPU time of each round is measured with the
-garbage collector paused (the machine may be shared), and the median of the per-pair ratios is asserted and printed.
+`agent.run` and is timed apart (`test_p1_report_cost`: printed, not asserted).
+
+Noise (the machine may be shared): bare and subject runs alternate one by one inside each round (in alternating order),
+each run timed in CPU time with the garbage collector paused, so both sides of a round see the same load. A round's
+ratio is its subject time over its bare time; the median over rounds is asserted and printed with its quartiles.
 """
 
 from __future__ import annotations
@@ -15,7 +17,6 @@ from __future__ import annotations
 import gc
 import statistics
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import anyio
@@ -26,6 +27,7 @@ from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.models.anthropic import AnthropicModel
 from pydantic_ai.providers.anthropic import AnthropicProvider
 from pydantic_ai.run import AgentRunResult
+from pydantic_ai.settings import ModelSettings
 
 from pydantic_ai_citations import CleanStaleCitations, StripCitationMarkup, TrackCitations
 from pydantic_ai_citations.testing import load_recording
@@ -34,14 +36,15 @@ RECORDING = (
     Path(__file__).resolve().parents[1].parent
     / 'shared/corpus/pydantic-ai-cassettes/tests/models/cassettes/test_anthropic/test_anthropic_web_search_citations.yaml'
 )
+PROMPT = 'What is the weather in San Francisco today?'
 RUNS = 10
-"""Runs per timed round (one run is too short to time on its own)."""
-ROUNDS = 31
+"""Runs of each side per round (one run, ~8 ms, is too short to compare on its own)."""
+ROUNDS = 41
 TARGET_TRACK = 1.10
 TARGET_ALL = 1.15
 
 
-def _agent(*capabilities: AbstractCapability[None]) -> tuple[Agent[None, str], dict[str, object]]:
+def _agent(*capabilities: AbstractCapability[None]) -> tuple[Agent[None, str], ModelSettings]:
     if not RECORDING.is_file():
         pytest.skip(f'shared corpus not found at {RECORDING}')
     recording = load_recording(RECORDING)
@@ -53,74 +56,75 @@ def _agent(*capabilities: AbstractCapability[None]) -> tuple[Agent[None, str], d
     client = httpx2.AsyncClient(transport=httpx2.MockTransport(answer))
     model = AnthropicModel(recording.model_name, provider=AnthropicProvider(api_key='x', http_client=client))
     agent = Agent(model, deps_type=type(None), capabilities=list(capabilities))
-    return agent, dict(recording.model_settings)
+    return agent, recording.model_settings
 
 
-def _runner(capabilities: tuple[AbstractCapability[None], ...], track: TrackCitations | None) -> Callable[[], None]:
-    agent, settings = _agent(*capabilities)
-    results: list[AgentRunResult[str]] = []
+async def _rounds(
+    bare: Agent[None, str], subject: Agent[None, str], settings: ModelSettings, track: TrackCitations | None
+) -> list[tuple[float, float]]:
+    """(bare, subject) CPU seconds per round, runs alternating one by one."""
 
-    async def runs() -> None:
-        for _ in range(RUNS):
-            results.append(await agent.run('What is the weather in San Francisco today?', model_settings=settings))  # type: ignore[arg-type]
+    async def timed(agent: Agent[None, str]) -> tuple[float, AgentRunResult[str]]:
+        start = time.process_time()
+        result = await agent.run(PROMPT, model_settings=settings)
+        return time.process_time() - start, result
 
-    def run() -> None:
-        anyio.run(runs)
-
-    def settle() -> None:
+    for agent in (bare, subject, bare, subject):  # warm up imports and caches
+        _, result = await timed(agent)
+        if track is not None and agent is subject:
+            track.report(result)
+    rounds: list[tuple[float, float]] = []
+    for _ in range(ROUNDS):
+        totals = {id(bare): 0.0, id(subject): 0.0}
+        results: list[AgentRunResult[str]] = []
+        gc.collect()
+        gc.disable()
+        try:
+            for i in range(RUNS):
+                for agent in (bare, subject) if i % 2 else (subject, bare):
+                    elapsed, result = await timed(agent)
+                    totals[id(agent)] += elapsed
+                    if agent is subject:
+                        results.append(result)
+        finally:
+            gc.enable()
         if track is not None:  # the application takes each report (timed apart: see `test_p1_report_cost`)
             for result in results:
                 track.report(result)
-        results.clear()
-
-    run.settle = settle  # type: ignore[attr-defined]
-    return run
+        rounds.append((totals[id(bare)], totals[id(subject)]))
+    return rounds
 
 
-def _time(run: Callable[[], None]) -> float:
-    gc.collect()
-    gc.disable()
-    try:
-        start = time.process_time()
-        run()
-        return time.process_time() - start
-    finally:
-        gc.enable()
-        run.settle()  # type: ignore[attr-defined]
-
-
-def _ratio(base: Callable[[], None], subject: Callable[[], None]) -> tuple[float, float, float]:
-    """Median over rounds of subject / base, each pair timed back to back (so both see the same machine load)."""
-    for run in (base, subject):  # warm up imports and caches
-        run()
-    ratios: list[float] = []
-    base_times: list[float] = []
-    subject_times: list[float] = []
-    for i in range(ROUNDS):
-        first, second = (base, subject) if i % 2 else (subject, base)
-        t1, t2 = _time(first), _time(second)
-        b, s = (t1, t2) if first is base else (t2, t1)
-        base_times.append(b)
-        subject_times.append(s)
-        ratios.append(s / b)
-    return statistics.median(ratios), statistics.median(subject_times), statistics.median(base_times)
+def _ratio(capabilities: tuple[AbstractCapability[None], ...], label: str) -> float:
+    """Median over rounds of subject / bare CPU time, printed with quartiles and per-run times."""
+    bare, settings = _agent()
+    subject, _ = _agent(*capabilities)
+    track = next((c for c in capabilities if isinstance(c, TrackCitations)), None)
+    rounds = anyio.run(_rounds, bare, subject, settings, track)
+    ratios = [s / b for b, s in rounds]
+    q1, median, q3 = statistics.quantiles(ratios, n=4)
+    b_ms = statistics.median(b for b, _ in rounds) / RUNS * 1e3
+    s_ms = statistics.median(s for _, s in rounds) / RUNS * 1e3
+    print(
+        f'\nP1 run: {label} / bare = {median:.3f} (quartiles {q1:.3f}..{q3:.3f} over {ROUNDS} rounds; '
+        f'{s_ms:.2f} ms vs {b_ms:.2f} ms per run)'
+    )
+    return median
 
 
 def test_p1_run_with_track_citations(benchmark: object) -> None:
+    ratio = _ratio((TrackCitations(),), 'TrackCitations')
     track = TrackCitations()
-    subject = _runner((track,), track)
-    ratio, s, b = _ratio(_runner((), None), subject)
-    print(f'\nP1 run: TrackCitations / bare = {ratio:.3f} ({s / RUNS * 1e3:.2f} ms vs {b / RUNS * 1e3:.2f} ms per run)')
-    benchmark.pedantic(subject, rounds=3, iterations=1)  # type: ignore[attr-defined]
+    agent, settings = _agent(track)
+    benchmark.pedantic(lambda: track.report(agent.run_sync(PROMPT, model_settings=settings)), rounds=3, iterations=1)  # type: ignore[attr-defined]
     assert ratio <= TARGET_TRACK, f'TrackCitations costs {ratio:.3f}x on agent.run, target {TARGET_TRACK}x'
 
 
 def test_p1_run_with_three_capabilities(benchmark: object) -> None:
+    ratio = _ratio((TrackCitations(), StripCitationMarkup(), CleanStaleCitations()), 'three capabilities')
     track = TrackCitations()
-    subject = _runner((track, StripCitationMarkup(), CleanStaleCitations()), track)
-    ratio, s, b = _ratio(_runner((), None), subject)
-    print(f'\nP1 run: three capabilities / bare = {ratio:.3f} ({s / RUNS * 1e3:.2f} ms vs {b / RUNS * 1e3:.2f} ms/run)')
-    benchmark.pedantic(subject, rounds=3, iterations=1)  # type: ignore[attr-defined]
+    agent, settings = _agent(track, StripCitationMarkup(), CleanStaleCitations())
+    benchmark.pedantic(lambda: track.report(agent.run_sync(PROMPT, model_settings=settings)), rounds=3, iterations=1)  # type: ignore[attr-defined]
     assert ratio <= TARGET_ALL, f'the three capabilities cost {ratio:.3f}x on agent.run, target {TARGET_ALL}x'
 
 
@@ -131,7 +135,7 @@ def test_p1_report_cost() -> None:
     tracked, _ = _agent(track)
 
     async def one(a: Agent[None, str]) -> AgentRunResult[str]:
-        return await a.run('What is the weather in San Francisco today?', model_settings=settings)  # type: ignore[arg-type]
+        return await a.run(PROMPT, model_settings=settings)
 
     results = [anyio.run(one, tracked) for _ in range(50)]
     start = time.process_time()

@@ -39,7 +39,7 @@ from pydantic_ai.messages import ToolCallPart
 from pydantic_ai.tools import RunContext, ToolDefinition
 
 from ._checks import require_base_fields, require_bools
-from ._ledger import RunRegistry, record_problems
+from ._ledger import RunRegistry, record_problems, run_copy
 from ._problems import CitationProblem, shorten
 from .formats.markup import (
     MARKER_END,
@@ -490,9 +490,8 @@ class StripCitationMarkup(AbstractCapability[object]):
         return list(kept) if kept is not None else []
 
     async def for_run(self, ctx: RunContext[object]) -> StripCitationMarkup:
-        fresh = replace(self)
-        fresh._output_mode = self._output_mode  # one warning per agent: the agent's instance owns the check
-        fresh._runs = self._runs  # the agent's instance keeps each run's records
+        fresh = run_copy(self)  # shares the agent's once-per-agent check and its registry of each run's records
+        fresh._removed = None
         return fresh
 
     async def prepare_model_request(

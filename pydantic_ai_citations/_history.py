@@ -8,7 +8,6 @@ this module only decides when they run and where their results go. The only stat
 from __future__ import annotations
 
 import copy
-import dataclasses
 from collections.abc import AsyncGenerator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import KW_ONLY, dataclass, field
@@ -26,9 +25,9 @@ from pydantic_ai.tools import AgentDepsT, RunContext
 
 from ._checks import require_base_fields
 from ._edit import Marked, copy_with, fingerprint_response, repair_history, strip_citation_markers, survey
-from ._ledger import record_problems
+from ._ledger import record_problems, run_copy
 from ._problems import CitationProblem
-from ._wrappers import StreamWatch
+from ._wrappers import watch_streams
 
 __all__ = ('CleanStaleCitations',)
 
@@ -72,7 +71,9 @@ class CleanStaleCitations(AbstractCapability[AgentDepsT]):
         require_base_fields(self)
 
     async def for_run(self, ctx: RunContext[AgentDepsT]) -> CleanStaleCitations[AgentDepsT]:
-        return dataclasses.replace(self)  # every field kept (`id`, `description`, ...); a fresh `_state`
+        run = run_copy(self)
+        run._state = _RunState()
+        return run
 
     async def before_model_request(
         self, ctx: RunContext[AgentDepsT], request_context: ModelRequestContext
@@ -102,6 +103,7 @@ class CleanStaleCitations(AbstractCapability[AgentDepsT]):
     ) -> ModelRequestContext:
         self._state.run_id = ctx.run_id
         self._state.ctx = ctx
+        self._state.streaming = request_context.streaming  # read by `get_wrapper_model`, called next for this attempt
         model = request_context.model
         if self.on_provider_switch == 'keep' or isinstance(model, FallbackModel):
             return request_context  # a `FallbackModel`'s models are each cleaned by `get_wrapper_model`
@@ -119,7 +121,9 @@ class CleanStaleCitations(AbstractCapability[AgentDepsT]):
             # `FallbackModel` tries its models inside one attempt, so `prepare_model_request` never sees them:
             # clean for each of them where it sends the request.
             inner = _clean_fallback(model, self._state)
-        return StreamWatch(inner, self._state.streams.append)
+        if not self._state.streaming:  # `Model.request` gets no stream to watch: no layer for it
+            return inner if inner is not model else None
+        return watch_streams(inner, self._state.streams.append)
 
     async def wrap_model_request(
         self,
@@ -153,6 +157,8 @@ class _RunState:
     run_id: str | None = None
     ctx: RunContext[Any] | None = None
     """The run's context, so problems found by the model wrappers reach the run's `TrackCitations`."""
+    streaming: bool = True
+    """Whether the current attempt is streamed (set by `prepare_model_request`)."""
     streams: list[StreamedResponse] = field(default_factory=list[StreamedResponse])
     marked: tuple[int, Marked] | None = None
     """This step's survey of text parts that may hold markup: (length of the history surveyed, parts)."""
@@ -214,8 +220,8 @@ def _clean_fallback(model: Model, state: _RunState) -> Model:
     """`model` with each model of its `FallbackModel` wrapped in `_CleanForProvider`, or `model` if it has none.
 
     The `FallbackModel` is looked for through `WrapperModel` layers: capabilities listed after this one (such as
-    `TrackCitations`, whose `StreamWatch` is on by default) wrap the model first. Those layers are shallow-copied
-    around the cleaned copy; the agent's model is left as it is.
+    `TrackCitations`, whose `StreamWatch` watches streamed requests by default) wrap the model first. Those layers are
+    shallow-copied around the cleaned copy; the agent's model is left as it is.
     """
     layers: list[WrapperModel] = []
     inner = model

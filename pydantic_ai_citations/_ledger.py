@@ -30,6 +30,7 @@ __all__ = (
     'ProblemSink',
     'RunRegistry',
     'record_problems',
+    'run_copy',
 )
 
 MAX_RUNS = 4096
@@ -64,6 +65,19 @@ def record_problems(run: RunContext[Any] | None, problems: Iterable[CitationProb
 
 
 T = TypeVar('T')
+
+
+def run_copy(capability: T) -> T:
+    """A shallow copy of an agent-level capability, for `for_run` to give its per-run state.
+
+    Fields (configuration, and what the agent's instance owns: its `RunRegistry`, its once-per-agent checks) are
+    shared with the agent's instance; the caller replaces the per-run ones. `dataclasses.replace` would run
+    `__init__` and `__post_init__` again (validation was done at construction) and build default factories only to
+    replace them, about 15 µs per capability on every run; this takes about 1 µs.
+    """
+    run = object.__new__(type(capability))
+    run.__dict__.update(capability.__dict__)
+    return run
 
 
 class RunRegistry(Generic[T]):

@@ -4,11 +4,12 @@ Hooks used, and why:
 
 - `prepare_model_request` runs once per *attempt*, with the model that will actually serve it (also under
   `FallbackModel` and retries), so that is where the serving model, output mode and citations setting are read.
-- `get_wrapper_model` wraps the serving model in a pass-through `StreamWatch` (`_wrappers.py`) that remembers the
-  provider's `StreamedResponse` when a request is streamed. When a citations delta passes through the event stream,
-  the response's `finish_reason` tells whether the provider had already finished its response (citations flushed at
-  `'response_end'`, as OpenAI Chat, OpenRouter, Google and xAI do) or was still inside the part (`'part_end'`, as
-  Anthropic, Bedrock and OpenAI Responses do). Events alone cannot tell the two apart for a single-part answer.
+- `get_wrapper_model` wraps the model serving a streamed request in a pass-through `StreamWatch` (`_wrappers.py`)
+  that remembers the provider's `StreamedResponse` (a request that is not streamed gets no wrapper). When a citations
+  delta passes through the event stream, the response's `finish_reason` tells whether the provider had already
+  finished its response (citations flushed at `'response_end'`, as OpenAI Chat, OpenRouter, Google and xAI do) or was
+  still inside the part (`'part_end'`, as Anthropic, Bedrock and OpenAI Responses do). Events alone cannot tell the
+  two apart for a single-part answer.
 - `wrap_run_event_stream` is a pass-through generator that looks at `PartStartEvent`, `PartDeltaEvent` and
   `PartEndEvent` only: about 4 % overhead on a 2,000-delta stream, where an `on_event` listener costs about 12 %.
   It is applied to every streamed node (`run_stream`, `run_stream_events`, `iter` + `node.stream`, an
@@ -26,7 +27,6 @@ instance after the run. Whether the answer is complete is decided by `_answer.in
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import AsyncIterable, Callable, Iterable, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from types import NoneType
@@ -56,7 +56,7 @@ from pydantic_ai.settings import ModelSettings
 from ._answer import run_messages
 from ._checks import require, require_base_fields, require_bools, require_mapping, require_result, shown
 from ._guard import OutputModeCheck
-from ._ledger import RunRegistry
+from ._ledger import RunRegistry, run_copy
 from ._models import describe_serving_model
 from ._observation import (
     Arrival,
@@ -77,7 +77,7 @@ from ._observation import (
 from ._problems import CitationProblem
 from ._recover import MarkerSources, raw_annotations_problem, record_whole_body, recover_in_place
 from ._tap import AnthropicTap, CohereTap, PerplexityTap
-from ._wrappers import StreamWatch
+from ._wrappers import watch_streams
 from .formats.markup import MARKER_START
 from .formats.openai_placement import check_marker_placement
 from .formats.unmapped import RAW_ANNOTATIONS_SETTING
@@ -223,8 +223,7 @@ class TrackCitations(AbstractCapability[Any]):
         return _raw_annotations_setting
 
     async def for_run(self, ctx: RunContext[Any]) -> TrackCitations:
-        run = dataclasses.replace(self)
-        run._output_mode = self._output_mode  # warns once per agent: the agent's instance owns the check
+        run = run_copy(self)  # shares the agent's once-per-agent output-mode check and its registry
         run._run = RunRecord(ctx.run_id or _new_run_id())
         self._runs.add(run._run.run_id, run._run)
         return run
@@ -254,12 +253,17 @@ class TrackCitations(AbstractCapability[Any]):
         if self._run is None or not self.observe_stream_end:
             return None
         run = self._run
+        if (request := current(run)) is not None and not request.streamed:
+            # `prepare_model_request` (just before, for this attempt) saw a request that is not streamed: the agent
+            # calls `Model.request`, which a `StreamWatch` only passes through, so no layer (and no per-request
+            # wrapper scope) is added.
+            return None
 
         def watch(stream: StreamedResponse) -> None:
             if (request := current(run)) is not None:
                 request.stream = stream
 
-        return StreamWatch(model, watch)
+        return watch_streams(model, watch)
 
     async def wrap_run_event_stream(
         self, ctx: RunContext[Any], *, stream: AsyncIterable[AgentStreamEvent]

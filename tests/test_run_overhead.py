@@ -1,0 +1,95 @@
+"""What the package's capabilities add to each request: no model wrapper for a request that is not streamed, one
+`StreamWatch` layer (shared by `TrackCitations` and `CleanStaleCitations`) for a streamed one, cheap per-run copies."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from pydantic_ai import Agent, ModelResponse, RunContext, WebCitationSource
+from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.models import Model
+
+from pydantic_ai_citations import CleanStaleCitations, StripCitationMarkup, TrackCitations
+from pydantic_ai_citations._edit import METADATA_KEY
+from pydantic_ai_citations._wrappers import StreamWatch
+from pydantic_ai_citations.testing import CitingModel, ScriptedCitation
+
+pytestmark = pytest.mark.anyio
+
+TEXT = 'Pydantic validates data. It is fast.'
+
+
+@dataclass
+class _SeeServingModel(AbstractCapability[Any]):
+    """Listed first, so it wraps last: records the model the other capabilities' wrappers made for each attempt."""
+
+    seen: list[Model] = field(default_factory=list[Model])
+
+    def get_wrapper_model(self, model: Model) -> Model | None:
+        self.seen.append(model)
+        return None
+
+
+def _agent(*capabilities: AbstractCapability[Any]) -> tuple[Agent[None, str], CitingModel, _SeeServingModel]:
+    # Google style: citations arrive once the response finished, which only the watched stream can tell.
+    model = CitingModel(
+        TEXT, [ScriptedCitation('It is fast.', [WebCitationSource('https://example.com/a')])], style='google'
+    )
+    see = _SeeServingModel()
+    return Agent(model, capabilities=[see, *capabilities]), model, see
+
+
+async def test_a_request_that_is_not_streamed_gets_no_wrapper() -> None:
+    track = TrackCitations()
+    agent, model, see = _agent(track, CleanStaleCitations())
+    result = await agent.run('q')
+    assert see.seen == [model]
+    assert [p.arrival for p in track.report(result).requests[0].parts if p.citations] == ['response']
+
+
+@pytest.mark.parametrize('order', ['track_first', 'clean_first'])
+async def test_a_streamed_request_gets_one_shared_stream_watch(order: str) -> None:
+    track, clean = TrackCitations(), CleanStaleCitations()
+    agent, model, see = _agent(*((track, clean) if order == 'track_first' else (clean, track)))
+    async with agent.run_stream('q') as run:
+        await run.get_output()
+    [served] = see.seen
+    assert isinstance(served, StreamWatch)
+    assert served.wrapped is model
+    assert len(served.on_stream) == 2
+    report = track.report(run)
+    assert report.answer.complete
+    assert [p.arrival for p in report.requests[0].parts if p.citations] == ['response_end']  # the stream was seen
+    [response] = [m for m in run.all_messages() if isinstance(m, ModelResponse)]
+    assert response.metadata is not None and METADATA_KEY in response.metadata  # fingerprinted through the stream
+
+
+async def test_per_run_copies_share_configuration_and_keep_their_own_state() -> None:
+    track = TrackCitations(recover_raw=False)
+    strip = StripCitationMarkup(policy='retry')
+    clean = CleanStaleCitations(on_edit='clear')
+    agent, _, _ = _agent(track, strip, clean)
+    runs: list[AbstractCapability[Any]] = []
+
+    @dataclass
+    class _Collect(AbstractCapability[Any]):
+        async def before_run(self, ctx: RunContext[Any]) -> None:
+            runs.extend(ctx.capabilities.values())
+
+    agent = Agent(agent.model, capabilities=[_Collect(), track, strip, clean])
+    await agent.run('q')
+    await agent.run('q')
+    run_tracks = [c for c in runs if isinstance(c, TrackCitations)]
+    assert len(run_tracks) == 2 and run_tracks[0] is not run_tracks[1]
+    assert all(c is not track for c in run_tracks)
+    assert all(c.recover_raw is False for c in run_tracks)
+    assert run_tracks[0]._run is not run_tracks[1]._run  # pyright: ignore[reportPrivateUsage]
+    assert track._run is None  # pyright: ignore[reportPrivateUsage]
+    run_strips = [c for c in runs if isinstance(c, StripCitationMarkup)]
+    assert all(c.policy == 'retry' and c is not strip for c in run_strips)
+    run_cleans = [c for c in runs if isinstance(c, CleanStaleCitations)]
+    assert all(c.on_edit == 'clear' and c is not clean for c in run_cleans)
+    assert run_cleans[0]._state is not run_cleans[1]._state  # pyright: ignore[reportPrivateUsage]
+    assert clean._state.ctx is None  # pyright: ignore[reportPrivateUsage]
