@@ -13,7 +13,8 @@ Install with the `postgres` extra: `pip install 'pydantic-ai-citations[postgres]
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Generator, Sequence
+from contextlib import contextmanager
 from types import TracebackType
 from typing import Any, LiteralString, TypeVar, cast
 
@@ -24,7 +25,6 @@ from pydantic_ai.conversation_store import (
     ConversationConflict,
     ConversationEntry,
     ConversationRecord,
-    ConversationStore,
 )
 from pydantic_ai.exceptions import UserError
 
@@ -32,14 +32,17 @@ from . import _store_sql as sql
 from ._checks import shown
 from ._problems import CitationProblem
 from ._store import (
+    _BACKFILLS,  # pyright: ignore[reportPrivateUsage]
+    BACKFILL_BATCH,
     SCHEMA_VERSION,
+    StoreCorruptionError,
     StoredAnswer,
     _answer_row,  # pyright: ignore[reportPrivateUsage]
     _answer_statements,  # pyright: ignore[reportPrivateUsage]
-    _chain_entries,  # pyright: ignore[reportPrivateUsage]
+    _ChainWalk,  # pyright: ignore[reportPrivateUsage]
     _dump_record,  # pyright: ignore[reportPrivateUsage]
     _entry_from_row,  # pyright: ignore[reportPrivateUsage]
-    _message_ta,  # pyright: ignore[reportPrivateUsage]
+    _entry_rows,  # pyright: ignore[reportPrivateUsage]
     _now,  # pyright: ignore[reportPrivateUsage]
     _package_version,  # pyright: ignore[reportPrivateUsage]
     _plan_edit,  # pyright: ignore[reportPrivateUsage]
@@ -51,7 +54,8 @@ from ._store import (
 )
 
 try:
-    from psycopg import AsyncConnection
+    from psycopg import AsyncConnection, errors
+    from psycopg.conninfo import conninfo_to_dict
     from psycopg_pool import AsyncConnectionPool
 except ImportError as _e:  # pragma: no cover
     raise ImportError(
@@ -100,25 +104,38 @@ async def _schema_version(conn: _Conn) -> int:
     return int(row[0]) if row else 0
 
 
-async def _backfill_answers(conn: _Conn) -> None:
-    """Schema v2's backfill, as in the SQLite store: answers of the responses stored before it."""
-    tips = {cast(str, tip): cast(str, cid) for tip, cid in await _fetchall(conn, sql.TIPS_ALL)}
-    for entry_id, blob in await _fetchall(conn, sql.ENTRIES_ALL):
-        try:
-            message = _message_ta.validate_json(blob)
-        except ValueError:
-            continue
-        if not isinstance(message, ModelResponse):
-            continue
-        owner = ''
-        for tip, cid in tips.items():
-            if await _fetchone(conn, sql.REACHES, (tip, entry_id)):
-                owner = cid
-                break
-        await _execute_all(conn, _answer_statements([_answer_row(entry_id, owner, message)]))
+async def _migrate_step(conn: _Conn, version: int) -> None:
+    """`SCHEMA[version]`'s DDL and its backfill (`_BACKFILLS`), batch by batch, as the SQLite store runs them."""
+    for statement in sql.SCHEMA[version]:
+        await conn.execute(_pg(statement))
+    step = _BACKFILLS[version]
+    if step is None:
+        return
+    for statement in step.setup:
+        await conn.execute(_pg(statement))
+    after = ''
+    while True:
+        rows = await _fetchall(conn, step.select, (after, BACKFILL_BATCH))
+        await _execute_all(conn, step.write(rows))
+        if len(rows) < BACKFILL_BATCH:
+            break
+        after = rows[-1][0]
+    for statement in step.teardown:
+        await conn.execute(_pg(statement))
 
 
-class PostgresConversationStore(_StoredAnswers, ConversationStore):
+async def _read_chain(conn: _Conn, head_id: str, limit: int | None) -> list[ConversationEntry]:
+    walk = _ChainWalk(head_id, limit)
+    while walk.add(await _fetchall(conn, sql.CHAIN, walk.params())):
+        pass
+    return walk.entries()
+
+
+class _StoredBefore(Exception):
+    """`write_record` was given entries that are stored already (rolls its first attempt back)."""
+
+
+class PostgresConversationStore(_StoredAnswers):
     """Pydantic AI's `ConversationStore` on PostgreSQL, with `SQLiteConversationStore`'s citation queries.
 
     ```python
@@ -186,21 +203,26 @@ class PostgresConversationStore(_StoredAnswers, ConversationStore):
             await self._pool.open()
             self._ready = True
         while True:
-            async with self._pool.connection() as conn, conn.transaction():
-                await conn.execute('SELECT pg_advisory_xact_lock(%s, 0)', (_LOCK_CLASS,))
-                current = await _schema_version(conn)
-                if current > SCHEMA_VERSION:
-                    raise UserError(
-                        f'The database has schema version {current!r}, newer than this package supports '
-                        f'({SCHEMA_VERSION}); upgrade pydantic-ai-citations.'
-                    )
-                if current >= target:
-                    return current
-                for statement in sql.SCHEMA[current]:
-                    await conn.execute(_pg(statement))
-                if current == 1:
-                    await _backfill_answers(conn)
-                await conn.execute(_pg(sql.LOG_MIGRATION), (current + 1, _now().isoformat(), _package_version()))
+            with self._readable():
+                current = await self._migrate_once(target)
+            if current >= target:
+                return current
+
+    async def _migrate_once(self, target: int) -> int:
+        """One migration step (when one is due) in its own transaction; the version after it."""
+        async with self._pool.connection() as conn, conn.transaction():
+            await conn.execute('SELECT pg_advisory_xact_lock(%s, 0)', (_LOCK_CLASS,))
+            current = await _schema_version(conn)
+            if current > SCHEMA_VERSION:
+                raise UserError(
+                    f'The database has schema version {current!r}, newer than this package supports '
+                    f'({SCHEMA_VERSION}); upgrade pydantic-ai-citations.'
+                )
+            if current >= target:
+                return current
+            await _migrate_step(conn, current)
+            await conn.execute(_pg(sql.LOG_MIGRATION), (current + 1, _now().isoformat(), _package_version()))
+            return current + 1
 
     async def _ensure_open(self) -> None:
         if self._ready:
@@ -211,13 +233,28 @@ class PostgresConversationStore(_StoredAnswers, ConversationStore):
             if not self._ready:
                 await self.open()
 
+    @contextmanager
+    def _readable(self) -> Generator[None]:
+        """A schema that is not the one its version says (tables missing or already there) is `StoreCorruptionError`."""
+        try:
+            yield
+        except (errors.UndefinedTable, errors.UndefinedColumn, errors.DuplicateTable) as e:
+            where = conninfo_to_dict(self.conninfo)
+            name = f'{where.get("host") or "localhost"}/{where.get("dbname") or ""}'  # never the password
+            raise StoreCorruptionError(None, name, f'its schema is not the one its version says ({e})') from e
+
     async def _query(self, fn: Callable[[_Conn], Awaitable[_T]]) -> _T:
         await self._ensure_open()
-        async with self._pool.connection() as conn:
-            return await fn(conn)
+        with self._readable():
+            async with self._pool.connection() as conn:
+                return await fn(conn)
 
     async def _write(self, conversation_id: str | None, fn: Callable[[_Conn], Awaitable[_T]]) -> _T:
         await self._ensure_open()
+        with self._readable():
+            return await self._write_locked(conversation_id, fn)
+
+    async def _write_locked(self, conversation_id: str | None, fn: Callable[[_Conn], Awaitable[_T]]) -> _T:
         async with self._pool.connection() as conn, conn.transaction():
             if conversation_id is None:
                 await conn.execute('SELECT pg_advisory_xact_lock(%s, 0)', (_LOCK_CLASS,))
@@ -243,9 +280,8 @@ class PostgresConversationStore(_StoredAnswers, ConversationStore):
                 record = _record_from_row(conversation_id, row[0])
                 if record.head_id is None or limit == 0:
                     return record, []
-                rows = await _fetchall(conn, sql.CHAIN, (record.head_id, limit, limit))
                 try:
-                    return record, _chain_entries(record.head_id, limit, rows)
+                    return record, await _read_chain(conn, record.head_id, limit)
                 except LookupError:  # a concurrent save or delete released entries: read again, as the base store
                     again = await _fetchone(conn, sql.REVISION, (conversation_id,))
                     if again is not None and again[0] == record.revision:
@@ -277,39 +313,47 @@ class PostgresConversationStore(_StoredAnswers, ConversationStore):
         new_entries: Sequence[ConversationEntry] = (),
         expected_revision: str | None,
     ) -> None:
-        entry_rows: list[tuple[object, ...]] = [
-            (e.id, e.parent_id, e.kind, _message_ta.dump_json(e.message)) for e in new_entries
-        ]
+        entry_rows = _entry_rows(record.conversation_id, new_entries)
         answer_rows = [
             _answer_row(e.id, record.conversation_id, e.message)
             for e in new_entries
             if isinstance(e.message, ModelResponse)
         ]
-        statements: _Statements = [
-            (sql.INSERT_ENTRY_IF_NEW, entry_rows),
-            *_answer_statements(answer_rows),
-            *_record_statements(record, _dump_record(record)),
-        ]
-        new_ids = {e.id for e in new_entries}
+        record_statements = _record_statements(record, _dump_record(record))
+        new_ids = [e.id for e in new_entries]
         cid = record.conversation_id
-
         head = record.head_id
 
-        async def write(conn: _Conn) -> None:
+        async def write(conn: _Conn, *, new: bool) -> None:
+            statements: _Statements = [
+                (sql.INSERT_ENTRY_IF_NEW, entry_rows),
+                *_answer_statements(answer_rows, new=new),
+                *record_statements,
+            ]
             # One round trip: the checks and the writes go together (the lock is held); a failed check rolls back.
             async with conn.pipeline() as pipeline, conn.cursor() as revision, conn.cursor() as has_head:
                 await revision.execute(_pg(sql.REVISION), (cid,))
                 await has_head.execute(_pg(sql.HAS_ENTRY), (head or '',))
-                await _execute_all(conn, statements)
-                await pipeline.sync()
+                async with conn.cursor() as stored:
+                    await stored.execute(_pg(sql.PG_ANY_ENTRY), (new_ids,))
+                    await _execute_all(conn, statements)
+                    await pipeline.sync()
+                    stored_before = await stored.fetchone() is not None
                 current = await revision.fetchone()
                 head_found = await has_head.fetchone() is not None
             if (current[0] if current else None) != expected_revision:
                 raise ConversationConflict(cid)
             if head is not None and head not in new_ids and not head_found:
                 raise ConversationConflict(cid)
+            if new and stored_before:
+                raise _StoredBefore
 
-        await self._write(cid, write)
+        try:
+            await self._write(cid, lambda conn: write(conn, new=True))
+        except _StoredBefore:
+            # A caller of this primitive passed entries that are stored already: write again (rolled back), with
+            # their answers' index rows replaced rather than added.
+            await self._write(cid, lambda conn: write(conn, new=False))
 
     async def delete_record(self, conversation_id: str, *, expected_revision: str) -> None:
         async def delete(conn: _Conn) -> None:
@@ -337,7 +381,7 @@ class PostgresConversationStore(_StoredAnswers, ConversationStore):
             return []
 
         async def read(conn: _Conn) -> list[ConversationEntry]:
-            return _chain_entries(head_id, limit, await _fetchall(conn, sql.CHAIN, (head_id, limit, limit)))
+            return await _read_chain(conn, head_id, limit)
 
         return await self._query(read)
 
@@ -380,12 +424,11 @@ class PostgresConversationStore(_StoredAnswers, ConversationStore):
                 raise ConversationConflict(conversation_id)
             history: list[ConversationEntry] = []
             if record.head_id:
-                rows = await _fetchall(conn, sql.CHAIN, (record.head_id, None, None))
-                history = _chain_entries(record.head_id, None, rows)
+                history = await _read_chain(conn, record.head_id, None)
             plan = _plan_edit(record, history, message_index, part_index, new_text)
             statements: _Statements = [
-                (sql.INSERT_ENTRY, cast('list[tuple[object, ...]]', plan.entry_rows)),
-                *_answer_statements(plan.answer_rows),
+                (sql.INSERT_ENTRY, plan.entry_rows),
+                *_answer_statements(plan.answer_rows, new=True),
                 *_record_statements(plan.record, _dump_record(plan.record)),
             ]
             await _execute_all(conn, statements)

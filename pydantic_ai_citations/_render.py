@@ -35,6 +35,7 @@ from ._answer import CitedAnswer, SourceRef
 from ._problems import CitationProblem, shorten
 from ._redact import clean_markup
 from ._redact import redact as _redact
+from ._urls import is_grounding_redirect as _is_grounding_redirect
 from ._urls import url_host
 
 __all__ = ('DEFAULT_ALLOWED_SCHEMES', 'render_html', 'render_markdown', 'safe_url', 'url_problems')
@@ -45,8 +46,6 @@ DEFAULT_ALLOWED_SCHEMES: tuple[str, ...] = ('http', 'https')
 _NEVER_ALLOWED = frozenset({'javascript', 'vbscript', 'data', 'file', 'blob', 'filesystem', 'about'})
 _SCHEME_RE = re.compile(r'[a-z][a-z0-9+.\-]*')
 _REL = 'noopener noreferrer nofollow'
-_GROUNDING_HOST = 'vertexaisearch.cloud.google.com'
-_GROUNDING_PATH = '/grounding-api-redirect/'
 _MAX_LABEL = 200
 _MAX_EXCERPT = 300
 # C0 controls except tab/newline/carriage return, DEL, C1 controls and lone surrogates: replaced in all output.
@@ -135,14 +134,6 @@ def url_problems(
                 )
             )
     return problems
-
-
-def _is_grounding_redirect(url: str) -> bool:
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return False
-    return parts.hostname == _GROUNDING_HOST and parts.path.startswith(_GROUNDING_PATH)
 
 
 # --------------------------------------------------------------------------------------------------------------------

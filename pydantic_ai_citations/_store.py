@@ -32,7 +32,7 @@ from typing import Any, TypeVar, cast
 import anyio.to_thread
 import pydantic
 from pydantic import JsonValue, TypeAdapter
-from pydantic_ai import ModelMessage, ModelResponse, TextPart
+from pydantic_ai import AgentRunResult, ModelMessage, ModelResponse, TextPart
 from pydantic_ai.conversation import Conversation
 from pydantic_ai.conversation_store import (
     ConversationConflict,
@@ -41,14 +41,15 @@ from pydantic_ai.conversation_store import (
     ConversationStore,
 )
 from pydantic_ai.exceptions import UserError
-from pydantic_ai.run import AgentRunResult
+from pydantic_ai.result import StreamedRunResult
+from pydantic_core import PydanticSerializationError
 
 from . import _store_sql as sql
 from ._answer import CitedAnswer, answer_parts
 from ._checks import shown
 from ._edit import edit_response
 from ._problems import PROBLEM_CODES, CitationProblem, ProblemCode
-from ._urls import bare_host, url_host
+from ._urls import bare_host, is_grounding_redirect, parent_domains, title_domain, url_host
 
 __all__ = (
     'MIGRATIONS',
@@ -78,19 +79,39 @@ _json_ta: TypeAdapter[JsonValue] = TypeAdapter(JsonValue)
 
 
 class StoreCorruptionError(RuntimeError):
-    """A stored row cannot be read back (bad JSON, or data no longer valid for its type).
+    """Stored data cannot be read back: a bad row, or a damaged database file or schema.
 
-    The row is left as it is and nothing else is touched: other conversations and answers still load.
+    A bad row holds bad JSON or data no longer valid for its type, or is part of a history whose `parent_id`s loop or
+    break. It is left as it is and nothing else is touched: other conversations and answers still load.
     """
 
-    def __init__(self, table: str, key: str, reason: str) -> None:
+    def __init__(self, table: str | None, key: str, reason: str) -> None:
         self.table = table
-        """The table holding the bad row."""
+        """The table holding the bad row; `None` when the database as a whole cannot be read."""
         self.key = key
-        """The row's key (entry id, conversation id)."""
+        """The row's key (entry id, conversation id), or the database's path when `table` is `None`."""
         self.reason = reason
         """Why it could not be read."""
-        super().__init__(f'Stored row {key!r} in table {table!r} cannot be read: {reason}')
+        if table is None:
+            super().__init__(f'The database {key!r} cannot be read: {reason}')
+        else:
+            super().__init__(f'Stored row {key!r} in table {table!r} cannot be read: {reason}')
+
+
+class _BrokenChain(StoreCorruptionError, KeyError):
+    """A history names a parent entry that is not stored.
+
+    Also a `KeyError`, as Pydantic AI's `ConversationStore` expects of a history that breaks: a store that reads a
+    record and its history separately tells a concurrent save or delete (read again) from damage (raised) by it.
+    """
+
+    def __init__(self, entry_id: str, parent_id: str | None) -> None:
+        if parent_id is None:
+            super().__init__('entries', entry_id, 'a history ends at this entry, which is not stored')
+        else:
+            super().__init__('entries', entry_id, f'its parent entry {parent_id!r} is not stored')
+
+    __str__ = RuntimeError.__str__
 
 
 @dataclass(frozen=True)
@@ -134,42 +155,100 @@ _answer_ta: TypeAdapter[CitedAnswer] = TypeAdapter(CitedAnswer)
 
 # --- schema ---------------------------------------------------------------------------------------------------------
 
+_Statements = list[tuple[str, list[tuple[object, ...]]]]
+"""Statements (the shared `?` text) with their parameter rows: a driver sends each as one batch."""
 
-def _ddl(conn: sqlite3.Connection, version: int) -> None:
+BACKFILL_BATCH = 500
+"""Rows a migration's backfill reads, validates and writes at a time: its memory stays bounded by one batch."""
+
+
+@dataclass(frozen=True)
+class _Backfill:
+    """A migration's data step, the same on both backends.
+
+    `setup`, then `select` batch by batch (keyed on the first column, `BACKFILL_BATCH` rows at a time) with `write`
+    turning each batch into statements, then `teardown`.
+    """
+
+    setup: tuple[str, ...]
+    select: str
+    write: Callable[[Sequence[Sequence[Any]]], _Statements]
+    teardown: tuple[str, ...] = ()
+
+
+def _backfill_answers(rows: Sequence[Sequence[Any]]) -> _Statements:
+    """v2: the answers of the responses stored before it, from `(entry id, message, owner)` rows.
+
+    A row that cannot be read is left for `read_entry` to report; the migration does not fail on it.
+    """
+    found: list[_AnswerRow | None] = []
+    for entry_id, blob, owner in rows:
+        try:
+            message = _message_ta.validate_json(blob)
+        except ValueError:
+            continue
+        if isinstance(message, ModelResponse):
+            found.append(_answer_row(entry_id, owner or '', message))
+    return _answer_statements(found, new=True)
+
+
+def _reindex_answers(rows: Sequence[Sequence[Any]]) -> _Statements:
+    """v3: the source index rows of stored answers (each domain a source is under), from `(entry id, answer)` rows.
+
+    An answer that cannot be read keeps no index rows; reading it reports it.
+    """
+    keys: list[tuple[str, _SourceKeys]] = []
+    for entry_id, blob in rows:
+        try:
+            keys.append((entry_id, _source_keys(_answer_ta.validate_json(blob))))
+        except ValueError:
+            continue
+    return _source_statements(keys)
+
+
+_BACKFILLS: tuple[_Backfill | None, ...] = (
+    None,
+    _Backfill((sql.OWNERS_CREATE, sql.OWNERS_FILL), sql.ENTRIES_BATCH, _backfill_answers, (sql.OWNERS_DROP,)),
+    _Backfill((sql.SOURCES_CLEAR,), sql.ANSWERS_BATCH, _reindex_answers),
+)
+"""`_BACKFILLS[n]`: the data step after `SCHEMA[n]`'s DDL, if any."""
+
+
+def _migrate_sqlite(conn: sqlite3.Connection, version: int) -> None:
     for statement in sql.SCHEMA[version]:
         conn.execute(sql.SQLITE.sql(statement))
+    step = _BACKFILLS[version]
+    if step is None:
+        return
+    for statement in step.setup:
+        conn.execute(statement)
+    after = ''
+    while True:
+        rows = conn.execute(step.select, (after, BACKFILL_BATCH)).fetchall()
+        _execute_all(conn, step.write(rows))
+        if len(rows) < BACKFILL_BATCH:
+            break
+        after = rows[-1][0]
+    for statement in step.teardown:
+        conn.execute(statement)
 
 
 def _v1(conn: sqlite3.Connection) -> None:
-    _ddl(conn, 0)
+    """The conversation log: records, entries, tips."""
+    _migrate_sqlite(conn, 0)
 
 
 def _v2(conn: sqlite3.Connection) -> None:
-    _ddl(conn, 1)
-    # Backfill: answers of the responses stored before this version. A row that cannot be read is left for
-    # `read_entry` to report; the migration does not fail on it.
-    rows = conn.execute(sql.ENTRIES_ALL).fetchall()
-    tips = {cast(str, tip): cast(str, cid) for tip, cid in conn.execute(sql.TIPS_ALL)}
-    for entry_id, blob in rows:
-        try:
-            message = _message_ta.validate_json(blob)
-        except pydantic.ValidationError:
-            continue
-        if isinstance(message, ModelResponse):
-            owner = _owner_of(conn, entry_id, tips) or ''
-            _insert_answer(conn, _answer_row(entry_id, owner, message))
+    """Stored answers and their index; backfills the answers of responses stored before."""
+    _migrate_sqlite(conn, 1)
 
 
-def _owner_of(conn: sqlite3.Connection, entry_id: str, tips: dict[str, str]) -> str | None:
-    """The conversation whose head or branch reaches `entry_id` (first found), for backfilled answers."""
-    for tip, conversation_id in tips.items():
-        found = conn.execute(sql.REACHES, (tip, entry_id)).fetchone()
-        if found:
-            return conversation_id
-    return None
+def _v3(conn: sqlite3.Connection) -> None:
+    """Every domain a source is under (and Gemini's page domains) indexed; rebuilds the source index."""
+    _migrate_sqlite(conn, 2)
 
 
-MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_v1, _v2)
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_v1, _v2, _v3)
 """`MIGRATIONS[n]` upgrades a database from schema version `n` to `n + 1`."""
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -185,27 +264,80 @@ def migrate(conn: sqlite3.Connection, *, target: int = SCHEMA_VERSION) -> int:
     """
     if not 0 <= target <= SCHEMA_VERSION:
         raise UserError(f'`target` must be between 0 and {SCHEMA_VERSION}, got {target!r}.')
-    current = cast(int, conn.execute('PRAGMA user_version').fetchone()[0])
-    if current > SCHEMA_VERSION:
+    current = _user_version(conn)
+    while current < target:
+
+        def step(conn: sqlite3.Connection) -> int:
+            # Read again inside the write lock: another process may have migrated meanwhile.
+            version = _user_version(conn)
+            if version < target:
+                MIGRATIONS[version](conn)
+                version += 1
+                conn.execute(sql.LOG_MIGRATION, (version, _now().isoformat(), _package_version()))
+                conn.execute(f'PRAGMA user_version = {version:d}')
+            return version
+
+        current = _transaction(conn, 'BEGIN IMMEDIATE', step)
+    return current
+
+
+def _user_version(conn: sqlite3.Connection) -> int:
+    version = cast(int, conn.execute('PRAGMA user_version').fetchone()[0])
+    if version > SCHEMA_VERSION:
         raise UserError(
-            f'The database has schema version {current!r}, newer than this package supports ({SCHEMA_VERSION}); '
+            f'The database has schema version {version!r}, newer than this package supports ({SCHEMA_VERSION}); '
             'upgrade pydantic-ai-citations.'
         )
-    while current < target:
-        conn.execute('BEGIN IMMEDIATE')
-        try:
-            # Read again inside the write lock: another process may have migrated meanwhile.
-            current = cast(int, conn.execute('PRAGMA user_version').fetchone()[0])
-            if current < target:
-                MIGRATIONS[current](conn)
-                current += 1
-                conn.execute(sql.LOG_MIGRATION, (current, _now().isoformat(), _package_version()))
-                conn.execute(f'PRAGMA user_version = {current:d}')
-            conn.execute('COMMIT')
-        except BaseException:
-            conn.execute('ROLLBACK')
-            raise
-    return current
+    if version < 0:
+        raise UserError(
+            f'The database has `user_version` {version!r}: another application wrote it, not this package. '
+            'Open a store file this package wrote, or a new path.'
+        )
+    return version
+
+
+def _transaction(conn: sqlite3.Connection, begin: str, fn: Callable[[sqlite3.Connection], _T]) -> _T:
+    """`fn(conn)` in one transaction; on any error rolled back, and that error raised (never the rollback's)."""
+    conn.execute(begin)
+    try:
+        result = fn(conn)
+        conn.execute('COMMIT')
+    except BaseException as error:
+        _rollback(conn, error)
+        raise
+    return result
+
+
+def _rollback(conn: sqlite3.Connection, error: BaseException) -> None:
+    """Roll back after `error`, which stays the one raised: it says what went wrong.
+
+    SQLite may have rolled back already (a full disk does), or the rollback may fail: that is noted on `error`.
+    """
+    if not conn.in_transaction:
+        return
+    try:
+        conn.execute('ROLLBACK')
+    except sqlite3.Error as e:
+        error.add_note(f'(Rolling the transaction back failed too: {e})')
+
+
+def _unreadable(error: sqlite3.Error, path: str) -> Exception | None:
+    """What `error` means when the database cannot be read, or `None` (a busy or full database: raised as it is).
+
+    `UserError` for a file that is not a SQLite database, `StoreCorruptionError` for a damaged file or a schema that
+    is not the one its version says.
+    """
+    name = cast('str | None', getattr(error, 'sqlite_errorname', None)) or ''
+    message = str(error)
+    if name == 'SQLITE_NOTADB':
+        return UserError(
+            f'{path!r} is not a SQLite database ({message}). Open a store file this package wrote, or a new path.'
+        )
+    if name.startswith('SQLITE_CORRUPT') or message.startswith('Could not decode to UTF-8'):
+        return StoreCorruptionError(None, path, message)
+    if message.startswith(('no such table', 'no such column', 'table ', 'index ')):  # missing, or already exists
+        return StoreCorruptionError(None, path, f'its schema is not the one its version says ({message})')
+    return None
 
 
 # --- rows -----------------------------------------------------------------------------------------------------------
@@ -229,6 +361,33 @@ def _pydantic_ai_version() -> str:
 
 
 @dataclass(frozen=True)
+class _SourceKeys:
+    """What an answer is found by: its URLs (each with its host), the other domains its sources are on, documents."""
+
+    urls: list[tuple[str, str | None]]
+    domains: list[str]
+    documents: list[str]
+
+
+def _source_keys(answer: CitedAnswer) -> _SourceKeys:
+    urls: list[tuple[str, str | None]] = []
+    domains: dict[str, None] = {}
+    for source in answer.sources:
+        if not source.url:
+            continue
+        host = url_host(source.url)
+        urls.append((source.url, host))
+        if host is not None:
+            domains.update(dict.fromkeys(parent_domains(host)[1:]))
+        if is_grounding_redirect(source.url) and (page := title_domain(source.title)):
+            # Gemini cites through an opaque redirect and names the page's domain in the title: index that too.
+            domains.update(dict.fromkeys(parent_domains(page)))
+    for _, host in urls:
+        domains.pop(host or '', None)  # already indexed with its URL
+    return _SourceKeys(urls, list(domains), [s.document_id for s in answer.sources if s.document_id])
+
+
+@dataclass(frozen=True)
 class _AnswerRow:
     entry_id: str
     conversation_id: str
@@ -237,8 +396,7 @@ class _AnswerRow:
     provider_name: str | None
     model_name: str | None
     response_time: str | None
-    urls: list[str]
-    documents: list[str]
+    keys: _SourceKeys
     problems: list[str]
 
 
@@ -266,8 +424,7 @@ def _answer_row(entry_id: str, conversation_id: str, response: ModelResponse) ->
         response.provider_name,
         response.model_name,
         response.timestamp.isoformat() if isinstance(response.timestamp, datetime) else None,  # pyright: ignore[reportUnnecessaryIsInstance]
-        [s.url for s in answer.sources if s.url],
-        [s.document_id for s in answer.sources if s.document_id],
+        _source_keys(answer),
         sorted({p.code for p in answer.problems}),
     )
 
@@ -279,21 +436,16 @@ def _json(value: object) -> JsonValue:
         return repr(value)
 
 
-def _insert_answer(conn: sqlite3.Connection, row: _AnswerRow | None) -> None:
-    _execute_all(conn, _answer_statements([row]))
+def _answer_statements(rows: Sequence[_AnswerRow | None], *, new: bool) -> _Statements:
+    """The statements that store answers and their index rows: one per table for all the answers of a save.
 
-
-def _answer_statements(rows: Sequence[_AnswerRow | None]) -> list[tuple[str, list[tuple[object, ...]]]]:
-    """The statements (shared `?` text) and their parameter rows that store answers and their index rows.
-
-    One statement per table for all the answers of a save, so a driver sends each as one batch.
+    With `new`, the entries are known to be brand new (no index rows to replace): nothing is deleted first.
     """
     found = [row for row in rows if row is not None]
     if not found:
         return []
     package, pydantic_ai, now = _package_version(), _pydantic_ai_version(), _now().isoformat()
-    ids: list[tuple[object, ...]] = [(row.entry_id,) for row in found]
-    return [
+    statements: _Statements = [
         (
             sql.UPSERT_ANSWER,
             [
@@ -301,19 +453,67 @@ def _answer_statements(rows: Sequence[_AnswerRow | None]) -> list[tuple[str, lis
                 + (r.provider_name, r.model_name, r.response_time, now)
                 for r in found
             ],
-        ),
-        (sql.DELETE_SOURCES, ids),
-        (sql.DELETE_PROBLEMS, ids),
-        (sql.INSERT_URL_SOURCE, [(r.entry_id, url, url_host(url)) for r in found for url in r.urls]),
-        (sql.INSERT_DOCUMENT_SOURCE, [(r.entry_id, doc) for r in found for doc in r.documents]),
-        (sql.INSERT_PROBLEM, [(r.entry_id, code) for r in found for code in r.problems]),
+        )
+    ]
+    if not new:
+        ids: list[tuple[object, ...]] = [(row.entry_id,) for row in found]
+        statements += [(sql.DELETE_SOURCES, ids), (sql.DELETE_PROBLEMS, ids)]
+    statements += _source_statements([(r.entry_id, r.keys) for r in found])
+    statements.append((sql.INSERT_PROBLEM, [(r.entry_id, code) for r in found for code in r.problems]))
+    return statements
+
+
+def _source_statements(keys: Sequence[tuple[str, _SourceKeys]]) -> _Statements:
+    return [
+        (sql.INSERT_URL_SOURCE, [(entry_id, url, host) for entry_id, k in keys for url, host in k.urls]),
+        (sql.INSERT_DOMAIN_SOURCE, [(entry_id, domain) for entry_id, k in keys for domain in k.domains]),
+        (sql.INSERT_DOCUMENT_SOURCE, [(entry_id, doc) for entry_id, k in keys for doc in k.documents]),
     ]
 
 
-def _execute_all(conn: sqlite3.Connection, statements: list[tuple[str, list[tuple[object, ...]]]]) -> None:
+def _execute_all(conn: sqlite3.Connection, statements: _Statements) -> None:
     for statement, params in statements:
         if params:
             conn.executemany(statement, params)
+
+
+def _entry_rows(conversation_id: str, entries: Sequence[ConversationEntry]) -> list[tuple[object, ...]]:
+    """`(id, parent_id, kind, message JSON)` rows of new entries.
+
+    Raises:
+        UserError: A message cannot be written as JSON (a lone surrogate in a string, say): it would not load back.
+    """
+    rows: list[tuple[object, ...]] = []
+    for index, entry in enumerate(entries):
+        try:
+            rows.append((entry.id, entry.parent_id, entry.kind, _message_ta.dump_json(entry.message)))
+        except PydanticSerializationError as e:
+            raise UserError(
+                f"New message {index} of conversation {conversation_id!r} cannot be stored: {e}. Pydantic AI's "
+                '`ModelMessagesTypeAdapter` cannot write it as JSON either; remove or replace the characters '
+                "(`text.encode('utf-8', 'replace').decode()`) before saving."
+            ) from e
+    _check_no_loop(entries)
+    return rows
+
+
+def _check_no_loop(entries: Sequence[ConversationEntry]) -> None:
+    """New entries whose `parent_id`s lead back to one of them would make a history without a start.
+
+    Raises:
+        UserError: They do.
+    """
+    parents = {e.id: e.parent_id for e in entries}
+    cleared: set[str] = set()
+    for entry in entries:
+        path: set[str] = set()
+        current: str | None = entry.id
+        while current in parents and current not in cleared:
+            if current in path:
+                raise UserError(f"The new entries' `parent_id`s form a loop through entry {current!r}.")
+            path.add(current)
+            current = parents[current]
+        cleared |= path
 
 
 def _entries_from_rows(rows: Sequence[Sequence[Any]]) -> list[ConversationEntry]:
@@ -327,11 +527,16 @@ def _entries_from_rows(rows: Sequence[Sequence[Any]]) -> list[ConversationEntry]
     return [ConversationEntry(id=row[0], parent_id=row[1], message=m) for row, m in zip(rows, messages, strict=True)]
 
 
+def _first_error(e: pydantic.ValidationError) -> str:
+    # Without the input: it can be bytes that are not UTF-8, which the error's own rendering would fail on.
+    return e.errors(include_url=False, include_context=False, include_input=False)[0]['msg']
+
+
 def _entry_from_row(entry_id: str, parent_id: str | None, kind: str, blob: bytes) -> ConversationEntry:
     try:
         message = _message_ta.validate_json(blob)
     except pydantic.ValidationError as e:
-        raise StoreCorruptionError('entries', entry_id, f'the message is not valid: {e.errors()[0]["msg"]}') from e
+        raise StoreCorruptionError('entries', entry_id, f'the message is not valid: {_first_error(e)}') from e
     if kind != 'message':
         raise StoreCorruptionError('entries', entry_id, f'unknown entry kind {kind!r}')
     return ConversationEntry(id=entry_id, parent_id=parent_id, message=message)
@@ -343,7 +548,7 @@ def _record_from_row(conversation_id: str, blob: bytes) -> ConversationRecord:
         return record
     except pydantic.ValidationError as e:
         raise StoreCorruptionError(
-            'conversations', conversation_id, f'the record is not valid: {e.errors()[0]["msg"]}'
+            'conversations', conversation_id, f'the record is not valid: {_first_error(e)}'
         ) from e
     except ValueError as e:  # not exactly one record in the stored list
         raise StoreCorruptionError('conversations', conversation_id, f'the record is not valid: {e}') from e
@@ -379,7 +584,7 @@ def _record_statements(record: ConversationRecord, blob: bytes) -> list[tuple[st
 @dataclass(frozen=True)
 class _EditPlan:
     record: ConversationRecord
-    entry_rows: list[tuple[str, str | None, str, bytes]]
+    entry_rows: list[tuple[object, ...]]
     answer_rows: list[_AnswerRow | None]
     conversation: Conversation
     problems: list[CitationProblem]
@@ -417,7 +622,7 @@ def _plan_edit(
     )
     return _EditPlan(
         updated,
-        [(e.id, e.parent_id, e.kind, _message_ta.dump_json(e.message)) for e in new_entries],
+        _entry_rows(record.conversation_id, new_entries),
         [
             _answer_row(e.id, record.conversation_id, e.message)
             for e in new_entries
@@ -426,6 +631,63 @@ def _plan_edit(
         conversation,
         [dataclasses.replace(p, message_index=message_index, part_index=part_index) for p in problems],
     )
+
+
+CHAIN_PAGE = 1000
+"""Entries a history read fetches per statement; a `parent_id` loop is found within one page of where it starts."""
+
+
+class _ChainWalk:
+    """Reads a history from its head towards its first entry, `CHAIN_PAGE` entries per statement (`sql.CHAIN`).
+
+    A stored entry seen twice (the `parent_id`s loop) is `StoreCorruptionError`; a parent that is not stored is a
+    `_BrokenChain`, which is also the `KeyError` Pydantic AI's store expects (as is a head that is not stored).
+    """
+
+    def __init__(self, head_id: str, limit: int | None) -> None:
+        self.head_id = head_id
+        self.limit = limit
+        self.rows: list[Sequence[Any]] = []
+        self.seen: set[str] = set()
+        self.next_id = head_id
+
+    def params(self) -> tuple[str, int]:
+        """`sql.CHAIN`'s parameters for the next page."""
+        want = CHAIN_PAGE if self.limit is None else min(CHAIN_PAGE, self.limit - len(self.rows))
+        return self.next_id, want
+
+    def add(self, rows: Sequence[Sequence[Any]]) -> bool:
+        """Take one page (head-most first); `True` when the history goes on past it."""
+        _, want = self.params()
+        if not rows:
+            if not self.rows:
+                raise _BrokenChain(self.head_id, None)
+            raise _BrokenChain(self.rows[-1][0], self.next_id)
+        for row in rows:
+            if row[0] in self.seen:
+                raise StoreCorruptionError('entries', row[0], "the history's `parent_id`s loop back to this entry")
+            self.seen.add(row[0])
+        self.rows.extend(rows)
+        parent = cast('str | None', rows[-1][1])
+        if parent is None or (self.limit is not None and len(self.rows) >= self.limit):
+            return False
+        if len(rows) < want:
+            raise _BrokenChain(rows[-1][0], parent)
+        self.next_id = parent
+        return True
+
+    def entries(self) -> list[ConversationEntry]:
+        """The history read, first entry first."""
+        return _entries_from_rows(self.rows[::-1])
+
+
+def _domain_key(domain: str) -> str:
+    """The host `answers_citing(domain=...)` looks up."""
+    text = domain.strip()
+    host = url_host(text if '//' in text else f'//{text}') if '/' in text or ':' in text else bare_host(text)
+    if not host:
+        raise UserError(f'`domain` must name a host, like `"github.com"`; got {domain!r}.')
+    return host
 
 
 # --- the store ------------------------------------------------------------------------------------------------------
@@ -437,7 +699,22 @@ class _StoredAnswers(ConversationStore):
     async def save(
         self, conversation: Conversation | AgentRunResult[Any], *, scope: str | None = None
     ) -> list[ConversationEntry]:
-        """Pydantic AI's `ConversationStore.save`; anything but a `Conversation` or a run's result is a `UserError`."""
+        """Pydantic AI's `ConversationStore.save`, refusing what is not a conversation with the way to save it.
+
+        A `run_stream` result has no `conversation`: give the conversation the run continued its messages and usage
+        (`conversation.messages = run.all_messages()`, `conversation.usage = run.usage`) and save that.
+
+        Raises:
+            UserError: `conversation` is neither a `Conversation` nor an `AgentRunResult`.
+            ConversationConflict: As `ConversationStore.save`.
+        """
+        if isinstance(conversation, StreamedRunResult):
+            raise UserError(
+                f'{type(self).__name__}.save: a `run_stream` result has no `conversation` to save. Give the '
+                'conversation the run continued its messages and usage, and save that: '
+                '`conversation.messages = run.all_messages()`, `conversation.usage = run.usage`, '
+                '`await store.save(conversation)`.'
+            )
         if not isinstance(cast(object, conversation), Conversation | AgentRunResult):
             raise UserError(
                 f'{type(self).__name__}.save: `conversation` must be a `Conversation` or the result of `agent.run` '
@@ -456,18 +733,22 @@ class _StoredAnswers(ConversationStore):
         return found[0] if found else None
 
     async def answers_citing(self, *, url: str | None = None, domain: str | None = None) -> list[StoredAnswer]:
-        """Stored answers citing `url` exactly, or any URL on `domain` (or its subdomains; `www.` ignored).
+        """Stored answers citing `url` exactly, or any URL on `domain` or its subdomains.
+
+        `domain` is a host name (`'github.com'`; case, a trailing dot and a leading `www.` ignored); a URL or
+        `host:port` is taken for its host (`'https://github.com/'` is `'github.com'`). A top-level domain alone
+        (`'com'`) matches nothing. Gemini cites every page through a Google grounding redirect and names the page's
+        domain in the source title: such an answer is found by that domain too.
 
         Raises:
-            UserError: Not exactly one of `url` and `domain` is given.
+            UserError: Not exactly one of `url` and `domain` is given, or `domain` names no host.
         """
         if (url is None) == (domain is None):
             raise UserError(f'Pass exactly one of `url` and `domain`, got url={url!r}, domain={domain!r}.')
         if url is not None:
             return await self._answers(sql.CITING_URL, (url,))
         assert domain is not None
-        host = bare_host(domain)
-        return await self._answers(sql.CITING_DOMAIN, (host, host))
+        return await self._answers(sql.CITING_DOMAIN, (_domain_key(domain),))
 
     async def answers_with_problem(self, code: ProblemCode) -> list[StoredAnswer]:
         """Stored answers whose `CitedAnswer.problems` include `code`.
@@ -493,7 +774,7 @@ class _StoredAnswers(ConversationStore):
             after = page[-1].entry_id
 
 
-class SQLiteConversationStore(_StoredAnswers, ConversationStore):
+class SQLiteConversationStore(_StoredAnswers):
     """Pydantic AI's `ConversationStore` on SQLite, keeping each answer's citations queryable.
 
     ```python
@@ -514,6 +795,10 @@ class SQLiteConversationStore(_StoredAnswers, ConversationStore):
         Args:
             path: The database file.
             timeout: Seconds to wait for another writer's lock before failing.
+
+        Raises:
+            UserError: `path` is not a SQLite database, or one a newer version of this package wrote.
+            StoreCorruptionError: The database file is damaged, or its schema is not the one its version says.
         """
         if not isinstance(cast(object, path), str | os.PathLike):
             raise UserError(
@@ -522,36 +807,45 @@ class SQLiteConversationStore(_StoredAnswers, ConversationStore):
         self.path = os.fspath(path)
         self._lock = threading.Lock()
         self._conn = sqlite3.connect(self.path, timeout=timeout, isolation_level=None, check_same_thread=False)
-        self._conn.execute('PRAGMA foreign_keys = OFF')
+        try:
+            with self._lock:
+                self._guarded(self._open)
+        except BaseException:
+            self._conn.close()
+            raise
+
+    def _open(self, conn: sqlite3.Connection) -> None:
+        conn.execute('PRAGMA foreign_keys = OFF')
         if self.path != ':memory:':
-            self._conn.execute('PRAGMA journal_mode = WAL')
-        with self._lock:
-            migrate(self._conn)
+            conn.execute('PRAGMA journal_mode = WAL')
+        migrate(conn)
 
     def close(self) -> None:
         """Close the connection."""
         with self._lock:
             self._conn.close()
 
+    def _guarded(self, fn: Callable[[sqlite3.Connection], _T]) -> _T:
+        """`fn(connection)` (the lock held), with a database that cannot be read reported as such (`_unreadable`)."""
+        try:
+            return fn(self._conn)
+        except sqlite3.Error as e:
+            unreadable = _unreadable(e, self.path)
+            if unreadable is None:
+                raise
+            raise unreadable from e
+        except UnicodeDecodeError as e:  # `sqlite3` reading damaged text (an error message quoting the schema, say)
+            raise StoreCorruptionError(None, self.path, f'it holds text that is not UTF-8 ({e})') from e
+
     async def _run(self, fn: Callable[[sqlite3.Connection], _T]) -> _T:
         def call() -> _T:
             with self._lock:
-                return fn(self._conn)
+                return self._guarded(fn)
 
         return await anyio.to_thread.run_sync(call)
 
     async def _write(self, fn: Callable[[sqlite3.Connection], _T]) -> _T:
-        def call(conn: sqlite3.Connection) -> _T:
-            conn.execute('BEGIN IMMEDIATE')
-            try:
-                result = fn(conn)
-            except BaseException:
-                conn.execute('ROLLBACK')
-                raise
-            conn.execute('COMMIT')
-            return result
-
-        return await self._run(call)
+        return await self._run(lambda conn: _transaction(conn, 'BEGIN IMMEDIATE', fn))
 
     async def _read(
         self, conversation_id: str, *, limit: int | None = None, scope: str | None = None
@@ -561,17 +855,13 @@ class SQLiteConversationStore(_StoredAnswers, ConversationStore):
             raise UserError('`limit` must not be negative.')
 
         def read(conn: sqlite3.Connection) -> tuple[ConversationRecord, list[ConversationEntry]] | None:
-            conn.execute('BEGIN')
-            try:
-                return _read_conversation(conn, conversation_id, limit, scope)
-            finally:
-                conn.execute('COMMIT')
+            return _transaction(conn, 'BEGIN', lambda conn: _read_conversation(conn, conversation_id, limit, scope))
 
         # With the connection free, a load (a few indexed reads; WAL readers never wait for writers) runs right here:
         # a trip to a worker thread would cost more than the read.
         if self._lock.acquire(blocking=False):
             try:
-                return read(self._conn)
+                return self._guarded(read)
             finally:
                 self._lock.release()
         return await self._run(read)
@@ -599,24 +889,23 @@ class SQLiteConversationStore(_StoredAnswers, ConversationStore):
         new_entries: Sequence[ConversationEntry] = (),
         expected_revision: str | None,
     ) -> None:
-        entry_rows = [
-            (e.id, e.parent_id, e.kind, _message_ta.dump_json(e.message)) for e in new_entries
-        ]  # serialised before taking the lock
+        entry_rows = _entry_rows(record.conversation_id, new_entries)  # serialised before taking the lock
         answer_rows = [
             _answer_row(e.id, record.conversation_id, e.message)
             for e in new_entries
             if isinstance(e.message, ModelResponse)
         ]
         record_blob = _dump_record(record)
-        answer_statements = _answer_statements(answer_rows)
 
         def write(conn: sqlite3.Connection) -> None:
             self._check_revision(conn, record.conversation_id, expected_revision)
             new_ids = {row[0] for row in entry_rows}
             if record.head_id is not None and record.head_id not in new_ids and not _has_entry(conn, record.head_id):
                 raise ConversationConflict(record.conversation_id)
-            conn.executemany(sql.INSERT_ENTRY_IF_NEW, entry_rows)
-            _execute_all(conn, answer_statements)
+            inserted = conn.executemany(sql.INSERT_ENTRY_IF_NEW, entry_rows).rowcount
+            # Entries are new (fresh ids) unless a caller of this primitive passed stored ones again: only then can
+            # an answer have index rows to replace.
+            _execute_all(conn, _answer_statements(answer_rows, new=inserted == len(entry_rows)))
             _put_record(conn, record, record_blob)
 
         await self._write(write)
@@ -701,7 +990,7 @@ class SQLiteConversationStore(_StoredAnswers, ConversationStore):
             history = _read_chain(conn, record.head_id, None) if record.head_id else []
             plan = _plan_edit(record, history, message_index, part_index, new_text)
             conn.executemany(sql.INSERT_ENTRY, plan.entry_rows)
-            _execute_all(conn, _answer_statements(plan.answer_rows))
+            _execute_all(conn, _answer_statements(plan.answer_rows, new=True))
             _put_record(conn, plan.record, _dump_record(plan.record))
             result.append((plan.conversation, plan.problems))
 
@@ -736,16 +1025,10 @@ def _read_conversation(
 
 
 def _read_chain(conn: sqlite3.Connection, head_id: str, limit: int | None) -> list[ConversationEntry]:
-    return _chain_entries(head_id, limit, conn.execute(sql.CHAIN, (head_id, limit, limit)).fetchall())
-
-
-def _chain_entries(head_id: str, limit: int | None, rows: Sequence[Sequence[object]]) -> list[ConversationEntry]:
-    if not rows:
-        raise KeyError(head_id)
-    first_parent = cast('str | None', rows[0][1])
-    if first_parent is not None and (limit is None or len(rows) < limit):
-        raise KeyError(first_parent)  # the chain breaks: an entry it points at is gone
-    return _entries_from_rows(rows)
+    walk = _ChainWalk(head_id, limit)
+    while walk.add(conn.execute(sql.CHAIN, walk.params()).fetchall()):
+        pass
+    return walk.entries()
 
 
 def _stored_answer(

@@ -55,17 +55,33 @@ SCHEMA: tuple[tuple[str, ...], ...] = (
         'CREATE INDEX answer_problems_entry ON answer_problems (entry_id)',
         'CREATE INDEX answer_problems_code ON answer_problems (code)',
     ),
+    # v3: no new tables; `answer_sources` gains a row per domain a source is under (and per page domain a Google
+    # grounding redirect's title names), so a domain query is one indexed equality. The backfill rebuilds it.
+    (),
 )
-"""`SCHEMA[n]`: the DDL that upgrades schema version `n` to `n + 1` (data backfills are the backends' own)."""
+"""`SCHEMA[n]`: the DDL that upgrades schema version `n` to `n + 1` (data backfills: `BACKFILLS`)."""
 
 LOG_MIGRATION = 'INSERT INTO schema_migrations (version, applied_at, package) VALUES (?, ?, ?)'
-ENTRIES_ALL = 'SELECT id, message FROM entries'
-TIPS_ALL = 'SELECT entry_id, conversation_id FROM tips'
-REACHES = (
-    'WITH RECURSIVE chain(id, parent_id) AS (SELECT id, parent_id FROM entries WHERE id = ? '
-    'UNION ALL SELECT e.id, e.parent_id FROM entries e JOIN chain c ON e.id = c.parent_id) '
-    'SELECT 1 FROM chain WHERE id = ? LIMIT 1'
+
+# --- data backfills: a setup, then batches read by key (`? ` = the last key of the previous batch, and the batch
+# size), then a teardown; each batch is bounded, and every statement is linear in the rows it reads ---
+
+OWNERS_CREATE = 'CREATE TEMP TABLE migrate_owners (id TEXT PRIMARY KEY, conversation_id TEXT NOT NULL)'
+OWNERS_FILL = (
+    # Each entry's owner: a conversation whose head or branch reaches it (the least id, to be deterministic).
+    # `UNION` (not `UNION ALL`) visits each (entry, conversation) once, so a damaged `parent_id` loop ends too.
+    'INSERT INTO migrate_owners (id, conversation_id) '
+    'WITH RECURSIVE reach(id, conversation_id) AS (SELECT entry_id, conversation_id FROM tips UNION '
+    'SELECT e.parent_id, r.conversation_id FROM entries e JOIN reach r ON e.id = r.id WHERE e.parent_id IS NOT NULL) '
+    'SELECT id, min(conversation_id) FROM reach GROUP BY id'
 )
+OWNERS_DROP = 'DROP TABLE migrate_owners'
+ENTRIES_BATCH = (
+    'SELECT e.id, e.message, o.conversation_id FROM entries e LEFT JOIN migrate_owners o ON o.id = e.id '
+    'WHERE e.id > ? ORDER BY e.id LIMIT ?'
+)
+SOURCES_CLEAR = 'DELETE FROM answer_sources'
+ANSWERS_BATCH = 'SELECT entry_id, answer FROM answers WHERE entry_id > ? ORDER BY entry_id LIMIT ?'
 
 UPSERT_ANSWER = (
     'INSERT INTO answers (entry_id, conversation_id, answer, raw, package_version, pydantic_ai_version, '
@@ -78,6 +94,7 @@ UPSERT_ANSWER = (
 DELETE_SOURCES = 'DELETE FROM answer_sources WHERE entry_id = ?'
 DELETE_PROBLEMS = 'DELETE FROM answer_problems WHERE entry_id = ?'
 INSERT_URL_SOURCE = 'INSERT INTO answer_sources (entry_id, url, domain) VALUES (?, ?, ?)'
+INSERT_DOMAIN_SOURCE = 'INSERT INTO answer_sources (entry_id, domain) VALUES (?, ?)'
 INSERT_DOCUMENT_SOURCE = 'INSERT INTO answer_sources (entry_id, document_id) VALUES (?, ?)'
 INSERT_PROBLEM = 'INSERT INTO answer_problems (entry_id, code) VALUES (?, ?)'
 
@@ -91,6 +108,8 @@ LIMIT = ' LIMIT ?'
 HAS_ENTRY = 'SELECT 1 FROM entries WHERE id = ?'
 INSERT_ENTRY = 'INSERT INTO entries (id, parent_id, kind, message) VALUES (?, ?, ?, ?)'
 INSERT_ENTRY_IF_NEW = INSERT_ENTRY + ' ON CONFLICT (id) DO NOTHING'
+PG_ANY_ENTRY = 'SELECT 1 FROM entries WHERE id = ANY(?) LIMIT 1'
+"""PostgreSQL only: whether any of a list of entry ids is stored."""
 ENTRY = 'SELECT id, parent_id, kind, message FROM entries WHERE id = ?'
 UPSERT_RECORD = (
     'INSERT INTO conversations (conversation_id, scope, revision, updated_at, record) VALUES (?, ?, ?, ?, ?) '
@@ -112,11 +131,12 @@ COLLECT_GARBAGE = (
 )
 """After a conversation's record and tips are gone: drop what no remaining head or branch reaches."""
 CHAIN = (
-    'WITH RECURSIVE chain(id, parent_id, kind, message, depth) AS ('
-    'SELECT id, parent_id, kind, message, 1 FROM entries WHERE id = ? '
-    'UNION ALL SELECT e.id, e.parent_id, e.kind, e.message, c.depth + 1 FROM entries e '
-    'JOIN chain c ON e.id = c.parent_id WHERE CAST(? AS INTEGER) IS NULL OR c.depth < CAST(? AS INTEGER)) '
-    'SELECT id, parent_id, kind, message FROM chain ORDER BY depth DESC'
+    # One page of a history, from `?` (the head) towards the root, at most `?` entries: the walk carries ids only,
+    # so a damaged `parent_id` loop costs one page of small rows before the reader sees it repeat.
+    'WITH RECURSIVE chain(id, parent_id, depth) AS (SELECT id, parent_id, 1 FROM entries WHERE id = ? '
+    'UNION ALL SELECT e.id, e.parent_id, c.depth + 1 FROM entries e JOIN chain c ON e.id = c.parent_id '
+    'WHERE c.depth < CAST(? AS INTEGER)) '
+    'SELECT c.id, c.parent_id, e.kind, e.message FROM chain c JOIN entries e ON e.id = c.id ORDER BY c.depth'
 )
 ANSWERS = (
     'SELECT a.entry_id, a.conversation_id, a.answer, a.raw, a.package_version, a.pydantic_ai_version, '
@@ -124,9 +144,7 @@ ANSWERS = (
 )
 BY_ENTRY = 'WHERE a.entry_id = ?'
 CITING_URL = 'WHERE a.entry_id IN (SELECT entry_id FROM answer_sources WHERE url = ?)'
-CITING_DOMAIN = (
-    "WHERE a.entry_id IN (SELECT entry_id FROM answer_sources WHERE domain = ? OR domain LIKE '%.' || CAST(? AS TEXT))"
-)
+CITING_DOMAIN = 'WHERE a.entry_id IN (SELECT entry_id FROM answer_sources WHERE domain = ?)'
 WITH_PROBLEM = 'WHERE a.entry_id IN (SELECT entry_id FROM answer_problems WHERE code = ?)'
 AFTER_ENTRY = 'WHERE a.entry_id > ?'
 BY_STORED = ' ORDER BY a.stored_at, a.entry_id'

@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
+import ipaddress
+import re
 from urllib.parse import urlsplit
+
+GROUNDING_HOST = 'vertexaisearch.cloud.google.com'
+"""Google's grounding redirector: Gemini cites every web page through it."""
+GROUNDING_PATH = '/grounding-api-redirect/'
+
+_DOMAIN_RE = re.compile(r'(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z][a-z0-9-]{0,61}[a-z0-9]')
 
 
 def bare_host(host: str) -> str:
@@ -18,3 +26,34 @@ def url_host(url: str) -> str | None:
     except ValueError:
         return None
     return (bare_host(host) or None) if host else None
+
+
+def is_grounding_redirect(url: str) -> bool:
+    """Whether `url` is a Google grounding redirect (opaque: the page it leads to is not in it)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return False
+    return parts.hostname == GROUNDING_HOST and parts.path.startswith(GROUNDING_PATH)
+
+
+def title_domain(title: str | None) -> str | None:
+    """The domain a source title names (Gemini titles a grounding redirect with its page's domain), or `None`."""
+    if not title:
+        return None
+    host = bare_host(title)
+    return host if _DOMAIN_RE.fullmatch(host) else None
+
+
+def parent_domains(host: str) -> list[str]:
+    """`host` and the domains it is under, down to two labels.
+
+    `a.b.example.com` gives `[a.b.example.com, b.example.com, example.com]`; an IP address or a one-label host is
+    only itself.
+    """
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        labels = host.split('.')
+        return ['.'.join(labels[i:]) for i in range(max(len(labels) - 1, 1))]
+    return [host]
