@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+import sys
+from typing import Any, cast
 
 import pytest
 from inline_snapshot import snapshot
@@ -34,6 +35,7 @@ from pydantic_ai_citations import (
     removed_markup,
 )
 from pydantic_ai_citations._guard import (
+    clean_partial_output,
     format_path,
     removed_markup_ta,
     strip_json_markup,
@@ -688,3 +690,37 @@ def test_markup_after_an_unterminated_marker_is_removed_too():
     assert stripped.text == ' y'
     assert [i.code for i in stripped.scan.issues] == ['unterminated_marker']
     assert [m.kind for m in stripped.scan.matches] == ['bracket_marker', 'cite_tag']
+
+
+def _nested(depth: int, leaf: object) -> object:
+    value = leaf
+    for _ in range(depth):
+        value = {'a': value}
+    return value
+
+
+def test_raw_values_too_deep_to_walk_are_left_for_pydantic_ai(monkeypatch: pytest.MonkeyPatch):
+    from pydantic_ai_citations import _guard
+
+    deep_dict = cast(dict[str, object], _nested(sys.getrecursionlimit() + 10, 'x ' + OAI))
+    assert _guard.strip_raw_markup(deep_dict) == (deep_dict, None)
+    assert clean_partial_output(deep_dict) is deep_dict
+
+    # JSON text that parses but whose walk runs out of stack (the parser and the walk need about the same depth, so
+    # the walk is made to fail here): the text is left as it is for Pydantic AI's own validation.
+    def too_deep(value: object) -> object:
+        raise RecursionError
+
+    monkeypatch.setattr(_guard, 'strip_json_markup', too_deep)
+    text = '{"a": "x ' + OAI.replace('\ue200', '\\ue200') + '"}'
+    assert _guard.strip_raw_markup(text) == (text, None)
+
+
+def test_clean_partial_output_shapes():
+    assert clean_partial_output('no markup here') == 'no markup here'
+    assert clean_partial_output('cite but no object') == 'cite but no object'
+    fenced = 'Here:\n```json\n{"a": "x ' + OAI.replace('\ue200', '\\ue200') + '", "b": "y \\ue200cit'
+    assert json.loads(cast(str, clean_partial_output(fenced))) == {'a': 'x', 'b': 'y'}
+    broken = '{"a": "cite", ]'
+    assert clean_partial_output(broken) == broken
+    assert clean_partial_output({'a': ['x ' + OAI, 3], 'b': None}) == {'a': ['x', 3], 'b': None}
