@@ -418,8 +418,7 @@ class AnthropicTap:
             max_responses: How many responses to keep, newest first; older ones are evicted.
             hosts: Hosts whose `.../messages` endpoint is tapped.
         """
-        if max_responses < 1:
-            raise UserError(f'`max_responses` must be at least 1, got {max_responses!r}.')
+        _check_tap_arguments('AnthropicTap', max_responses, hosts)
         self.max_responses = max_responses
         self.hosts = tuple(hosts)
         self.problems: list[CitationProblem] = []

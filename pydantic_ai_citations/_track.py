@@ -169,6 +169,9 @@ class TrackCitations(AbstractCapability[Any]):
             'a `PerplexityTap` or None',
         )
         require('TrackCitations', 'cohere_tap', self.cohere_tap, (CohereTap, NoneType), 'a `CohereTap` or None')
+        require(
+            'TrackCitations', 'anthropic_tap', self.anthropic_tap, (AnthropicTap, NoneType), 'an `AnthropicTap` or None'
+        )
         if self.marker_sources is not None and not callable(self.marker_sources):
             require_mapping(
                 'TrackCitations',
