@@ -45,7 +45,7 @@ from pydantic_ai_citations.testing._seams import (  # the oracle's parts, tested
     _finish_index,  # pyright: ignore[reportPrivateUsage]
     _markup,  # pyright: ignore[reportPrivateUsage]
     _spread,  # pyright: ignore[reportPrivateUsage]
-    _unaccounted,  # pyright: ignore[reportPrivateUsage]
+    unaccounted,
 )
 
 pytestmark = pytest.mark.anyio
@@ -251,11 +251,11 @@ SENT = [
 
 
 def test_accounting_needs_a_home_for_every_sent_citation():
-    assert _unaccounted(_answer(), SENT) == [e.label for e in SENT]
+    assert unaccounted(_answer(), SENT) == [e.label for e in SENT]
     source = SourceRef(1, 'web', url=URL)
     span = CitedSpan(0, 5, 'content', [1], message_index=0, part_index=0, citation_index=0)
     card = SourceRef(2, 'document', document_id='file-1')
-    assert _unaccounted(_answer(sources=[source, card], spans=[span], unanchored=[card]), SENT) == []
+    assert unaccounted(_answer(sources=[source, card], spans=[span], unanchored=[card]), SENT) == []
 
 
 @pytest.mark.parametrize(
@@ -274,12 +274,12 @@ def test_accounting_needs_a_home_for_every_sent_citation():
     ],
 )
 def test_accounting_homes(home: dict[str, object]):
-    assert _unaccounted(_answer(**home), SENT[:1]) == []
+    assert unaccounted(_answer(**home), SENT[:1]) == []
 
 
 def test_a_source_listed_but_shown_nowhere_is_not_accounted():
     # `sources` alone is bookkeeping: the reader sees spans and cards.
-    assert _unaccounted(_answer(sources=[SourceRef(1, 'web', url=URL)]), SENT[:1]) == [SENT[0].label]
+    assert unaccounted(_answer(sources=[SourceRef(1, 'web', url=URL)]), SENT[:1]) == [SENT[0].label]
 
 
 def test_finishing_events():

@@ -47,7 +47,7 @@ from .._replay import RawResponse, Recording, cohere_tap_for, load_recording
 from .._store import SQLiteConversationStore
 from .._stream import FinalAnswer, TextChunk, stream_cited
 from .._track import TrackCitations
-from ..formats.wire import WIRE_APIS, count_wire_citations
+from ..formats.wire import WIRE_APIS, WireCitation, count_wire_citations
 from ._citing_model import CitingModel, CitingStyle
 
 if TYPE_CHECKING:
@@ -359,7 +359,7 @@ async def assert_seams(
 
 
 @dataclass(frozen=True)
-class _Expected:
+class Expected:
     """A citation the provider sent, with the identity tokens that would account for it."""
 
     label: str
@@ -379,7 +379,7 @@ class _Subject:
     make: Callable[[int | None, list[dict[str, JsonValue]]], Model[Any]]
     """A model for one run: `make(cut, sent)`, cut after `cut` events (`None`: whole); `sent` collects requests."""
     cut_points: list[int]
-    expected: Callable[[int], list[_Expected]] | None
+    expected: Callable[[int], list[Expected]] | None
     """The citations sent in the first `n` responses a run consumed."""
     cannot_cut: str = ''
     no_wire: str = ''
@@ -432,7 +432,7 @@ def _recording_subject(recording: Recording, prompt: str | None, settings: Model
             cut_cache[cut] = replace(recording, responses=[_cut_response(first, cut)])
         return cut_cache[cut].model(sent=sent)
 
-    expected = None if recording.api not in WIRE_APIS else _wire_expected(recording)
+    expected = None if recording.api not in WIRE_APIS else wire_expected(recording)
     return _Subject(
         recording.path.name,
         recording.streamed,
@@ -463,15 +463,8 @@ def _citing_subject(model: CitingModel, prompt: str | None, settings: ModelSetti
             end_stream_after=cut,
         )
 
-    def expected(consumed: int) -> list[_Expected]:
-        out: list[_Expected] = []
-        for citation in model.citations:
-            for source in citation.sources:
-                url = getattr(source, 'url', None)
-                doc = getattr(source, 'document_id', None)
-                label = f'scripted citation of {citation.quote!r} to {url or doc or source.title!r}'
-                out.append(_expected(label, url=url, document_id=doc, title=source.title, document=url is None))
-        return out
+    def expected(consumed: int) -> list[Expected]:
+        return scripted_expected(model)
 
     return _Subject(
         f'CitingModel(style={model.style!r})',
@@ -596,29 +589,39 @@ def _event_stream_frames(body: bytes) -> list[bytes]:
 # --- wire accounting -----------------------------------------------------------------------------------------------
 
 
-def _wire_expected(recording: Recording) -> Callable[[int], list[_Expected]]:
+def wire_expected(recording: Recording) -> Callable[[int], list[Expected]]:
     api = cast(Any, recording.api)
 
-    def expected(consumed: int) -> list[_Expected]:
-        seen: dict[str, _Expected] = {}
+    def expected(consumed: int) -> list[Expected]:
+        seen: dict[str, WireCitation] = {}
         for raw in recording.responses[: max(consumed, 1)]:
             for c in count_wire_citations(api, raw.payload):
-                offsets = (c.start, c.end) if c.start is not None and c.end is not None else None
-                label = f'{c.kind} {c.url or c.document_id or c.title or ""}'.rstrip()
-                if offsets:
-                    label += f' at {offsets[0]}-{offsets[1]}' + (
-                        ' (UTF-8 bytes)' if c.offset_unit == 'utf8_byte' else ''
-                    )
-                only_id = not (c.url or c.title or c.start is not None)
-                seen.setdefault(
-                    c.key,
-                    _expected(
-                        label, url=c.url, document_id=c.document_id, title=c.title, offsets=offsets, document=only_id
-                    ),
-                )
-        return list(seen.values())
+                seen.setdefault(c.key, c)
+        return [wire_citation_expected(c) for c in seen.values()]
 
     return expected
+
+
+def wire_citation_expected(c: WireCitation) -> Expected:
+    """What accounts for one citation the provider sent."""
+    offsets = (c.start, c.end) if c.start is not None and c.end is not None else None
+    label = f'{c.kind} {c.url or c.document_id or c.title or ""}'.rstrip()
+    if offsets:
+        label += f' at {offsets[0]}-{offsets[1]}' + (' (UTF-8 bytes)' if c.offset_unit == 'utf8_byte' else '')
+    only_id = not (c.url or c.title or c.start is not None)
+    return _expected(label, url=c.url, document_id=c.document_id, title=c.title, offsets=offsets, document=only_id)
+
+
+def scripted_expected(model: CitingModel) -> list[Expected]:
+    """What accounts for each source of each citation a `CitingModel` is scripted to send."""
+    out: list[Expected] = []
+    for citation in model.citations:
+        for source in citation.sources:
+            url = getattr(source, 'url', None)
+            doc = getattr(source, 'document_id', None)
+            label = f'scripted citation of {citation.quote!r} to {url or doc or source.title!r}'
+            out.append(_expected(label, url=url, document_id=doc, title=source.title, document=url is None))
+    return out
 
 
 def _expected(
@@ -629,7 +632,7 @@ def _expected(
     title: str | None = None,
     offsets: tuple[int, int] | None = None,
     document: bool = False,
-) -> _Expected:
+) -> Expected:
     tokens: set[str] = set()
     needles: list[str] = []
     if url:
@@ -646,7 +649,7 @@ def _expected(
         tokens.add(f'off:{offsets[0]}-{offsets[1]}')
     if document:
         tokens.add('kind:document')  # only an index: represented by any document source
-    return _Expected(label, frozenset(tokens), tuple(needles))
+    return Expected(label, frozenset(tokens), tuple(needles))
 
 
 def _answer_tokens(answer: CitedAnswer) -> set[str]:
@@ -713,7 +716,7 @@ def _mapping_tokens(data: dict[str, JsonValue]) -> set[str]:
     return tokens
 
 
-def _unaccounted(answer: CitedAnswer, expected: list[_Expected]) -> list[str]:
+def unaccounted(answer: CitedAnswer, expected: list[Expected]) -> list[str]:
     tokens = _answer_tokens(answer)
     told = ' '.join(f'{p.message} {p.detail or ""}' for p in answer.problems)
     offsets = {f'off:{p.start}-{p.end}' for p in answer.problems if p.start is not None and p.end is not None}
@@ -782,7 +785,7 @@ class _Checker:
         elif self.subject.expected is not None and seen.error is None:
             expected = self.subject.expected(seen.consumed)
             for where, answer in seen.answers:
-                if missing := _unaccounted(answer, expected):
+                if missing := unaccounted(answer, expected):
                     message = f'{len(missing)} of {len(expected)} sent citation(s) are not a span, a source card, ' + (
                         f'raw_only data or a problem: {"; ".join(missing[:5])}' + ('; ...' if len(missing) > 5 else '')
                     )
