@@ -69,6 +69,7 @@ def test_root_all_is_pinned():
 def test_testing_all_is_pinned():
     assert sorted(pydantic_ai_citations.testing.__all__) == snapshot(
         [
+            'AnswerSubject',
             'CITING_STYLES',
             'CitingAgentFactory',
             'CitingModel',
@@ -96,6 +97,12 @@ def test_testing_all_is_pinned():
             'SeamSkip',
             'SeamSubject',
             'SeamsBroken',
+            'WireSubject',
+            'assert_cites',
+            'assert_clean_output',
+            'assert_complete',
+            'assert_no_lost_citations',
+            'assert_no_raw_markup',
             'assert_seams',
             'check_seams',
             'check_seams_sync',

@@ -5,6 +5,8 @@
 - The pytest plugin (loaded automatically): the `track_citations` fixture and the failure-path scenarios.
 - `check_seams` / `assert_seams`: the package's promises (clean, honest about completeness, nothing lost) checked on
   every path that produces or shows an answer, for a recording or a model of yours.
+- `assert_cites`, `assert_no_raw_markup`, `assert_complete`, `assert_no_lost_citations`, `assert_clean_output`:
+  assertions for your agent's tests, on a run's result or a `CitedAnswer`.
 
 Each name is imported from its module on first use: the plugin is loaded by every pytest session of a project that
 installs the package, and must cost nothing there until used.
@@ -25,6 +27,15 @@ if TYPE_CHECKING:
         RecordingLayout,
         load_recording,
         replay_recording,
+    )
+    from ._assertions import (
+        AnswerSubject,
+        WireSubject,
+        assert_cites,
+        assert_clean_output,
+        assert_complete,
+        assert_no_lost_citations,
+        assert_no_raw_markup,
     )
     from ._citing_model import CITING_STYLES, CitingModel, CitingStyle, ScriptedCitation, ScriptedStreamError
     from ._scenarios import (
@@ -55,6 +66,18 @@ if TYPE_CHECKING:
     )
 
 _HOMES = {
+    **dict.fromkeys(
+        (
+            'AnswerSubject',
+            'WireSubject',
+            'assert_cites',
+            'assert_clean_output',
+            'assert_complete',
+            'assert_no_lost_citations',
+            'assert_no_raw_markup',
+        ),
+        '_assertions',
+    ),
     **dict.fromkeys(
         ('CITING_STYLES', 'CitingModel', 'CitingStyle', 'ScriptedCitation', 'ScriptedStreamError'), '_citing_model'
     ),
@@ -105,6 +128,13 @@ _HOMES = {
 }
 
 __all__ = (
+    'AnswerSubject',
+    'WireSubject',
+    'assert_cites',
+    'assert_clean_output',
+    'assert_complete',
+    'assert_no_lost_citations',
+    'assert_no_raw_markup',
     'CITING_STYLES',
     'SCENARIOS',
     'CitingAgentFactory',
