@@ -29,7 +29,7 @@ import difflib
 import hashlib
 import itertools
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, Literal, TypeVar, cast
 
 from pydantic_ai import (
@@ -195,6 +195,8 @@ def edit_text_with_problems(part: TextPart, new_text: str) -> tuple[TextPart, li
         new_text,
         lambda _index, start, end: move(start, end),
         reason='the edit changed the words it anchors (or its anchor did not fit the old text)',
+        move_raw=move,
+        text_changed=new_text != part.content,
     )
 
 
@@ -261,12 +263,24 @@ _Mover = Callable[[int, int, int], Range | None]
 """`(citation index, old start, old end) -> new range`, or `None` to drop the citation."""
 
 
-def _realign(part: TextPart, new_text: str, move: _Mover, *, reason: str) -> tuple[TextPart, list[CitationProblem]]:
-    """Rebuild `part` on `new_text`, each anchored citation moved by `move` (or dropped and reported)."""
+def _realign(
+    part: TextPart,
+    new_text: str,
+    move: _Mover,
+    *,
+    reason: str,
+    move_raw: Callable[[int, int], Range | None] | None = None,
+    text_changed: bool = True,
+) -> tuple[TextPart, list[CitationProblem]]:
+    """Rebuild `part` on `new_text`, each anchored citation moved by `move` (or dropped and reported).
+
+    Raw ranges in `provider_details['citations']` go with the citation at the same range; others are moved by
+    `move_raw` (or, without it, removed), whatever the part's citations are: each removed entry is reported.
+    """
     problems: list[CitationProblem] = []
     old_citations = _citations(part)
     kept: list[Citation] = []
-    moved: dict[Range, Range] = {}
+    moved: dict[Range, Range | None] = {}
     for index, citation in enumerate(old_citations):
         anchor = citation.anchor
         if anchor is None:
@@ -275,6 +289,8 @@ def _realign(part: TextPart, new_text: str, move: _Mover, *, reason: str) -> tup
         start, end = _anchor_range(anchor)
         new_range = move(index, start, end) if start is not None and end is not None else None
         if new_range is None or start is None or end is None:
+            if start is not None and end is not None:
+                moved.setdefault((start, end), None)  # its raw entry goes with it (the citation is reported)
             problems.append(
                 CitationProblem(
                     'citation_dropped_after_edit',
@@ -292,7 +308,8 @@ def _realign(part: TextPart, new_text: str, move: _Mover, *, reason: str) -> tup
         anchor_type = MarkerCitationAnchor if isinstance(anchor, MarkerCitationAnchor) else ContentCitationAnchor
         kept.append(copy_with(citation, anchor=anchor_type(start=new_range[0], end=new_range[1])))
     changed = bool(problems) or any(old != new for old, new in moved.items())
-    details = _details_in_step(part, len(old_citations), len(kept) == len(old_citations), moved, changed, problems)
+    raw_step = _RawStep(len(old_citations), len(kept) == len(old_citations), moved, move_raw or _nowhere, changed)
+    details = _details_in_step(part, raw_step, text_changed or changed, problems)
     new_part = copy_with(part, content=new_text, id=None, citations=kept or None, provider_details=details)
     return new_part, problems
 
@@ -316,19 +333,33 @@ def copy_with(value: _T, **changes: object) -> _T:
     return new
 
 
+def _nowhere(start: int, end: int) -> Range | None:
+    """No way to move a range that no citation shares (a repair: the old text is gone)."""
+    return None
+
+
+@dataclass(frozen=True)
+class _RawStep:
+    """What `_raw_in_step` needs to keep raw citation data in step with the realigned citations."""
+
+    n_citations: int
+    all_kept: bool
+    moved: dict[Range, Range | None]
+    """Each anchored citation's old range -> its new range (`None`: dropped, and reported)."""
+    move_raw: Callable[[int, int], Range | None]
+    """Moves a raw range that no citation shares."""
+    citations_changed: bool
+    """Whether a citation was dropped or moved."""
+
+
 def _details_in_step(
-    part: TextPart,
-    n_citations: int,
-    all_kept: bool,
-    moved: dict[Range, Range],
-    changed: bool,
-    problems: list[CitationProblem],
+    part: TextPart, step: _RawStep, changed: bool, problems: list[CitationProblem]
 ) -> dict[str, Any] | None:
-    """`part.provider_details` with its raw citations kept in step with the realigned citations."""
+    """`part.provider_details` with its raw citations kept in step with the realigned citations and the new text."""
     details = dict(part.provider_details) if part.provider_details is not None else None
     if details is None or 'citations' not in details or not changed:
         return details or None
-    raw = _raw_in_step(details['citations'], n_citations, all_kept, moved)
+    raw = _raw_in_step(details['citations'], step, problems)
     if raw is None:
         del details['citations']
         problems.append(
@@ -342,7 +373,7 @@ def _details_in_step(
     elif raw:
         details['citations'] = raw
     else:
-        del details['citations']  # every entry belonged to a dropped citation, each reported
+        del details['citations']  # every entry was dropped, each reported
     return details or None
 
 
@@ -382,26 +413,47 @@ def _range_holder(entry: object) -> dict[str, object] | None:
     return None
 
 
-def _raw_in_step(raw: object, n_citations: int, all_kept: bool, moved: dict[Range, Range]) -> list[object] | None:
-    """The raw citation list kept in step with the realigned citations, or `None` if that cannot be done."""
+def _raw_in_step(raw: object, step: _RawStep, problems: list[CitationProblem]) -> list[object] | None:
+    """The raw citation list kept in step with the realigned citations, or `None` if that cannot be done.
+
+    An entry with character offsets moves with the citation at its range, or by itself (`step.move_raw`); one that
+    cannot is removed and reported (unless its citation was dropped, which is reported already).
+    """
     if not isinstance(raw, list):
         return None
     entries = cast(list[object], raw)
     holders = [_range_holder(e) for e in entries]
     if all(h is not None for h in holders):
         out: list[object] = []
-        for item, holder in zip(entries, holders, strict=True):
+        for i, (item, holder) in enumerate(zip(entries, holders, strict=True)):
             assert holder is not None
-            new = moved.get((cast(int, holder['start_index']), cast(int, holder['end_index'])))
+            old = (cast(int, holder['start_index']), cast(int, holder['end_index']))
+            new = step.moved[old] if old in step.moved else step.move_raw(*old)
             if new is None:
-                continue  # the citation at this range was dropped (or never mapped): its raw entry goes too
+                if old not in step.moved:
+                    problems.append(_raw_dropped(i, old))
+                continue
             new_holder = {**holder, 'start_index': new[0], 'end_index': new[1]}
             out.append(new_holder if holder is item else {**cast(dict[str, object], item), 'url_citation': new_holder})
         return out
-    if n_citations == 1:
-        # Anthropic and Bedrock: one citation per block, every raw entry belongs to it.
-        return list(entries) if all_kept and moved else []
+    if step.moved and not step.citations_changed:
+        # Offsets not read here (Google's are UTF-8 bytes) are still true where every anchored citation stayed put.
+        return list(entries)
+    if step.n_citations == 1:
+        # Anthropic and Bedrock: one citation per block, every raw entry belongs to it (and holds no text offsets).
+        return list(entries) if step.all_kept else []
     return None
+
+
+def _raw_dropped(index: int, old: Range) -> CitationProblem:
+    return CitationProblem(
+        'citation_dropped_after_edit',
+        f"Raw provider citation entry {index} (`provider_details['citations'][{index}]`) was removed: the text "
+        'at its range did not survive the edit unchanged.',
+        start=old[0],
+        end=old[1],
+        detail=f"provider_details['citations'][{index}]",
+    )
 
 
 # --- fingerprints ---------------------------------------------------------------------------------------------------
@@ -523,23 +575,6 @@ def _anchor_findings(citations: object, size: int) -> tuple[_Finding, ...]:
     return tuple(findings)
 
 
-def _stored_findings(out_of_range: object, key: str) -> tuple[_Finding, ...]:
-    found = cast(dict[str, object], out_of_range).get(key) if isinstance(out_of_range, dict) else None
-    findings: list[_Finding] = []
-    for item in cast(list[object], found) if isinstance(found, list) else []:
-        if isinstance(item, list) and len(cast(list[object], item)) == 3:
-            ci, start, end = cast(list[object], item)
-            findings.append(
-                (
-                    'anchor_out_of_range',
-                    ci if isinstance(ci, int) else None,
-                    start if isinstance(start, int) else None,
-                    end if isinstance(end, int) else None,
-                )
-            )
-    return tuple(findings)
-
-
 def _may_have_markup(content: object, citations: object) -> bool:
     """Whether `strip_citation_markers` might change a part with this text and these citations (cheap tests first)."""
     if not isinstance(content, str):
@@ -551,24 +586,20 @@ def _may_have_markup(content: object, citations: object) -> bool:
     return 'cite' in content or (bool(citations) and '[' in content and _numbered_anchor(citations, content))
 
 
-_NOTHING: tuple[Any, Any, Any] = (None, None, None)
+_NOTHING: tuple[Any, Any] = (None, None)
 
 
-def _read_ours(metadata: Any) -> tuple[Any, Any, Any]:
-    """(fingerprints, out-of-range findings, parts that may hold markup) from a response's metadata, if readable.
+def _read_ours(metadata: Any) -> tuple[Any, Any]:
+    """(fingerprints, parts that may hold markup) from a response's metadata, if readable.
 
     Untyped JSON data, read through `Any` on the hot path (`cast()` is a call).
     """
     try:
         ours = metadata[METADATA_KEY]
-        prints, out_of_range, markup = ours['fingerprints'], ours.get('out_of_range'), ours.get('markup')
+        prints, markup = ours['fingerprints'], ours.get('markup')
     except (KeyError, TypeError, AttributeError, IndexError):
         return _NOTHING
-    return (
-        prints if prints.__class__ is dict and prints else None,
-        out_of_range,
-        markup if markup.__class__ is dict else None,
-    )
+    return (prints if prints.__class__ is dict and prints else None, markup if markup.__class__ is dict else None)
 
 
 def _vouched(content: Any, value: object) -> bool:
@@ -588,11 +619,11 @@ _KEYS = tuple(str(i) for i in range(64))
 def _survey_response(message_index: int, response: ModelResponse, found: list[Found], marked: Marked | None) -> None:
     """Check one response's text parts against its fingerprints; note parts that may hold markup in `marked`.
 
-    The hot path of `find_stale` and `CleanStaleCitations`: one hash per fingerprinted part, the citations of a part
-    whose text is vouched for are not read again (their anchors were checked when it was fingerprinted).
+    The hot path of `find_stale` and `CleanStaleCitations`: one hash per fingerprinted part, and one look at each
+    anchor (citations changed in place since the fingerprint are seen: nothing is remembered between passes).
     """
     metadata: Any = response.metadata
-    prints, out_of_range, markup = _read_ours(metadata) if metadata else _NOTHING
+    prints, markup = _read_ours(metadata) if metadata else _NOTHING
     seen = 0
     for part_index, part in enumerate(response.parts):
         if not isinstance(part, TextPart):
@@ -607,7 +638,12 @@ def _survey_response(message_index: int, response: ModelResponse, found: list[Fo
                 vouched = value == _sha256(content.encode()).hexdigest()[:16]
             except (UnicodeEncodeError, AttributeError):
                 vouched = _vouched(content, value)
-            findings = (_stored_findings(out_of_range, key) if out_of_range else ()) if vouched else _STALE
+            if not vouched:
+                findings = _STALE
+            elif _all_before(citations, len(content)):
+                findings = ()
+            else:
+                findings = _anchor_findings(citations, len(content))
         else:
             findings = _anchor_findings(citations, len(content)) if citations else ()
         if findings:
@@ -918,13 +954,30 @@ def strip_citation_markers(part: TextPart, markup: object = None) -> tuple[TextP
         new_text = ''.join(text[bounds[k] : bounds[k + 1]] for k in range(0, len(bounds), 2))
     if not cuts:
         return part, []
-    if _all_before(part.citations, cuts[0][0]):  # markers after the cited words, the common case: nothing moves
+    if _all_before(part.citations, cuts[0][0]) and _raw_before(part.provider_details, cuts[0][0]):
+        # Markers after the cited words, the common case: nothing moves.
         details = dict(part.provider_details) if part.provider_details is not None else None
         citations = list(part.citations) if part.citations else None
         return copy_with(part, content=new_text, id=None, citations=citations, provider_details=details), cuts
     move = _cut_mapper(cuts)
-    new_part, _ = _realign(part, new_text, lambda _index, start, end: move(start, end), reason='its markup was removed')
+    new_part, _ = _realign(
+        part, new_text, lambda _index, start, end: move(start, end), reason='its markup was removed', move_raw=move
+    )
     return new_part, cuts
+
+
+def _raw_before(details: Any, position: int) -> bool:
+    """Whether no raw citation entry has character offsets at or after `position` (removing text there moves none)."""
+    raw = details.get('citations') if details else None
+    if not raw:
+        return True
+    if not isinstance(raw, list):
+        return False
+    for entry in cast(list[object], raw):
+        holder = _range_holder(entry)
+        if holder is not None and cast(int, holder['end_index']) > position:
+            return False
+    return True
 
 
 def _all_before(citations: Any, position: int) -> bool:

@@ -258,6 +258,18 @@ def test_locator_needs_a_unique_well_formed_print():
     assert _Locator('-- abc', [print_]).find(print_) == (3, 6)
     assert _Locator('-- ab', [print_]).find(print_) is None  # longer than the text
     assert _Locator('-- abc', []).find(print_) is None  # a head nobody asked for is not indexed
+    long = ModelResponse(
+        parts=[
+            TextPart(
+                'abcdefghij',
+                citations=[Citation([Web('https://a.example/')], anchor=ContentCitationAnchor(start=0, end=10))],
+            )
+        ]
+    )
+    fingerprint_response(long)
+    assert long.metadata is not None
+    long_print = long.metadata['pydantic_ai_citations']['anchors']['0'][0]
+    assert _Locator('xxx abcdefgh', [long_print]).find(long_print) is None  # the head fits, the whole does not
     for bad in (
         [print_[0], 3, 'XYZ', print_[3]],
         [print_[0], 3, print_[2], 5],

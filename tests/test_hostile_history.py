@@ -1,0 +1,132 @@
+"""Issue 15 point 7: raw citation ranges follow the text whatever the part holds; `find_stale` sees changes in place."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic_ai import Citation, ContentCitationAnchor, MarkerCitationAnchor, ModelResponse, TextPart
+from pydantic_ai import WebCitationSource as Web
+
+from pydantic_ai_citations import find_stale
+from pydantic_ai_citations._edit import (
+    edit_text_with_problems,
+    fingerprint_response,
+    repair_part,
+    strip_citation_markers,
+)
+
+TEXT = 'Pydantic validates data. It is fast.'
+
+
+def raw(start: int, end: int, nested: bool = False) -> dict[str, Any]:
+    holder = {'type': 'url_citation', 'url': 'https://a.example/', 'start_index': start, 'end_index': end}
+    return {'type': 'url_citation', 'url_citation': holder} if nested else holder
+
+
+def ranges(part: TextPart) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for entry in (part.provider_details or {}).get('citations', []):
+        holder = entry.get('url_citation', entry)
+        out.append((holder['start_index'], holder['end_index']))
+    return out
+
+
+def test_raw_ranges_shift_in_a_part_without_anchored_citations():
+    part = TextPart(TEXT, provider_details={'citations': [raw(0, 8), raw(25, 35, nested=True)], 'other': 1})
+    new, problems = edit_text_with_problems(part, 'Note: ' + TEXT)
+    assert problems == []
+    assert ranges(new) == [(6, 14), (31, 41)]
+    assert [new.content[a:b] for a, b in ranges(new)] == ['Pydantic', 'It is fast']
+    assert new.provider_details is not None
+    assert new.provider_details['other'] == 1
+    assert new.provider_details['citations'][1]['type'] == 'url_citation'
+
+
+def test_raw_ranges_whose_words_changed_are_removed_and_reported():
+    part = TextPart(
+        TEXT,
+        citations=[Citation([Web('https://b.example/')])],
+        provider_details={'citations': [raw(0, 8), raw(25, 35)]},
+    )
+    new, problems = edit_text_with_problems(part, TEXT.replace('fast', 'quick'))
+    assert ranges(new) == [(0, 8)]
+    assert [(p.code, p.start, p.end, p.detail) for p in problems] == [
+        ('citation_dropped_after_edit', 25, 35, "provider_details['citations'][1]")
+    ]
+    assert new.citations == part.citations  # the unanchored citation stays
+
+
+def test_every_raw_range_gone_removes_the_key():
+    part = TextPart(TEXT, provider_details={'citations': [raw(25, 35)]})
+    new, problems = edit_text_with_problems(part, 'It is slow.')
+    assert new.provider_details is None
+    assert [p.detail for p in problems] == ["provider_details['citations'][0]"]
+
+
+def test_raw_entry_of_a_dropped_citation_is_reported_once():
+    citation = Citation([Web('https://a.example/')], anchor=ContentCitationAnchor(start=25, end=35))
+    broken = ContentCitationAnchor(start=3, end=4)
+    object.__setattr__(broken, 'end', 3)  # no valid range (as from a damaged stored history)
+    empty = Citation([Web('https://b.example/')], anchor=broken)
+    part = TextPart(TEXT, citations=[citation, empty], provider_details={'citations': [raw(25, 35)]})
+    new, problems = edit_text_with_problems(part, TEXT.replace('fast', 'quick'))
+    assert new.citations is None
+    assert new.provider_details is None
+    assert [(p.code, p.citation_index) for p in problems] == [
+        ('citation_dropped_after_edit', 0),
+        ('citation_dropped_after_edit', 1),
+    ]
+
+
+def test_raw_without_offsets_in_a_part_without_anchors_is_removed_when_the_text_changes():
+    part = TextPart(TEXT, provider_details={'citations': [{'segment': {'start_index': 0, 'end_index': 8}}]})
+    new, problems = edit_text_with_problems(part, 'Note: ' + TEXT)
+    assert new.provider_details is None
+    assert [p.detail for p in problems] == ["provider_details['citations']"]
+    same, problems = edit_text_with_problems(part, TEXT)
+    assert same.provider_details == part.provider_details
+    assert problems == []
+
+
+def test_repair_keeps_raw_ranges_of_located_citations_and_reports_the_rest():
+    citation = Citation([Web('https://a.example/')], anchor=ContentCitationAnchor(start=25, end=35))
+    response = ModelResponse(
+        parts=[TextPart(TEXT, citations=[citation], provider_details={'citations': [raw(25, 35), raw(0, 8)]})]
+    )
+    fingerprint_response(response)
+    edited = TextPart('Note: ' + TEXT, citations=[citation], provider_details={'citations': [raw(25, 35), raw(0, 8)]})
+    new, problems = repair_part(response, 0, edited, 'realign')
+    assert ranges(new) == [(31, 41)]
+    assert [(p.start, p.end, p.detail) for p in problems] == [(0, 8, "provider_details['citations'][1]")]
+
+
+def test_stripping_markup_shifts_raw_ranges_after_it():
+    text = 'Big \ue200cite\ue202turn0search1\ue201 city. It is fast.'
+    start = text.index('It is fast')
+    citation = Citation([Web('https://a.example/')], anchor=ContentCitationAnchor(start=0, end=3))
+    part = TextPart(text, citations=[citation], provider_details={'citations': [raw(0, 3), raw(start, start + 10)]})
+    new, _cuts = strip_citation_markers(part)
+    assert new.content == 'Big city. It is fast.'
+    assert [new.content[a:b] for a, b in ranges(new)] == ['Big', 'It is fast']
+    before = TextPart(text, citations=[citation], provider_details={'citations': [raw(0, 3)]})
+    assert ranges(strip_citation_markers(before)[0]) == [(0, 3)]  # nothing after the marker: the fast path
+    odd = TextPart(text, citations=[citation], provider_details={'citations': 'not a list'})
+    assert strip_citation_markers(odd)[0].provider_details is None  # cannot follow: removed
+
+
+def test_find_stale_sees_citations_changed_in_place():
+    citation = Citation([Web('https://a.example/')], anchor=ContentCitationAnchor(start=0, end=8))
+    part = TextPart(TEXT, citations=[citation])
+    response = ModelResponse(parts=[part])
+    fingerprint_response(response)
+    assert find_stale([response]) == []
+    assert part.citations is not None
+    part.citations[0] = Citation([Web('https://a.example/')], anchor=ContentCitationAnchor(start=0, end=80))
+    assert [(p.code, p.citation_index, p.end) for p in find_stale([response])] == [('anchor_out_of_range', 0, 80)]
+    part.citations[0] = citation
+    part.citations.append(Citation([Web('https://b.example/')], anchor=MarkerCitationAnchor(start=40, end=44)))
+    assert [(p.code, p.citation_index) for p in find_stale([response])] == [('anchor_out_of_range', 1)]
+    part.citations.pop()
+    assert find_stale([response]) == []
+    part.content = 'Changed.'
+    assert [p.code for p in find_stale([response])] == ['stale_after_edit']
