@@ -30,6 +30,7 @@ import hashlib
 import itertools
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
+from operator import mul
 from typing import Any, Literal, TypeVar, cast
 
 from pydantic_ai import (
@@ -465,10 +466,21 @@ def _is_cited(part: object) -> bool:
     return bool(part.citations) or bool(part.provider_details and 'citations' in part.provider_details)
 
 
+_CHUNK = 256
+_DESCENDING = tuple(pow(_BASE, k, _MOD) for k in range(_CHUNK - 1, -1, -1))
+"""`_BASE ** k mod _MOD` for k = `_CHUNK - 1` … 0: `_poly` weighs a chunk's characters with them in one C-level pass."""
+
+
 def _poly(text: str) -> int:
+    """The polynomial hash of `text` (see `_BASE`), computed a chunk of characters at a time.
+
+    A per-character loop in Python cost about 0.1 µs per anchored character on every fingerprinted response.
+    """
     h = 0
-    for code in map(ord, text):
-        h = (h * _BASE + code) % _MOD
+    for at in range(0, len(text), _CHUNK):
+        chunk = text[at : at + _CHUNK]
+        weights = _DESCENDING[_CHUNK - len(chunk) :]
+        h = (h * pow(_BASE, len(chunk), _MOD) + sum(map(mul, map(ord, chunk), weights))) % _MOD
     return h
 
 

@@ -7,12 +7,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from pydantic_ai import Agent, ModelResponse, RunContext, WebCitationSource
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.models import Model
 
 from pydantic_ai_citations import CleanStaleCitations, StripCitationMarkup, TrackCitations
-from pydantic_ai_citations._edit import METADATA_KEY
+from pydantic_ai_citations._edit import _BASE, _MOD, METADATA_KEY, _poly  # pyright: ignore[reportPrivateUsage]
 from pydantic_ai_citations._wrappers import StreamWatch
 from pydantic_ai_citations.testing import CitingModel, ScriptedCitation
 
@@ -93,3 +95,16 @@ async def test_per_run_copies_share_configuration_and_keep_their_own_state() -> 
     assert all(c.on_edit == 'clear' and c is not clean for c in run_cleans)
     assert run_cleans[0]._state is not run_cleans[1]._state  # pyright: ignore[reportPrivateUsage]
     assert clean._state.ctx is None  # pyright: ignore[reportPrivateUsage]
+
+
+def _poly_per_character(text: str) -> int:
+    h = 0
+    for code in map(ord, text):
+        h = (h * _BASE + code) % _MOD
+    return h
+
+
+@given(st.text(st.characters(codec=None), max_size=700))
+def test_the_chunked_anchor_hash_is_the_per_character_polynomial(text: str) -> None:
+    assert _poly(text) == _poly_per_character(text)
+    assert _poly(text * 3) == _poly_per_character(text * 3)  # several chunks
