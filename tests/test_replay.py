@@ -1435,3 +1435,27 @@ def test_cassettes_of_every_provider_api_are_recognised(tmp_path: Path, uri: str
     from pydantic_ai_citations._models import describe_model
 
     assert describe_model(recording.model()).api == api
+
+
+def test_tap_built_replay_models_carry_their_tap() -> None:
+    """The tap belongs to the model built with it: nothing at module level remembers it."""
+    from pydantic_ai.models.cohere import CohereModel
+    from pydantic_ai.models.openai import OpenAIResponsesModel
+
+    from pydantic_ai_citations import CohereTap, PerplexityTap
+    from pydantic_ai_citations._models import describe_model
+    from pydantic_ai_citations._replay import TappedModel, cohere_tap_for, perplexity_tap_for
+    from pydantic_ai_citations.matrix._fixtures import load_fixture
+
+    perplexity = load_fixture('perplexity-agent', 'cited').model()
+    cohere = load_fixture('cohere', 'cited').model()
+    plain = load_fixture('openai-chat', 'cited').model()
+    assert isinstance(perplexity, TappedModel) and isinstance(perplexity.wrapped, OpenAIResponsesModel)
+    assert isinstance(cohere, TappedModel) and isinstance(cohere.wrapped, CohereModel)
+    assert isinstance(perplexity_tap_for(perplexity), PerplexityTap)
+    assert isinstance(cohere_tap_for(cohere), CohereTap)
+    assert perplexity_tap_for(cohere) is None and cohere_tap_for(perplexity) is None
+    assert perplexity_tap_for(plain) is None and cohere_tap_for(plain) is None
+    assert perplexity_tap_for(load_fixture('perplexity-agent', 'cited').model()) is not perplexity.tap
+    assert (describe_model(perplexity).api, describe_model(cohere).api) == ('perplexity-agent', 'cohere')
+    assert perplexity.model_name == perplexity.wrapped.model_name

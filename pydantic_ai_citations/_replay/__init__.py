@@ -7,6 +7,7 @@ class over an offline transport (`_build`) and the AWS event-stream framing (`_e
 
 from ._build import (
     ReplayTransport,
+    TappedModel,
     build_model,
     cohere_tap_for,
     copy_settings,
@@ -42,6 +43,7 @@ __all__ = (
     'RecordingError',
     'RecordingLayout',
     'ReplayTransport',
+    'TappedModel',
     'build_model',
     'cohere_tap_for',
     'copy_settings',

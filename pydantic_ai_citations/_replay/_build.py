@@ -17,25 +17,27 @@ import importlib
 import json
 import ssl
 import threading
-import weakref
 from collections.abc import AsyncIterator, Callable, Generator, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urlsplit
 
 from pydantic import JsonValue
+from pydantic_ai.models import Model
+from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.settings import ModelSettings
 
+from .._models import ApiLabel, describe_model
 from ._recording import ENDPOINT_PATHS, Recording, RecordingError
 
 if TYPE_CHECKING:
-    from pydantic_ai.models import Model
-
     from .._tap import CohereTap, PerplexityTap
 
 __all__ = (
     'ReplayTransport',
+    'TappedModel',
     'build_model',
     'cohere_tap_for',
     'copy_settings',
@@ -262,16 +264,14 @@ def _cohere(recording: Recording, transport: ReplayTransport) -> Model:
         httpx_client=cohere_http_client(tap, transport=mock_transport(transport, httpx)),
     )
     provider = CohereProvider(cohere_client=client)
-    model = CohereModel(recording.model_name, provider=provider, settings=copy_settings(recording))
-    _remember_tap(model, tap)
-    return model
+    return TappedModel(CohereModel(recording.model_name, provider=provider, settings=copy_settings(recording)), tap)
 
 
 def cohere_tap_for(model: Model) -> CohereTap | None:
     """The `CohereTap` a Cohere replay model was built with, for `TrackCitations(cohere_tap=...)`."""
     from .._tap import CohereTap
 
-    tap = _tap_of(model)
+    tap = model.tap if isinstance(model, TappedModel) else None
     return tap if isinstance(tap, CohereTap) else None
 
 
@@ -458,33 +458,37 @@ def _perplexity_agent(recording: Recording, transport: ReplayTransport) -> Model
         api_key=_DUMMY_KEY, base_url=_OPENAI_BASE_URLS['perplexity-agent'], http_client=http_client, max_retries=0
     )
     provider = OpenAIProvider(openai_client=client)
-    model = OpenAIResponsesModel(recording.model_name, provider=provider, settings=copy_settings(recording))
-    _remember_tap(model, tap)
-    return model
+    return TappedModel(
+        OpenAIResponsesModel(recording.model_name, provider=provider, settings=copy_settings(recording)), tap
+    )
 
 
-_TAPS: dict[int, tuple[weakref.ref[Model], PerplexityTap | CohereTap]] = {}
-"""The tap of each live replay model built with one (Perplexity Agent, Cohere), by model id; an entry goes when its
-model is collected."""
+@dataclass(init=False)
+class TappedModel(WrapperModel):
+    """A replay model served through one of the package's HTTP taps (Perplexity Agent, Cohere), carrying its tap.
 
+    The tap belongs to the model it was built for and goes with it: `perplexity_tap_for` / `cohere_tap_for` read it
+    here, so nothing outside the model remembers it. Everything else is the wrapped real model class's.
+    """
 
-def _remember_tap(model: Model, tap: PerplexityTap | CohereTap) -> None:
-    _TAPS[id(model)] = (weakref.ref(model), tap)
-    weakref.finalize(model, _TAPS.pop, id(model), None)
+    tap: PerplexityTap | CohereTap
+    """The tap the wrapped model's HTTP client was built with."""
 
+    def __init__(self, wrapped: Model, tap: PerplexityTap | CohereTap) -> None:
+        super().__init__(wrapped)
+        self.tap = tap
 
-def _tap_of(model: Model) -> PerplexityTap | CohereTap | None:
-    found = _TAPS.get(id(model))
-    if found is None or found[0]() is not model:  # models are unhashable: keyed by id, checked by weak reference
-        return None
-    return found[1]
+    @property
+    def api_label(self) -> ApiLabel:
+        """The provider API of the wrapped model (read by `describe_model`)."""
+        return describe_model(self.wrapped).api
 
 
 def perplexity_tap_for(model: Model) -> PerplexityTap | None:
     """The `PerplexityTap` a Perplexity Agent replay model was built with, for `TrackCitations(perplexity_tap=...)`."""
     from .._tap import PerplexityTap
 
-    tap = _tap_of(model)
+    tap = model.tap if isinstance(model, TappedModel) else None
     return tap if isinstance(tap, PerplexityTap) else None
 
 
