@@ -13,7 +13,17 @@ from typing import Literal, cast, get_args
 
 from pydantic_ai.models import Model
 
-__all__ = ('API_LABELS', 'API_TITLES', 'PROVIDER_APIS', 'ApiLabel', 'ModelInfo', 'ProviderApi', 'describe_model')
+__all__ = (
+    'API_LABELS',
+    'API_TITLES',
+    'PROVIDER_APIS',
+    'ApiLabel',
+    'ModelInfo',
+    'ProviderApi',
+    'describe_model',
+    'family_title',
+    'model_family',
+)
 
 ProviderApi = Literal[
     'anthropic-messages',
@@ -55,6 +65,43 @@ API_TITLES: dict[ApiLabel, str] = {
     'other': 'Other',
 }
 """Each API's name for people (matrix rows)."""
+
+_FAMILY_TITLES: dict[str, str] = {
+    'anthropic': 'Anthropic Claude',
+    'meta': 'Meta Llama',
+    'amazon': 'Amazon Nova',
+    'mistral': 'Mistral',
+    'cohere': 'Cohere',
+    'deepseek': 'DeepSeek',
+    'openai': 'OpenAI gpt-oss',
+    'qwen': 'Qwen',
+    'writer': 'Writer',
+    'ai21': 'AI21',
+}
+"""Model families of the APIs that serve several vendors' models, named for people (matrix rows)."""
+
+_BEDROCK_GEO_PREFIXES = frozenset({'us', 'eu', 'apac', 'global', 'us-gov', 'jp', 'au', 'ca'})
+
+
+def model_family(api: ApiLabel, model_name: str) -> str:
+    """The model family behind `model_name` where citation support differs by model on one API, else `''`.
+
+    Today that is Bedrock Converse: Anthropic models cite documents, other families do not (Pydantic AI's
+    `bedrock_supports_citations` profile). The family is the vendor in the model id
+    (`us.anthropic.claude-sonnet-4-5-...` -> `'anthropic'`, `meta.llama3-...` -> `'meta'`; ARNs read the same way).
+    """
+    if api != 'bedrock-converse':
+        return ''
+    parts = model_name.rsplit('/', 1)[-1].split('.')
+    if parts[0] in _BEDROCK_GEO_PREFIXES:
+        parts = parts[1:]
+    return parts[0] if len(parts) > 1 else ''
+
+
+def family_title(family: str) -> str:
+    """A family (or `'via HOST'` for a gateway row) as people read it: `'anthropic'` -> `'Anthropic Claude'`."""
+    return _FAMILY_TITLES.get(family, family)
+
 
 _BY_CLASS: dict[str, ApiLabel] = {
     'OpenRouterModel': 'openrouter',

@@ -47,7 +47,8 @@ def _parser(command: str | None = None) -> argparse.ArgumentParser:
         nargs='+',
         default=[],
         metavar='MODEL',
-        help='probe live models, e.g. anthropic:claude-sonnet-4-6 (skipped with a message when the key is not set)',
+        help='probe live models, e.g. anthropic:claude-sonnet-4-6, or an OpenAI-compatible gateway as URL#MODEL '
+        '(its own row; skipped with a message when the key is not set)',
     )
     matrix.add_argument('--no-probes', action='store_true', help='skip the built-in probes')
     matrix.add_argument('-q', '--quiet', action='store_true', help='no progress lines on stderr')

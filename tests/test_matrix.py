@@ -29,7 +29,12 @@ def default_matrix() -> CapabilityMatrix:
 
 
 def _values(matrix: CapabilityMatrix) -> dict[str, dict[str, str]]:
-    return {api: {k: matrix.cell(api, k) for k in KEYS} for api in matrix.apis}
+    return {
+        row.api + (f' ({row.family})' if row.family else ''): {
+            k: matrix.cell(row.api, k, family=row.family) for k in KEYS
+        }
+        for row in matrix.rows
+    }
 
 
 def test_default_matrix_fills_every_column_for_every_row(default_matrix: CapabilityMatrix):
@@ -60,7 +65,7 @@ def test_default_matrix_values(default_matrix: CapabilityMatrix):
                 'structured': 'not requested',
                 'wire': '100%',
             },
-            'bedrock-converse': {
+            'bedrock-converse (anthropic)': {
                 'citations': 'when asked',
                 'anchor': 'content',
                 'sources': 'document',
@@ -69,6 +74,16 @@ def test_default_matrix_values(default_matrix: CapabilityMatrix):
                 'handoff': 'plain text',
                 'structured': 'not requested',
                 'wire': '100%',
+            },
+            'bedrock-converse (meta)': {
+                'citations': 'no',
+                'anchor': 'n/a',
+                'sources': 'n/a',
+                'stream': 'n/a',
+                'replay': 'n/a',
+                'handoff': 'plain text',
+                'structured': 'n/a',
+                'wire': 'no wire citations',
             },
             'openai-responses': {
                 'citations': 'yes',
@@ -197,21 +212,23 @@ def test_recordings_agree_with_fixtures(corpus: Path, default_matrix: Capability
         )
     )
     compared = 0
-    for api in recorded.apis:
-        for key in KEYS:
-            from_recordings = recorded.values(api, key)
-            from_probes = default_matrix.values(api, key)
-            if not from_recordings or not from_probes:
-                continue
-            compared += 1
-            # Recordings cover fewer scenarios than the probes (or the reverse): one side's runs include the other's.
-            assert from_recordings <= from_probes or from_probes <= from_recordings, (
-                api,
-                key,
-                from_recordings,
-                from_probes,
-            )
+    for row in recorded.rows:  # per model family where the rows are split by it (Bedrock: Claude)
+        for family in row.families:
+            for key in KEYS:
+                from_recordings = recorded.values(row.api, key, family=family)
+                from_probes = default_matrix.values(row.api, key, family=family)
+                if not from_recordings or not from_probes:
+                    continue
+                compared += 1
+                # Recordings cover fewer scenarios than the probes (or the reverse): one side's runs include the other's.
+                assert from_recordings <= from_probes or from_probes <= from_recordings, (
+                    row.title,
+                    key,
+                    from_recordings,
+                    from_probes,
+                )
     assert compared >= 40
+    assert [r.title for r in recorded.rows if r.api == 'bedrock-converse'] == ['Bedrock Converse (Anthropic Claude)']
     # The real recordings are fully accounted for, wire citation by wire citation.
     for api in recorded.apis:
         assert recorded.cell(api, 'wire') in ('100%', 'no wire citations', 'n/a'), api
@@ -396,13 +413,12 @@ def test_cli_render_rejects_options_of_the_other_format(tmp_path: Path, capsys: 
 
 def test_no_row_contradicts_itself(default_matrix: CapabilityMatrix):
     """A row whose wire accounting normalises or recovers citations does not say it produces none."""
-    for api in default_matrix.apis:
-        notes = default_matrix.to_dict()['rows']
-        [row] = [r for r in cast(list[dict[str, Any]], notes) if r['api'] == api]
+    for row in cast(list[dict[str, Any]], default_matrix.to_dict()['rows']):
         wire_notes = ' '.join(row['cells']['wire']['notes'])
         normalised = sum(int(n) for n in re.findall(r'(\d+) normalised', wire_notes))
         recovered = sum(int(n) for n in re.findall(r'(\d+) recovered', wire_notes))
-        produced = default_matrix.cell(api, 'citations')
+        produced = row['cells']['citations']['value']
+        api = row['title']
         if normalised or recovered:
             assert produced != 'no', (api, produced, wire_notes)
         if recovered and not normalised:
@@ -414,7 +430,8 @@ def test_cli_json_to_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
     assert run(['matrix', '--format', 'json', '-o', str(out)]) == 0
     data = json.loads(out.read_text())
     assert data['schema'] == 'pydantic-ai-citations/capability-matrix'
-    assert [r['api'] for r in data['rows']] == list(FIXTURE_APIS)
+    assert list(dict.fromkeys(r['api'] for r in data['rows'])) == list(FIXTURE_APIS)
+    assert [r.get('family') for r in data['rows'] if r['api'] == 'bedrock-converse'] == ['anthropic', 'meta']
     assert 'probing anthropic-messages' in capsys.readouterr().err
 
 
@@ -437,7 +454,7 @@ def test_live_without_key_is_skipped_with_a_message(monkeypatch: pytest.MonkeyPa
     assert [f.reason for f in matrix.unusable_inputs] == [
         'skipped: ANTHROPIC_API_KEY not set',
         snapshot(
-            "unknown provider 'nope'; known: anthropic, bedrock, cohere, google-gla, google-vertex, groq, mistral, openai, openai-chat, openai-responses, openrouter, xai"
+            "unknown provider 'nope'; known: anthropic, bedrock, cohere, google-gla, google-vertex, groq, mistral, openai, openai-chat, openai-responses, openrouter, xai, or an OpenAI-compatible URL#MODEL"
         ),
     ]
 

@@ -11,18 +11,39 @@ from typing import TYPE_CHECKING
 from .._lazy import lazy_attributes
 
 if TYPE_CHECKING:
-    from ._fixtures import FIXTURE_APIS, load_fixture, scenarios
-    from ._matrix import API_TITLES, COLUMNS, EVIDENCE, SCHEMA_VERSION, CapabilityMatrix, Column, Evidence, Failure
-    from ._probes import KNOWN_UNMAPPED, LIVE_KEYS, build_matrix, probe_api, probe_live, probe_recording
+    from ._fixtures import FIXTURE_APIS, fixture_families, load_fixture, scenarios
+    from ._matrix import (
+        API_TITLES,
+        COLUMNS,
+        EVIDENCE,
+        SCHEMA_VERSION,
+        CapabilityMatrix,
+        Column,
+        Evidence,
+        Failure,
+        MatrixRow,
+    )
+    from ._probes import GATEWAY_KEYS, KNOWN_UNMAPPED, LIVE_KEYS, build_matrix, probe_api, probe_live, probe_recording
 
 _HOMES = {
-    **dict.fromkeys(('FIXTURE_APIS', 'load_fixture', 'scenarios'), '_fixtures'),
+    **dict.fromkeys(('FIXTURE_APIS', 'fixture_families', 'load_fixture', 'scenarios'), '_fixtures'),
     **dict.fromkeys(
-        ('API_TITLES', 'COLUMNS', 'EVIDENCE', 'SCHEMA_VERSION', 'CapabilityMatrix', 'Column', 'Evidence', 'Failure'),
+        (
+            'API_TITLES',
+            'COLUMNS',
+            'EVIDENCE',
+            'SCHEMA_VERSION',
+            'CapabilityMatrix',
+            'Column',
+            'Evidence',
+            'Failure',
+            'MatrixRow',
+        ),
         '_matrix',
     ),
     **dict.fromkeys(
-        ('KNOWN_UNMAPPED', 'LIVE_KEYS', 'build_matrix', 'probe_api', 'probe_live', 'probe_recording'), '_probes'
+        ('GATEWAY_KEYS', 'KNOWN_UNMAPPED', 'LIVE_KEYS', 'build_matrix', 'probe_api', 'probe_live', 'probe_recording'),
+        '_probes',
     ),
 }
 
@@ -31,6 +52,7 @@ __all__ = (
     'COLUMNS',
     'EVIDENCE',
     'FIXTURE_APIS',
+    'GATEWAY_KEYS',
     'KNOWN_UNMAPPED',
     'LIVE_KEYS',
     'SCHEMA_VERSION',
@@ -38,7 +60,9 @@ __all__ = (
     'Column',
     'Evidence',
     'Failure',
+    'MatrixRow',
     'build_matrix',
+    'fixture_families',
     'load_fixture',
     'probe_api',
     'probe_live',

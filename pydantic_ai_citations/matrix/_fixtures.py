@@ -24,6 +24,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from importlib.resources import files
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Literal, NotRequired, cast
 
@@ -47,6 +48,7 @@ __all__ = (
     'FIXTURE_APIS',
     'FixtureRecording',
     'Scenario',
+    'fixture_families',
     'fixture_path',
     'load_fixture',
     'load_fixtures',
@@ -93,36 +95,51 @@ class FixtureRecording(Recording):
     """What the fixture shows."""
 
 
-def fixture_path(api: ApiLabel, scenario: str) -> Path:
-    """The file of a fixture (inside the installed package)."""
+def _folder(api: ApiLabel, family: str) -> Traversable:
     _check_api(api)
-    return Path(str(files('pydantic_ai_citations.matrix').joinpath('fixtures', api, f'{scenario}.json')))
+    folder = files('pydantic_ai_citations.matrix').joinpath('fixtures', api)
+    return folder.joinpath(family) if family else folder
 
 
-def scenarios(api: ApiLabel) -> list[str]:
-    """The scenario names that have a fixture for `api`, sorted.
+def fixture_path(api: ApiLabel, scenario: str, family: str = '') -> Path:
+    """The file of a fixture (inside the installed package)."""
+    return Path(str(_folder(api, family).joinpath(f'{scenario}.json')))
+
+
+def fixture_families(api: ApiLabel) -> list[str]:
+    """The other model families `api` has fixtures for (`fixtures/<api>/<family>/`), e.g. `['meta']` for Bedrock.
+
+    An API's own fixtures are for its main model family; where other families answer differently, their fixtures
+    sit in a folder named after the family (`model_family`), and the matrix gives them their own row.
+    """
+    return sorted(item.name for item in _folder(api, '').iterdir() if item.is_dir() and item.name != '__pycache__')
+
+
+def scenarios(api: ApiLabel, family: str = '') -> list[str]:
+    """The scenario names that have a fixture for `api` (and `family`, see `fixture_families`), sorted.
 
     Raises:
         UserError: `api` has no fixtures (it is not one of `FIXTURE_APIS`).
     """
-    _check_api(api)
-    folder = files('pydantic_ai_citations.matrix').joinpath('fixtures', api)
+    folder = _folder(api, family)
+    if not folder.is_dir():
+        return []
     return sorted(item.name[: -len('.json')] for item in folder.iterdir() if item.name.endswith('.json'))
 
 
-def load_fixture(api: ApiLabel, scenario: str) -> FixtureRecording:
+def load_fixture(api: ApiLabel, scenario: str, family: str = '') -> FixtureRecording:
     """Read a wire fixture into a `Recording`: `load_fixture(api, scenario).model()` is the real model class.
 
     Raises:
         UserError: `api` is not one of `FIXTURE_APIS`, or it has no fixture named `scenario`.
         RecordingError: the fixture file is malformed (names the file).
     """
-    available = scenarios(api)
+    available = scenarios(api, family)
     if scenario not in available:
-        raise UserError(f'No {api} wire fixture named {scenario!r}: expected one of {", ".join(available)}.')
-    path = fixture_path(api, scenario)
-    data = files('pydantic_ai_citations.matrix').joinpath('fixtures', api, f'{scenario}.json').read_bytes()
-    return parse_fixture(api, path, data)
+        where = f'{api}/{family}' if family else api
+        raise UserError(f'No {where} wire fixture named {scenario!r}: expected one of {", ".join(available)}.')
+    data = _folder(api, family).joinpath(f'{scenario}.json').read_bytes()
+    return parse_fixture(api, fixture_path(api, scenario, family), data)
 
 
 def load_fixtures(api: ApiLabel, *scenario_names: str) -> FixtureRecording:

@@ -11,10 +11,14 @@ JSON schema (`to_json()`, `SCHEMA_VERSION` 1):
 ```
 {"schema": "pydantic-ai-citations/capability-matrix", "version": 1,
  "columns": [{"key", "title", "description", "values": {value: meaning}}],
- "rows": [{"api", "title", "models": [str], "failures": [{"evidence", "source", "reason"}],
+ "rows": [{"api", "title", "family"?, "models": [str], "failures": [{"evidence", "source", "reason"}],
            "cells": {column key: {"value": str, "evidence": {evidence: {value: runs}}, "notes": [str]}}}],
  "unusable_inputs": [{"evidence", "source", "reason"}]}
 ```
+
+`family` is present only on a row for one model family or gateway of an API (e.g. Bedrock's `"anthropic"` and
+`"meta"` rows, whose models answer differently; `"via HOST"` for a gateway probed live); a row without it holds all
+of the API's runs.
 
 `unusable_inputs` lists the inputs a user named (recording files or folders, `--live` models) that could not be
 used at all -- missing, malformed, an unknown provider, no API key -- with the reason (absent in older files).
@@ -35,7 +39,7 @@ from typing import Literal
 
 from pydantic import TypeAdapter
 
-from .._models import API_LABELS, API_TITLES, ApiLabel
+from .._models import API_LABELS, API_TITLES, ApiLabel, family_title, model_family
 from .._track import RequestObservation
 
 __all__ = (
@@ -47,6 +51,7 @@ __all__ = (
     'Column',
     'Evidence',
     'Failure',
+    'MatrixRow',
 )
 
 SCHEMA_VERSION = 1
@@ -174,52 +179,84 @@ class Failure:
 @dataclass
 class _Row:
     api: ApiLabel
+    family: str = ''
     models: set[str] = field(default_factory=set[str])
     counts: dict[tuple[str, Evidence, str], int] = field(default_factory=dict[tuple[str, Evidence, str], int])
     notes: dict[str, list[str]] = field(default_factory=dict[str, list[str]])
     failures: list[Failure] = field(default_factory=list[Failure])
 
+    def empty(self) -> bool:
+        return not (self.models or self.counts or self.notes or self.failures)
+
+
+@dataclass(frozen=True)
+class MatrixRow:
+    """One row as shown: a provider API, or one model family (or gateway) of it where their behaviour differs."""
+
+    api: ApiLabel
+    family: str | None
+    """The model family (`'anthropic'`, `'meta'`, ...) or gateway (`'via HOST'`) the row is for; `None`: the API."""
+    title: str
+    """The row's name for people, e.g. `'Bedrock Converse (Meta Llama)'`."""
+    families: tuple[str, ...]
+    """The families whose runs the row shows (several that agree on every cell are shown as one row)."""
+
 
 class CapabilityMatrix:
-    """Rows per provider API; each cell a value plus the evidence (and number of runs) behind it.
+    """Rows per provider API (per model family where it matters); each cell a value plus the evidence behind it.
 
     Fill it with `add(...)`, with `TrackCitations(matrix=matrix)` (observed evidence from real runs), or with the
     probes in `pydantic_ai_citations.matrix` (`build_matrix`). Safe to share between concurrent runs.
+
+    Runs are kept per API and model family (`model_family`: on Bedrock, Anthropic models cite documents and other
+    families do not). An API whose families agree on every cell is shown as one row; otherwise each family is its
+    own row. A gateway in front of a provider (`'via HOST'`, from `--live URL#MODEL`) is always its own row.
     """
 
     def __init__(self) -> None:
-        self._rows: dict[ApiLabel, _Row] = {}
+        self._rows: dict[tuple[ApiLabel, str], _Row] = {}
         self._unusable: list[Failure] = []
         self._lock = threading.Lock()
+        self._family: str | None = None
+
+    def for_family(self, family: str) -> CapabilityMatrix:
+        """A view of this matrix (same rows, same lock) whose calls default to one model family's runs."""
+        view = CapabilityMatrix.__new__(CapabilityMatrix)
+        view._rows, view._unusable, view._lock, view._family = self._rows, self._unusable, self._lock, family
+        return view
 
     # --- filling -------------------------------------------------------------------------------------------------
 
-    def add(self, api: ApiLabel, column: str, value: str, evidence: Evidence, *, runs: int = 1) -> None:
+    def add(
+        self, api: ApiLabel, column: str, value: str, evidence: Evidence, *, runs: int = 1, family: str | None = None
+    ) -> None:
         """Count `runs` observations of `value` for one cell."""
         if column not in _COLUMN_KEYS:
             raise ValueError(f'Unknown matrix column {column!r}; expected one of {", ".join(_COLUMN_KEYS)}.')
         with self._lock:
-            row = self._row(api)
+            row = self._row(api, self._fill_family(family))
             key = (column, evidence, value)
             row.counts[key] = row.counts.get(key, 0) + runs
 
-    def note(self, api: ApiLabel, column: str, text: str) -> None:
+    def note(self, api: ApiLabel, column: str, text: str, *, family: str | None = None) -> None:
         """Attach an explanation to a cell (why it cannot apply, wire accounting details, …)."""
         with self._lock:
-            notes = self._row(api).notes.setdefault(column, [])
+            notes = self._row(api, self._fill_family(family)).notes.setdefault(column, [])
             if text not in notes:
                 notes.append(text)
 
-    def add_model(self, api: ApiLabel, model_name: str) -> None:
-        """Record a model name seen for a row."""
+    def add_model(self, api: ApiLabel, model_name: str, *, family: str | None = None) -> None:
+        """Record a model name seen for a row (its family read from the name unless given)."""
         if model_name:
+            if family is None and self._family is None:
+                family = model_family(api, model_name)
             with self._lock:
-                self._row(api).models.add(model_name)
+                self._row(api, self._fill_family(family)).models.add(model_name)
 
-    def fail(self, api: ApiLabel, evidence: Evidence, source: str, reason: str) -> None:
+    def fail(self, api: ApiLabel, evidence: Evidence, source: str, reason: str, *, family: str | None = None) -> None:
         """Record that a source of evidence failed for a row; the rest of the matrix is still produced."""
         with self._lock:
-            self._row(api).failures.append(Failure(evidence, source, reason))
+            self._row(api, self._fill_family(family)).failures.append(Failure(evidence, source, reason))
 
     def unusable(self, evidence: Evidence, source: str, reason: str) -> None:
         """Record that an input the user named (a recording, a live model) could not be used at all, and why."""
@@ -228,41 +265,45 @@ class CapabilityMatrix:
             if failure not in self._unusable:
                 self._unusable.append(failure)
 
-    def ensure_row(self, api: ApiLabel) -> None:
+    def ensure_row(self, api: ApiLabel, *, family: str | None = None) -> None:
         """Make sure a row exists, even with nothing measured yet."""
         with self._lock:
-            self._row(api)
+            self._row(api, self._fill_family(family))
 
     def add_observation(self, observation: RequestObservation) -> None:
         """`ObservationSink` for `TrackCitations(matrix=...)`: a user's real run becomes `'observed'` evidence."""
         self.observe(observation, 'observed')
 
-    def observe(self, observation: RequestObservation, evidence: Evidence) -> None:
+    def observe(self, observation: RequestObservation, evidence: Evidence, *, family: str | None = None) -> None:
         """Fill the cells a single request observation can tell: citations, anchor, sources, stream arrival."""
         api = observation.api
-        self.add_model(api, observation.model_name)
+        if family is None:
+            family = self._family if self._family is not None else model_family(api, observation.model_name)
+        self.add_model(api, observation.model_name, family=family)
         cited = [p for p in observation.parts if p.citations]
         if not observation.complete:
-            self.note(api, 'stream', f'an incomplete {evidence} run was left out')
+            self.note(api, 'stream', f'an incomplete {evidence} run was left out', family=family)
             return
         if not observation.text_output:
             return
         if cited:
             if evidence in ('observed', 'live'):  # probes and recordings decide 'yes' / 'when asked' themselves
-                self.add(api, 'citations', 'yes', evidence)
-            self.add(api, 'anchor', _anchor_value({k for p in cited for k in p.anchor_kinds}), evidence)
-            self.add(api, 'sources', _sources_value({k for p in cited for k in p.source_kinds}), evidence)
+                self.add(api, 'citations', 'yes', evidence, family=family)
+            self.add(api, 'anchor', _anchor_value({k for p in cited for k in p.anchor_kinds}), evidence, family=family)
+            self.add(
+                api, 'sources', _sources_value({k for p in cited for k in p.source_kinds}), evidence, family=family
+            )
             if observation.streamed:
                 for arrival in sorted({p.arrival for p in cited}):
-                    self.add(api, 'stream', arrival, evidence)
+                    self.add(api, 'stream', arrival, evidence, family=family)
 
     def merge(self, other: CapabilityMatrix) -> CapabilityMatrix:
         """A new matrix holding both matrices' observations (counts add up; order does not matter)."""
         out = CapabilityMatrix()
         for source in (self, other):
             with source._lock:
-                for api, row in source._rows.items():
-                    target = out._row(api)
+                for (api, family), row in source._rows.items():
+                    target = out._row(api, family)
                     target.models |= row.models
                     for key, n in row.counts.items():
                         target.counts[key] = target.counts.get(key, 0) + n
@@ -277,37 +318,66 @@ class CapabilityMatrix:
 
     @property
     def apis(self) -> list[ApiLabel]:
-        """Rows, in the fixed order of `API_LABELS`."""
+        """The provider APIs with a row, in the fixed order of `API_LABELS`."""
         with self._lock:
-            return [api for api in API_LABELS if api in self._rows]
+            present = {api for api, _ in self._rows}
+        return [api for api in API_LABELS if api in present]
 
-    def cell(self, api: ApiLabel, column: str, *, evidence: Iterable[Evidence] = EVIDENCE) -> str:
-        """The cell's value from the given evidence: one value, values joined by `' / '`, or `'n/a'`."""
-        wanted = set(evidence)
-        with self._lock:
-            row = self._rows.get(api)
-            if row is None:
-                return 'n/a'
-            values = sorted({v for (c, e, v) in row.counts if c == column and e in wanted})
+    @property
+    def rows(self) -> list[MatrixRow]:
+        """The rows as shown: one per API, or one per model family where the families' cells differ."""
+        out: list[MatrixRow] = []
+        for api in self.apis:
+            with self._lock:
+                stored = {f: r for (a, f), r in self._rows.items() if a == api}
+            families = sorted(f for f, r in stored.items() if not r.empty()) or sorted(stored)
+            models = [f for f in families if not f.startswith('via ')]
+            if len(models) > 1 and len({self._signature(api, f) for f in models}) > 1:
+                out.extend(MatrixRow(api, f, _title(api, f), (f,)) for f in models)
+            elif models:
+                shown = models[0] if len(models) == 1 and models[0] else None
+                out.append(MatrixRow(api, shown, _title(api, shown), tuple(models)))
+            out.extend(MatrixRow(api, f, _title(api, f), (f,)) for f in families if f.startswith('via '))
+        return out
+
+    def _signature(self, api: ApiLabel, family: str) -> tuple[str, ...]:
+        return tuple(self.cell(api, c.key, family=family) for c in COLUMNS)
+
+    def _selected(self, api: ApiLabel, family: str | None) -> list[_Row]:
+        """The stored rows a read covers (call with the lock held): one family, or all of the API's."""
+        if family is None:
+            family = self._family
+        return [r for (a, f), r in self._rows.items() if a == api and (family is None or f == family)]
+
+    def cell(
+        self, api: ApiLabel, column: str, *, evidence: Iterable[Evidence] = EVIDENCE, family: str | None = None
+    ) -> str:
+        """The cell's value from the given evidence: one value, values joined by `' / '`, or `'n/a'`.
+
+        `family` reads one model family's runs; by default, all of the API's.
+        """
+        values = sorted(self.values(api, column, evidence=evidence, family=family))
         return combine(column, values) if values else 'n/a'
 
-    def values(self, api: ApiLabel, column: str, *, evidence: Iterable[Evidence] = EVIDENCE) -> set[str]:
+    def values(
+        self, api: ApiLabel, column: str, *, evidence: Iterable[Evidence] = EVIDENCE, family: str | None = None
+    ) -> set[str]:
         """The distinct values runs gave for a cell, before they are combined into one."""
         wanted = set(evidence)
         with self._lock:
-            row = self._rows.get(api)
-            return {v for (c, e, v) in row.counts if c == column and e in wanted} if row else set()
+            return {v for r in self._selected(api, family) for (c, e, v) in r.counts if c == column and e in wanted}
 
-    def evidence(self, api: ApiLabel, column: str) -> dict[Evidence, dict[str, int]]:
+    def evidence(self, api: ApiLabel, column: str, *, family: str | None = None) -> dict[Evidence, dict[str, int]]:
         """Runs behind each value of a cell, per evidence."""
-        out: dict[Evidence, dict[str, int]] = {}
+        totals: dict[tuple[str, Evidence, str], int] = {}
         with self._lock:
-            row = self._rows.get(api)
-            if row is None:
-                return out
-            for (c, e, v), n in sorted(row.counts.items()):
-                if c == column:
-                    out.setdefault(e, {})[v] = n
+            for row in self._selected(api, family):
+                for key, n in row.counts.items():
+                    totals[key] = totals.get(key, 0) + n
+        out: dict[Evidence, dict[str, int]] = {}
+        for (c, e, v), n in sorted(totals.items()):
+            if c == column:
+                out.setdefault(e, {})[v] = n
         return {e: out[e] for e in EVIDENCE if e in out}
 
     @property
@@ -316,29 +386,47 @@ class CapabilityMatrix:
         with self._lock:
             return list(self._unusable)
 
-    def failures(self, api: ApiLabel) -> list[Failure]:
+    def failures(self, api: ApiLabel, *, family: str | None = None) -> list[Failure]:
         """What could not be used for a row."""
         with self._lock:
-            row = self._rows.get(api)
-            return list(row.failures) if row else []
+            return [f for row in self._selected(api, family) for f in row.failures]
+
+    def _shown(self, row: MatrixRow) -> tuple[list[str], dict[str, list[str]], list[Failure]]:
+        """Models, notes per column and failures of a shown row (its families' together)."""
+        models: set[str] = set()
+        notes: dict[str, list[str]] = {}
+        failures: list[Failure] = []
+        with self._lock:
+            for family in row.families:
+                stored = self._rows.get((row.api, family))
+                if stored is None:
+                    continue
+                models |= stored.models
+                for column, texts in stored.notes.items():
+                    existing = notes.setdefault(column, [])
+                    existing.extend(t for t in texts if t not in existing)
+                failures.extend(stored.failures)
+        return sorted(models), notes, failures
 
     def to_dict(self) -> dict[str, object]:
         """The stable JSON-ready form (see the module docstring)."""
         rows: list[dict[str, object]] = []
-        for api in self.apis:
-            with self._lock:
-                row = self._rows[api]
-                models = sorted(row.models)
-                notes = {k: list(v) for k, v in row.notes.items()}
-                failures = [{'evidence': f.evidence, 'source': f.source, 'reason': f.reason} for f in row.failures]
+        for row in self.rows:
+            models, notes, failures = self._shown(row)
             cells: dict[str, object] = {}
             for column in COLUMNS:
                 cells[column.key] = {
-                    'value': self.cell(api, column.key),
-                    'evidence': self.evidence(api, column.key),
+                    'value': self.cell(row.api, column.key, family=row.family),
+                    'evidence': self.evidence(row.api, column.key, family=row.family),
                     'notes': notes.get(column.key, []),
                 }
-            rows.append({'api': api, 'title': API_TITLES[api], 'models': models, 'failures': failures, 'cells': cells})
+            data: dict[str, object] = {'api': row.api, 'title': row.title}
+            if row.family is not None:
+                data['family'] = row.family
+            data['models'] = models
+            data['failures'] = [{'evidence': f.evidence, 'source': f.source, 'reason': f.reason} for f in failures]
+            data['cells'] = cells
+            rows.append(data)
         return {
             'schema': 'pydantic-ai-citations/capability-matrix',
             'version': SCHEMA_VERSION,
@@ -361,36 +449,37 @@ class CapabilityMatrix:
         document = _document_ta.validate_json(data)
         matrix = cls()
         for row in document.rows:
-            matrix.ensure_row(row.api)
+            family = row.family or ''
+            matrix.ensure_row(row.api, family=family)
             for model in row.models:
-                matrix.add_model(row.api, model)
+                matrix.add_model(row.api, model, family=family)
             for failure in row.failures:
-                matrix.fail(row.api, failure.evidence, failure.source, failure.reason)
+                matrix.fail(row.api, failure.evidence, failure.source, failure.reason, family=family)
             for column, cell in row.cells.items():
                 for evidence, values in cell.evidence.items():
                     for value, runs in values.items():
-                        matrix.add(row.api, column, value, evidence, runs=runs)
+                        matrix.add(row.api, column, value, evidence, runs=runs, family=family)
                 for note in cell.notes:
-                    matrix.note(row.api, column, note)
+                    matrix.note(row.api, column, note, family=family)
         for failure in document.unusable_inputs:
             matrix.unusable(failure.evidence, failure.source, failure.reason)
         return matrix
 
-    def _display(self, api: ApiLabel, column: str) -> tuple[str, str]:
+    def _display(self, row: MatrixRow, column: str) -> tuple[str, str]:
         """Cell text and its evidence summary, e.g. `('part_end', 'probe 2, recording 3')`."""
-        value = self.cell(api, column)
-        parts = [f'{e} {sum(v.values())}' for e, v in self.evidence(api, column).items()]
+        value = self.cell(row.api, column, family=row.family)
+        parts = [f'{e} {sum(v.values())}' for e, v in self.evidence(row.api, column, family=row.family).items()]
         return value, ', '.join(parts)
 
     def to_markdown(self) -> str:
         """A Markdown table (values, with the evidence behind each in small print), then notes and failures."""
         header = ['API', *[c.title for c in COLUMNS]]
         lines = ['| ' + ' | '.join(header) + ' |', '|' + '---|' * len(header)]
-        for api in self.apis:
-            models = self._models(api)
-            cells = [_md(API_TITLES[api]) + (f' <sub>{_md(models)}</sub>' if models else '')]
+        for row in self.rows:
+            models = ', '.join(self._shown(row)[0])
+            cells = [_md(row.title) + (f' <sub>{_md(models)}</sub>' if models else '')]
             for column in COLUMNS:
-                value, evidence = self._display(api, column.key)
+                value, evidence = self._display(row, column.key)
                 cells.append(_md(value) + (f' <sub>{_md(evidence)}</sub>' if evidence else ''))
             lines.append('| ' + ' | '.join(cells) + ' |')
         lines.append('')
@@ -403,46 +492,37 @@ class CapabilityMatrix:
             lines.append(f'- **{column.title}**: {column.description} {meanings}.')
         return '\n'.join(lines) + '\n'
 
-    def _models(self, api: ApiLabel) -> str:
-        with self._lock:
-            row = self._rows.get(api)
-            return ', '.join(sorted(row.models)) if row else ''
-
     def unusable_lines(self) -> list[str]:
         """One line per unusable input: what it was and why it could not be used."""
         return [f'{f.evidence} {f.source!r} could not be used: {f.reason}' for f in self.unusable_inputs]
 
     def _notes_lines(self) -> list[str]:
         out: list[str] = self.unusable_lines()
-        for api in self.apis:
-            with self._lock:
-                row = self._rows[api]
-                notes = [(k, list(v)) for k, v in row.notes.items()]
-                failures = list(row.failures)
-            for column, texts in sorted(notes):
-                out.extend(f'{API_TITLES[api]} / {column}: {t}' for t in texts)
-            out.extend(f'{API_TITLES[api]}: {f.evidence} {f.source!r} failed: {f.reason}' for f in failures)
+        for row in self.rows:
+            _, notes, failures = self._shown(row)
+            for column, texts in sorted(notes.items()):
+                out.extend(f'{row.title} / {column}: {t}' for t in texts)
+            out.extend(f'{row.title}: {f.evidence} {f.source!r} failed: {f.reason}' for f in failures)
         return out
 
     def to_html(self) -> str:
         """One standalone HTML page (no external assets): the table, a legend explaining every value, notes."""
         rows_html: list[str] = []
-        for api in self.apis:
-            models = self._models(api)
+        for row in self.rows:
+            models, _, failures = self._shown(row)
             cells = [
-                f'<th scope="row">{_h(API_TITLES[api])}'
-                + (f'<br><span class="ev">{_h(models)}</span>' if models else '')
+                f'<th scope="row">{_h(row.title)}'
+                + (f'<br><span class="ev">{_h(", ".join(models))}</span>' if models else '')
                 + '</th>'
             ]
             for column in COLUMNS:
-                value, evidence = self._display(api, column.key)
+                value, evidence = self._display(row, column.key)
                 css = 'na' if value == 'n/a' else ('mixed' if ' / ' in value else 'ok')
                 cells.append(
                     f'<td class="{css}"><span class="v">{_h(value)}</span>'
                     + (f'<br><span class="ev">{_h(evidence)}</span>' if evidence else '')
                     + '</td>'
                 )
-            failures = self.failures(api)
             if failures:
                 cells[0] = cells[0].replace('</th>', ' <span class="fail" title="see failures">&#9888;</span></th>')
             rows_html.append('<tr>' + ''.join(cells) + '</tr>')
@@ -488,13 +568,13 @@ class CapabilityMatrix:
         table.add_column('API', style='bold')
         for column in COLUMNS:
             table.add_column(column.title)
-        for api in self.apis:
+        for row in self.rows:
             cells: list[str] = []
             for column in COLUMNS:
-                value, evidence = self._display(api, column.key)
+                value, evidence = self._display(row, column.key)
                 cells.append(_rich_escape(value) + (f'\n[dim]{_rich_escape(evidence)}[/dim]' if evidence else ''))
-            models = self._models(api)
-            title = _rich_escape(API_TITLES[api]) + (f'\n[dim]{_rich_escape(models)}[/dim]' if models else '')
+            models = ', '.join(self._shown(row)[0])
+            title = _rich_escape(row.title) + (f'\n[dim]{_rich_escape(models)}[/dim]' if models else '')
             table.add_row(title, *cells)
         unusable = self.unusable_lines()
         if unusable:
@@ -502,11 +582,18 @@ class CapabilityMatrix:
             table.caption_justify = 'left'
         return table
 
-    def _row(self, api: ApiLabel) -> _Row:
-        row = self._rows.get(api)
+    def _fill_family(self, family: str | None) -> str:
+        return family if family is not None else (self._family or '')
+
+    def _row(self, api: ApiLabel, family: str) -> _Row:
+        row = self._rows.get((api, family))
         if row is None:
-            row = self._rows[api] = _Row(api)
+            row = self._rows[api, family] = _Row(api, family)
         return row
+
+
+def _title(api: ApiLabel, family: str | None) -> str:
+    return f'{API_TITLES[api]} ({family_title(family)})' if family else API_TITLES[api]
 
 
 def combine(column: str, values: Sequence[str]) -> str:
@@ -578,6 +665,7 @@ class _RowDoc:
     models: list[str]
     failures: list[_FailureDoc]
     cells: Mapping[str, _CellDoc]
+    family: str | None = None
 
 
 @dataclass

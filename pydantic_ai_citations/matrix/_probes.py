@@ -45,7 +45,7 @@ from pydantic_ai.capabilities import Citations
 from pydantic_ai.models import Model
 
 from .._answer import CitedAnswer, last_response
-from .._models import ApiLabel
+from .._models import ApiLabel, model_family
 from .._problems import shorten
 from .._replay import (
     Recording,
@@ -60,10 +60,19 @@ from ..formats.markup import scan_markup
 from ..formats.openai_placement import PLACEMENT_CODES
 from ..formats.unmapped import recover_cohere_from_body, recover_search_result_locations_from_body
 from ..formats.wire import WireApi, WireCitation, count_wire_citations
-from ._fixtures import FIXTURE_APIS, load_fixture, scenarios
+from ._fixtures import FIXTURE_APIS, fixture_families, load_fixture, scenarios
 from ._matrix import CapabilityMatrix, Evidence
 
-__all__ = ('KNOWN_UNMAPPED', 'LIVE_KEYS', 'build_matrix', 'explain_gaps', 'probe_api', 'probe_live', 'probe_recording')
+__all__ = (
+    'GATEWAY_KEYS',
+    'KNOWN_UNMAPPED',
+    'LIVE_KEYS',
+    'build_matrix',
+    'explain_gaps',
+    'probe_api',
+    'probe_live',
+    'probe_recording',
+)
 
 Progress = Callable[[str], None]
 
@@ -175,11 +184,12 @@ _GAP_REASONS = {
 
 
 def explain_gaps(matrix: CapabilityMatrix) -> None:
-    """Give every `'n/a'` cell a note saying why it cannot apply."""
-    for api in matrix.apis:
-        for column, reason in _GAP_REASONS.items():
-            if matrix.cell(api, column) == 'n/a':
-                matrix.note(api, column, f'n/a: {reason}')
+    """Give every `'n/a'` cell a note saying why it cannot apply (per model family where rows are split by it)."""
+    for row in matrix.rows:
+        for family in row.families:
+            for column, reason in _GAP_REASONS.items():
+                if matrix.cell(row.api, column, family=family) == 'n/a':
+                    matrix.note(row.api, column, f'n/a: {reason}', family=family)
 
 
 def _quiet(_line: str) -> None:
@@ -204,16 +214,35 @@ def _recording_files(paths: Sequence[str | Path]) -> Iterator[Path]:
 
 
 async def probe_api(matrix: CapabilityMatrix, api: ApiLabel) -> None:
-    """Run every scenario the row has fixtures for; a failing scenario is recorded as the row's failure."""
+    """Run every scenario the row has fixtures for; a failing scenario is recorded as the row's failure.
+
+    Each model family with its own fixtures (`fixture_families`, e.g. Meta Llama on Bedrock) is probed apart, so
+    its runs fill its own row when it answers differently.
+    """
+    for family in ('', *fixture_families(api)):
+        await _probe_fixtures(matrix.for_family(_fixture_family(api, family)), api, family)
+
+
+def _fixture_family(api: ApiLabel, family: str) -> str:
+    """The model family of a fixture folder: its name, or for the API's own fixtures their model's family."""
+    if family:
+        return family
+    try:
+        return model_family(api, load_fixture(api, scenarios(api)[0]).model_name)
+    except Exception:  # no or malformed fixtures: `_probe_fixtures` reports them on the row
+        return ''
+
+
+async def _probe_fixtures(matrix: CapabilityMatrix, api: ApiLabel, family: str) -> None:
     matrix.ensure_row(api)
-    available = set(scenarios(api))
+    available = set(scenarios(api, family))
     cited_outcome: _RunOutcome | None = None
     produced: list[str] = []
     for scenario in ('cited', 'document', 'document_page', 'cited_stream'):
         if scenario not in available:
             continue
         try:
-            outcome = await _probe_answer(matrix, api, load_fixture(api, scenario), 'probe')
+            outcome = await _probe_answer(matrix, api, load_fixture(api, scenario, family), 'probe')
         except Exception as e:  # a fixture the model class rejects: the row shows why, the rest goes on
             matrix.fail(api, 'probe', scenario, _describe(e))
             continue
@@ -225,9 +254,9 @@ async def probe_api(matrix: CapabilityMatrix, api: ApiLabel) -> None:
         matrix.note(api, 'replay', 'no follow-up fixture')
         return
     try:
-        followup = load_fixture(api, 'followup')
-        cited = load_fixture(api, 'cited') if 'cited' in available else None
-        structured = load_fixture(api, 'structured') if 'structured' in available else None
+        followup = load_fixture(api, 'followup', family)
+        cited = load_fixture(api, 'cited', family) if 'cited' in available else None
+        structured = load_fixture(api, 'structured', family) if 'structured' in available else None
     except Exception as e:
         matrix.fail(api, 'probe', 'fixtures', _describe(e))
         return
@@ -747,6 +776,7 @@ async def probe_recording(matrix: CapabilityMatrix, path: str | Path) -> None:
         matrix.unusable('recording', str(path), _describe(e))
         return
     api = cast(ApiLabel, recording.api)
+    matrix = matrix.for_family(model_family(api, recording.model_name))
     matrix.ensure_row(api)
     try:
         outcome = await _probe_answer(matrix, api, recording, 'recording')
@@ -766,20 +796,28 @@ async def probe_recording(matrix: CapabilityMatrix, path: str | Path) -> None:
 
 
 async def probe_live(matrix: CapabilityMatrix, name: str, *, progress: Progress | None = None) -> None:
-    """Probe a live model (`provider:model`) when its API key is set; otherwise say which variable is missing."""
+    """Probe a live model (`provider:model`) when its API key is set; otherwise say which variable is missing.
+
+    `name` may also be an OpenAI-compatible base URL with the model after `#` (`https://gateway.example/v1#gpt-4o`):
+    a gateway or relay in front of a provider, probed through `OpenAIChatModel` with `OPENAI_API_KEY`, as its own
+    row (`'via HOST'`), since such endpoints can drop annotations and grounding data the provider sent.
+    """
+    say: Progress = progress or _quiet
+    if name.startswith(('http://', 'https://')):
+        await _probe_gateway(matrix, name, say)
+        return
     provider = name.split(':', 1)[0]
     keys = LIVE_KEYS.get(provider)
-    say: Progress = progress or _quiet
     if keys is None:
-        matrix.unusable('live', name, f'unknown provider {provider!r}; known: {", ".join(sorted(LIVE_KEYS))}')
+        matrix.unusable(
+            'live',
+            name,
+            f'unknown provider {provider!r}; known: {", ".join(sorted(LIVE_KEYS))}, or an OpenAI-compatible URL#MODEL',
+        )
         return
-    if not any(os.environ.get(k) for k in keys):
-        say(f'skipping {name}: set {" or ".join(keys)} to probe it live')
-        matrix.unusable('live', name, f'skipped: {" or ".join(keys)} not set')
+    if not _has_key(matrix, name, keys, say):
         return
-    from pydantic_ai.capabilities import NativeTool
     from pydantic_ai.models import infer_model
-    from pydantic_ai.native_tools import WebSearchTool
 
     from .._models import describe_model
 
@@ -789,13 +827,55 @@ async def probe_live(matrix: CapabilityMatrix, name: str, *, progress: Progress 
         matrix.unusable('live', name, _describe(e))
         return
     api = describe_model(model).api
+    await _probe_live_model(matrix.for_family(model_family(api, model.model_name)), api, name, model, say)
+
+
+GATEWAY_KEYS = ('OPENAI_API_KEY',)
+"""Environment variables for `--live URL#MODEL` (an OpenAI-compatible gateway): the key sent to the gateway."""
+
+
+def _has_key(matrix: CapabilityMatrix, name: str, keys: tuple[str, ...], say: Progress) -> bool:
+    if any(os.environ.get(k) for k in keys):
+        return True
+    say(f'skipping {name}: set {" or ".join(keys)} to probe it live')
+    matrix.unusable('live', name, f'skipped: {" or ".join(keys)} not set')
+    return False
+
+
+async def _probe_gateway(matrix: CapabilityMatrix, name: str, say: Progress) -> None:
+    """An OpenAI-compatible base URL (`URL#MODEL`): Chat Completions through it, as its own row."""
+    from urllib.parse import urlsplit
+
+    url, _, model_name = name.partition('#')
+    host = urlsplit(url).netloc
+    if not model_name or not host:
+        matrix.unusable('live', name, 'a gateway is given as URL#MODEL, e.g. https://gateway.example/v1#gpt-4o-mini')
+        return
+    if not _has_key(matrix, name, GATEWAY_KEYS, say):
+        return
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    from .._models import describe_model
+
+    key = next(v for k in GATEWAY_KEYS if (v := os.environ.get(k)))
+    model = OpenAIChatModel(model_name, provider=OpenAIProvider(base_url=url, api_key=key))
+    api = describe_model(model).api
+    await _probe_live_model(matrix.for_family(f'via {host}'), api, name, model, say)
+
+
+async def _probe_live_model(matrix: CapabilityMatrix, api: ApiLabel, name: str, model: Model, say: Progress) -> None:
+    """The live scenario, non-streamed then streamed: web search (where the model has it) with `Citations()`."""
+    from pydantic_ai.capabilities import NativeTool
+    from pydantic_ai.native_tools import WebSearchTool
+
     matrix.ensure_row(api)
+    searches = WebSearchTool in model.profile.get('supported_native_tools', frozenset({WebSearchTool}))
+    capabilities = (NativeTool(WebSearchTool()), Citations()) if searches else (Citations(),)
     for streamed in (False, True):
         started = time.monotonic()
         try:
-            report, _ = await _run(
-                model, PROMPT, streamed=streamed, settings=None, capabilities=(NativeTool(WebSearchTool()), Citations())
-            )
+            report, _ = await _run(model, PROMPT, streamed=streamed, settings=None, capabilities=capabilities)
         except Exception as e:
             matrix.fail(api, 'live', name, _describe(e))
             matrix.unusable('live', name, _describe(e))
