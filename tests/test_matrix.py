@@ -31,7 +31,7 @@ def default_matrix() -> CapabilityMatrix:
 def _values(matrix: CapabilityMatrix) -> dict[str, dict[str, str]]:
     return {
         row.api + (f' ({row.family})' if row.family else ''): {
-            k: matrix.cell(row.api, k, family=row.family) for k in KEYS
+            k: matrix.cell(row.api, k, family=row.families) for k in KEYS
         }
         for row in matrix.rows
     }

@@ -50,6 +50,9 @@ def test_family_titles() -> None:
 
 def test_families_that_agree_are_one_row_and_those_that_differ_are_split() -> None:
     matrix = CapabilityMatrix()
+    matrix.ensure_row('xai')  # a row with nothing measured yet is still shown
+    assert matrix.rows == [MatrixRow('xai', None, 'xAI', ('',))]
+    matrix = CapabilityMatrix()
     matrix.ensure_row(BEDROCK)  # an empty row of no family is not shown beside the families' rows
     matrix.add_model(BEDROCK, CLAUDE)
     matrix.add_model(BEDROCK, LLAMA)
@@ -96,6 +99,11 @@ def test_a_lone_family_is_named_and_a_gateway_is_always_its_own_row() -> None:
         ('openai-chat', None, 'OpenAI Chat Completions'),
         ('openai-chat', 'via relay.test', 'OpenAI Chat Completions (via relay.test)'),
     ]
+    gateway.add('openai-chat', 'anchor', 'none', 'live')
+    matrix.add('openai-chat', 'anchor', 'marker', 'live')
+    rows = cast(list[dict[str, Any]], matrix.to_dict()['rows'])
+    assert [r['cells']['anchor']['value'] for r in rows] == ['n/a', 'marker', 'none']  # a gateway's runs stay apart
+    assert matrix.cell('openai-chat', 'anchor') == 'mixed'  # all of the API's runs
     merged = CapabilityMatrix().merge(matrix)
     assert merged.to_json() == matrix.to_json()
 

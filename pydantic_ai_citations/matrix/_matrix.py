@@ -189,6 +189,10 @@ class _Row:
         return not (self.models or self.counts or self.notes or self.failures)
 
 
+Family = str | tuple[str, ...] | None
+"""Which runs of an API a read covers: one model family, several (a shown row's `families`), or `None`: all."""
+
+
 @dataclass(frozen=True)
 class MatrixRow:
     """One row as shown: a provider API, or one model family (or gateway) of it where their behaviour differs."""
@@ -343,31 +347,32 @@ class CapabilityMatrix:
     def _signature(self, api: ApiLabel, family: str) -> tuple[str, ...]:
         return tuple(self.cell(api, c.key, family=family) for c in COLUMNS)
 
-    def _selected(self, api: ApiLabel, family: str | None) -> list[_Row]:
-        """The stored rows a read covers (call with the lock held): one family, or all of the API's."""
+    def _selected(self, api: ApiLabel, family: Family) -> list[_Row]:
+        """The stored rows a read covers (call with the lock held): some families, or all of the API's."""
         if family is None:
             family = self._family
-        return [r for (a, f), r in self._rows.items() if a == api and (family is None or f == family)]
+        wanted = (family,) if isinstance(family, str) else family
+        return [r for (a, f), r in self._rows.items() if a == api and (wanted is None or f in wanted)]
 
     def cell(
-        self, api: ApiLabel, column: str, *, evidence: Iterable[Evidence] = EVIDENCE, family: str | None = None
+        self, api: ApiLabel, column: str, *, evidence: Iterable[Evidence] = EVIDENCE, family: Family = None
     ) -> str:
         """The cell's value from the given evidence: one value, values joined by `' / '`, or `'n/a'`.
 
-        `family` reads one model family's runs; by default, all of the API's.
+        `family` reads one model family's runs (or several: a shown row's `families`); by default, all of the API's.
         """
         values = sorted(self.values(api, column, evidence=evidence, family=family))
         return combine(column, values) if values else 'n/a'
 
     def values(
-        self, api: ApiLabel, column: str, *, evidence: Iterable[Evidence] = EVIDENCE, family: str | None = None
+        self, api: ApiLabel, column: str, *, evidence: Iterable[Evidence] = EVIDENCE, family: Family = None
     ) -> set[str]:
         """The distinct values runs gave for a cell, before they are combined into one."""
         wanted = set(evidence)
         with self._lock:
             return {v for r in self._selected(api, family) for (c, e, v) in r.counts if c == column and e in wanted}
 
-    def evidence(self, api: ApiLabel, column: str, *, family: str | None = None) -> dict[Evidence, dict[str, int]]:
+    def evidence(self, api: ApiLabel, column: str, *, family: Family = None) -> dict[Evidence, dict[str, int]]:
         """Runs behind each value of a cell, per evidence."""
         totals: dict[tuple[str, Evidence, str], int] = {}
         with self._lock:
@@ -386,7 +391,7 @@ class CapabilityMatrix:
         with self._lock:
             return list(self._unusable)
 
-    def failures(self, api: ApiLabel, *, family: str | None = None) -> list[Failure]:
+    def failures(self, api: ApiLabel, *, family: Family = None) -> list[Failure]:
         """What could not be used for a row."""
         with self._lock:
             return [f for row in self._selected(api, family) for f in row.failures]
@@ -398,9 +403,7 @@ class CapabilityMatrix:
         failures: list[Failure] = []
         with self._lock:
             for family in row.families:
-                stored = self._rows.get((row.api, family))
-                if stored is None:
-                    continue
+                stored = self._rows[row.api, family]  # rows are never removed
                 models |= stored.models
                 for column, texts in stored.notes.items():
                     existing = notes.setdefault(column, [])
@@ -416,8 +419,8 @@ class CapabilityMatrix:
             cells: dict[str, object] = {}
             for column in COLUMNS:
                 cells[column.key] = {
-                    'value': self.cell(row.api, column.key, family=row.family),
-                    'evidence': self.evidence(row.api, column.key, family=row.family),
+                    'value': self.cell(row.api, column.key, family=row.families),
+                    'evidence': self.evidence(row.api, column.key, family=row.families),
                     'notes': notes.get(column.key, []),
                 }
             data: dict[str, object] = {'api': row.api, 'title': row.title}
@@ -467,8 +470,8 @@ class CapabilityMatrix:
 
     def _display(self, row: MatrixRow, column: str) -> tuple[str, str]:
         """Cell text and its evidence summary, e.g. `('part_end', 'probe 2, recording 3')`."""
-        value = self.cell(row.api, column, family=row.family)
-        parts = [f'{e} {sum(v.values())}' for e, v in self.evidence(row.api, column, family=row.family).items()]
+        value = self.cell(row.api, column, family=row.families)
+        parts = [f'{e} {sum(v.values())}' for e, v in self.evidence(row.api, column, family=row.families).items()]
         return value, ', '.join(parts)
 
     def to_markdown(self) -> str:
