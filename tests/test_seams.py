@@ -7,16 +7,19 @@ citation the provider sent is accounted for. The check itself is tested at the e
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from inline_snapshot import snapshot
 from pydantic import JsonValue
-from pydantic_ai import Agent, ModelResponse, TextPart, WebCitationSource
+from pydantic_ai import Agent, ModelMessage, ModelResponse, TextPart, WebCitationSource
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.exceptions import UserError
 from pydantic_ai.models import Model
+from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.test import TestModel
 
 from pydantic_ai_citations import CitationProblem, CitedAnswer, CitedSpan, RawCitation, SourceRef
@@ -37,14 +40,17 @@ from pydantic_ai_citations.testing import (
     check_seams_sync,
     load_recording,
 )
-from pydantic_ai_citations.testing._seams import (  # the oracle's parts, tested on purpose
+from pydantic_ai_citations.testing._seams import (  # the oracle's parts, tested on purpose  # pyright: ignore[reportPrivateUsage]
     _READER_MARKUP,  # pyright: ignore[reportPrivateUsage]
     _SENT_MARKUP,  # pyright: ignore[reportPrivateUsage]
+    _Checker,  # pyright: ignore[reportPrivateUsage]
     _cut_response,  # pyright: ignore[reportPrivateUsage]
     _expected,  # pyright: ignore[reportPrivateUsage]
     _finish_index,  # pyright: ignore[reportPrivateUsage]
     _markup,  # pyright: ignore[reportPrivateUsage]
+    _Seen,  # pyright: ignore[reportPrivateUsage]
     _spread,  # pyright: ignore[reportPrivateUsage]
+    _Subject,  # pyright: ignore[reportPrivateUsage]
     unaccounted,
 )
 
@@ -404,3 +410,82 @@ def test_every_corpus_recording_is_in_the_suite(corpus: Path):
         *corpus.glob('vercel-ai-fixtures/**/__fixtures__/*'),
     ]
     assert sorted(str(p.relative_to(corpus)) for p in found) == sorted(RECORDINGS)
+
+
+async def test_a_model_that_fails_is_a_finding_on_every_path():
+    def broken(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        raise RuntimeError('provider down')
+
+    async def broken_stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str]:
+        raise RuntimeError('provider down')
+        yield ''  # pragma: no cover - makes this an async generator
+
+    report = await check_seams(FunctionModel(broken, stream_function=broken_stream))
+    assert not report.ok
+    assert {f.path for f in report.broken(property='runs')} == set(SEAM_PATHS)
+    runs = report.broken(path='run', property='runs')[0]
+    assert runs.message == 'raised RuntimeError: provider down'
+    assert 'broken promise(s)' in report.summary()
+    with pytest.raises(SeamsBroken):
+        report.assert_ok()
+
+
+async def test_an_agent_that_leaves_out_the_checks_capabilities_is_a_finding():
+    def careless(model: Model, capabilities: Sequence[AbstractCapability[object]]) -> Agent[None, str]:
+        return Agent(model)  # the check's TrackCitations never sees the run
+
+    report = await check_seams(citing('anthropic'), paths=['run', 'iter', 'stream_cited'], agent_factory=careless)
+    # `stream_cited` tracks the run itself, so only the paths that read the check's TrackCitations break.
+    assert {f.path for f in report.failures} == {'run', 'iter'}
+    assert all('has no record of run' in f.message for f in report.failures)
+
+
+def test_the_judge_names_every_broken_promise():
+    """The oracle's verdicts on what a path showed, one broken promise of each kind (the package keeps them all)."""
+    subject = _Subject(
+        name='synthetic',
+        streamed=True,
+        prompt='?',
+        settings=None,
+        provider=None,
+        make=lambda cut, sent: TestModel(),
+        cut_points=[1],
+        expected=lambda consumed: SENT[:consumed],
+    )
+    checker = _Checker(subject, lambda model, capabilities: Agent(model), None, 'google')
+    leaky = _answer()
+    object.__setattr__(leaky, 'text', 'K2 \ue200cite\ue202turn0search0\ue201 is tall.')
+    seen = _Seen(
+        answers=[('CitedAnswer', leaky)],
+        texts=[('TextChunk.text', 'a <cite index="0">b</cite>')],
+        sent_texts=[('resent', 'x [[1]](https://example.com)')],
+        missing_final=True,
+        consumed=1,
+    )
+    checker._judge('run', None, seen)  # pyright: ignore[reportPrivateUsage]
+    assert [(f.property, f.where) for f in checker.failures] == [
+        ('runs', 'stream_cited'),
+        ('clean', 'TextChunk.text'),
+        ('clean', 'CitedAnswer.text'),
+        ('clean', 'resent'),
+        ('accounted', 'CitedAnswer'),
+    ]
+    assert checker.failures[-1].message.startswith('1 of 1 sent citation(s) are not a span, a source card')
+
+    checker.failures.clear()
+    complete = _answer()
+    checker._judge('run_stream', 3, _Seen(answers=[('FinalAnswer.answer', complete)], missing_final=True))  # pyright: ignore[reportPrivateUsage]
+    assert [(f.property, f.cut) for f in checker.failures] == [('incomplete_when_cut', 3), ('incomplete_when_cut', 3)]
+    assert checker.failures[1].message == 'complete=True for a stream cut before its finishing event'
+
+    checker.failures.clear()
+    many = [_expected(f'url_citation https://e.com/{i}', url=f'https://e.com/{i}') for i in range(7)]
+
+    def all_of_them(consumed: int) -> list[Any]:
+        return many
+
+    many_checker = _Checker(
+        replace(subject, expected=all_of_them), lambda model, capabilities: Agent(model), None, 'google'
+    )
+    many_checker._judge('run', None, _Seen(answers=[('CitedAnswer', _answer())]))  # pyright: ignore[reportPrivateUsage]
+    assert many_checker.failures[0].message.endswith('; ...')
