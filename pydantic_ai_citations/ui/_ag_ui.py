@@ -165,7 +165,7 @@ class CitedAGUIEventStream(AGUIEventStream[AgentDepsT, OutputDataT]):
 
     def _citations_events(self, message: _Message) -> list[BaseEvent]:
         parts = [self._cit_parts[i] for i in message.indexes]
-        citations = merged_citations(parts, clean=True)
+        citations = merged_citations(parts)
         current = citations_json(citations)
         if current == message.sent:
             return []

@@ -9,11 +9,11 @@ from typing import Protocol, cast
 from pydantic import JsonValue, TypeAdapter
 from pydantic_ai import Citation, ModelMessage, TextPart, WebCitationSource
 
-from .._answer import CitedAnswer, cited_answer_ta, shift_citation
+from .._answer import CitedAnswer, cited_answer_ta
 from .._redact import redact as _redact
 from ..formats.markup import offset_shifter, strip_markup
 
-__all__ = ('answer_json', 'citations_json', 'dump_citations', 'merged_citations', 'web_urls')
+__all__ = ('answer_json', 'citations_json', 'clean_part', 'dump_citations', 'merged_citations', 'web_urls')
 
 _citations_ta: TypeAdapter[list[Citation]] = TypeAdapter(list[Citation])
 
@@ -30,22 +30,16 @@ def answer_json(result: _HasMessages, *, redact: bool) -> JsonValue:
     return cast(JsonValue, cited_answer_ta.dump_python(answer, mode='json'))
 
 
-def merged_citations(parts: Sequence[TextPart], *, clean: bool = False) -> list[Citation]:
-    """Citations of consecutive text parts with anchors shifted onto their joined text.
+def merged_citations(parts: Sequence[TextPart]) -> list[Citation]:
+    """Citations of consecutive text parts, anchored on their joined text as the UI shows it.
 
-    Args:
-        parts: The text parts of one UI text message, in order.
-        clean: The UI shows each part's text without citation markup (`formats.markup.strip_markup`): anchors are
-            moved onto that text. A citation whose anchor covered nothing but markup keeps its sources, without an
-            anchor.
+    The UI shows each part's text without citation markup (`formats.markup.strip_markup`; the adapters clean text
+    deltas with `StreamCleaner`), so anchors are moved onto that text. A citation whose anchor covered nothing but
+    markup keeps its sources, without an anchor.
     """
     out: list[Citation] = []
     offset = 0
     for part in parts:
-        if not clean:
-            out.extend(shift_citation(citation, offset) for citation in part.citations or [])
-            offset += len(part.content)
-            continue
         stripped = strip_markup(part.content)
         shift = offset_shifter(stripped.cuts)
         for citation in part.citations or []:
@@ -60,6 +54,14 @@ def merged_citations(parts: Sequence[TextPart], *, clean: bool = False) -> list[
                 out.append(replace(citation, anchor=replace(anchor, start=start + offset, end=end + offset)))
         offset += len(stripped.text)
     return out
+
+
+def clean_part(part: TextPart) -> TextPart:
+    """`part` as the UI shows it: its text without citation markup, its citations anchored on that text."""
+    if not strip_markup(part.content).changed:
+        return part
+    citations = None if part.citations is None else merged_citations([part])
+    return replace(part, content=strip_markup(part.content).text, citations=citations)
 
 
 def dump_citations(citations: Sequence[Citation]) -> list[JsonValue]:

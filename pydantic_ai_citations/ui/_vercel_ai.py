@@ -5,25 +5,28 @@ Pydantic AI's `VercelAIAdapter` puts citations on the `text-end` chunk only, fro
 another part follows the text) never reach the UI stream. `CitedVercelAIEventStream` applies those deltas itself and
 sends the late citations as a `data-pydantic-ai-citations` chunk (keyed by the UI text part id, so a later update
 replaces it) plus `source-url` chunks for web sources not yet listed. `dump_messages` of the final history already
-has them.
+has them. Its text deltas never carry citation markup (`formats.markup.StreamCleaner`), and every anchor it sends
+(on `text-end` too) is an offset into the text the UI received.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 from pydantic_ai import TextPart, WebCitationSource
 from pydantic_ai.messages import PartDeltaEvent, PartEndEvent, PartStartEvent, TextPartDelta
 from pydantic_ai.output import OutputDataT
-from pydantic_ai.run import AgentRunResult
+from pydantic_ai.run import AgentRunResult, AgentRunResultEvent
 from pydantic_ai.tools import AgentDepsT
 from pydantic_ai.ui import UIEventStream
 from pydantic_ai.ui.vercel_ai import VercelAIAdapter, VercelAIEventStream
 from pydantic_ai.ui.vercel_ai.request_types import RequestData
-from pydantic_ai.ui.vercel_ai.response_types import BaseChunk, DataChunk, SourceUrlChunk
+from pydantic_ai.ui.vercel_ai.response_types import BaseChunk, DataChunk, SourceUrlChunk, TextDeltaChunk
 
-from ._common import answer_json, citations_json, dump_citations, merged_citations, web_urls
+from ..formats.markup import StreamCleaner
+from ._common import answer_json, citations_json, clean_part, dump_citations, merged_citations, web_urls
 
 __all__ = (
     'CITATIONS_DATA_TYPE',
@@ -62,6 +65,7 @@ class _TextGroup:
 
     text_id: str
     indexes: list[int]
+    cleaner: StreamCleaner = field(default_factory=StreamCleaner)
     closed: bool = False
     sent: str | None = None
     """JSON of the citations the UI has (from `text-end` or our last data chunk)."""
@@ -69,14 +73,15 @@ class _TextGroup:
 
 @dataclass
 class CitedVercelAIEventStream(VercelAIEventStream[AgentDepsT, OutputDataT]):
-    """`VercelAIEventStream` that also delivers citations arriving after their text part ended.
+    """`VercelAIEventStream` whose text carries no citation markup and that also delivers late citations.
 
     Late citations (Google, OpenAI Chat, OpenRouter, xAI when another part follows the text) are sent as a
     `data-pydantic-ai-citations` chunk with `id` = the UI text part's id and
     `data = {'text_id': ..., 'provider_name': ..., 'citations': [...]}` — every citation of that UI text part, anchors on its merged text,
     in the same shape as `providerMetadata.pydantic_ai.citations` — followed by `source-url` chunks for new web URLs.
     Merge `citations` into the text part's `providerMetadata.pydantic_ai.citations` on the client (see `docs/ui.md`)
-    so that history sent back restores them.
+    so that history sent back restores them. Citations `TrackCitations` maps onto the parts once the response is done
+    (resolved markers, Perplexity `[N]`, Cohere) are sent the same way.
     """
 
     _cit_parts: dict[int, TextPart] = field(default_factory=dict[int, TextPart], init=False, repr=False)
@@ -91,47 +96,80 @@ class CitedVercelAIEventStream(VercelAIEventStream[AgentDepsT, OutputDataT]):
             self._cit_at_end.clear()
             self._cit_groups.clear()
             self._cit_open = None
-        async for chunk in super().handle_part_start(event):
-            yield chunk
         part = event.part
         if isinstance(part, TextPart):
-            # The parent starts a new UI text part unless this one follows text; it then holds the new id.
+            # The parent starts a new UI text part unless this one follows text.
             if event.previous_part_kind != 'text' or self._cit_open is None:
-                self._cit_open = _TextGroup(self.message_id, [])
+                self._cit_open = _TextGroup('', [])
             self._cit_open.indexes.append(event.index)
             self._cit_groups[event.index] = self._cit_open
             self._cit_parts[event.index] = part
+            event = replace(event, part=replace(part, content=self._cit_open.cleaner.feed(part.content)))
+        async for chunk in super().handle_part_start(event):
+            yield chunk
+        if isinstance(part, TextPart) and self._cit_open is not None:
+            self._cit_open.text_id = self.message_id
 
     async def handle_part_delta(self, event: PartDeltaEvent) -> AsyncIterator[BaseChunk]:
-        async for chunk in super().handle_part_delta(event):
-            yield chunk
         delta = event.delta
-        part = self._cit_parts.get(event.index)
-        if not isinstance(delta, TextPartDelta) or part is None:
+        group = self._cit_groups.get(event.index)
+        if not isinstance(delta, TextPartDelta) or group is None:
+            async for chunk in super().handle_part_delta(event):
+                yield chunk
             return
-        self._cit_parts[event.index] = delta.apply(part)
-        group = self._cit_groups[event.index]
-        if group.closed and delta.citations_delta is not None:
+        self._cit_parts[event.index] = delta.apply(self._cit_parts[event.index])
+        if group.closed:  # no text may follow `text-end` (providers send only citations late)
             for chunk in self._late_chunks(group):
                 yield chunk
+            return
+        clean = group.cleaner.feed(delta.content_delta or '')
+        async for chunk in super().handle_part_delta(replace(event, delta=replace(delta, content_delta=clean))):
+            yield chunk
 
     async def handle_part_end(self, event: PartEndEvent) -> AsyncIterator[BaseChunk]:
         part = event.part
         group = self._cit_groups.get(event.index)
+        closing = isinstance(part, TextPart) and group is not None and event.next_part_kind != 'text'
         if isinstance(part, TextPart) and group is not None:
             self._cit_parts[event.index] = part
             self._cit_at_end[event.index] = part
+            if closing and (rest := group.cleaner.close()):
+                yield TextDeltaChunk(id=group.text_id, delta=rest)
+            # The parent builds `text-end`'s metadata from the part: give it the text the UI got.
+            event = replace(event, part=clean_part(part))
         async for chunk in super().handle_part_end(event):
             yield chunk
-        if isinstance(part, TextPart) and group is not None and event.next_part_kind != 'text':
+        if closing and group is not None:
             # The parent has sent `text-end` with the parts as they were at their own ends, and listed their URLs.
             group.closed = True
-            at_end = [self._cit_at_end.get(i, self._cit_parts[i]) for i in group.indexes]
-            group.sent = citations_json(merged_citations(at_end))
-            self._cit_urls.update(web_urls(merged_citations(at_end)))
+            at_end = merged_citations([self._cit_at_end[i] for i in group.indexes])
+            group.sent = citations_json(at_end)
+            self._cit_urls.update(web_urls(at_end))
             # A part of the group may have received citations after its own end but before the group closed.
             for chunk in self._late_chunks(group):
                 yield chunk
+
+    async def after_response(self) -> AsyncIterator[BaseChunk]:
+        async for chunk in super().after_response():
+            yield chunk  # pragma: no cover - the parent sends nothing here (Pydantic AI 2.68)
+        # `TrackCitations` maps raw formats onto the parts in place once the response is done (resolved markers,
+        # Perplexity `[N]`, Cohere): the parts this stream holds from their `PartEndEvent` show it now.
+        for chunk in self._all_late_chunks():
+            yield chunk
+
+    async def handle_run_result(self, event: AgentRunResultEvent[Any]) -> AsyncIterator[BaseChunk]:
+        async for chunk in super().handle_run_result(event):
+            yield chunk  # pragma: no cover - the parent sends nothing here (Pydantic AI 2.68)
+        # The run's last response is the last word: a part that got citations after its end is a new object here,
+        # and only that object saw changes made in place afterwards.
+        parts = event.result.response.parts
+        self._cit_parts.update({i: p for i, p in enumerate(parts) if i in self._cit_parts and isinstance(p, TextPart)})
+        for chunk in self._all_late_chunks():
+            yield chunk
+
+    def _all_late_chunks(self) -> list[BaseChunk]:
+        groups = {id(g): g for g in self._cit_groups.values() if g.closed}
+        return [chunk for group in groups.values() for chunk in self._late_chunks(group)]
 
     def _late_chunks(self, group: _TextGroup) -> list[BaseChunk]:
         parts = [self._cit_parts[i] for i in group.indexes]
