@@ -342,6 +342,8 @@ class TrackCitations(AbstractCapability[Any]):
         request.observation = observe(request)
         if self.matrix is not None:
             self.matrix.add_observation(request.observation)
+        for earlier in state.requests[:-1]:  # observed: a report needs only the last response (issue 15.7)
+            earlier.response = earlier.stream = None
         return response
 
     async def after_run(self, ctx: RunContext[Any], *, result: AgentRunResult[Any]) -> AgentRunResult[Any]:

@@ -1,13 +1,25 @@
-"""Issue 15 point 7: raw citation ranges follow the text whatever the part holds; `find_stale` sees changes in place."""
+"""Issue 15 point 7: raw citation ranges follow the text whatever the part holds; `find_stale` sees changes in place;
+a tracked run keeps only what its report needs."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from pydantic_ai import Citation, ContentCitationAnchor, MarkerCitationAnchor, ModelResponse, TextPart
+import pytest
+from pydantic_ai import (
+    Agent,
+    Citation,
+    ContentCitationAnchor,
+    MarkerCitationAnchor,
+    ModelMessage,
+    ModelResponse,
+    TextPart,
+)
 from pydantic_ai import WebCitationSource as Web
+from pydantic_ai.messages import ToolCallPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from pydantic_ai_citations import find_stale
+from pydantic_ai_citations import TrackCitations, find_stale
 from pydantic_ai_citations._edit import (
     edit_text_with_problems,
     fingerprint_response,
@@ -130,3 +142,27 @@ def test_find_stale_sees_citations_changed_in_place():
     assert find_stale([response]) == []
     part.content = 'Changed.'
     assert [p.code for p in find_stale([response])] == ['stale_after_edit']
+
+
+@pytest.mark.anyio
+async def test_a_tracked_run_keeps_only_its_last_response_until_the_report():
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if len(messages) < 5:
+            return ModelResponse(parts=[TextPart('x' * 10_000), ToolCallPart('lookup', {'q': 'x'})])
+        return ModelResponse(parts=[TextPart('Done.')])
+
+    track = TrackCitations()
+    agent = Agent(FunctionModel(model), capabilities=[track])
+
+    @agent.tool_plain
+    def lookup(q: str) -> str:  # pyright: ignore[reportUnusedFunction]
+        return q
+
+    result = await agent.run('q')
+    record = track._runs.get(result.run_id)  # pyright: ignore[reportPrivateUsage]
+    assert record is not None
+    assert [r.response is not None for r in record.requests] == [False, False, True]
+    report = track.report(result)
+    assert len(report.requests) == 3
+    assert [len(r.parts) for r in report.requests] == [1, 1, 1]  # observed before their responses were released
+    assert len(track._runs) == 0  # pyright: ignore[reportPrivateUsage]
