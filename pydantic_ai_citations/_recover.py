@@ -103,6 +103,8 @@ def recover_in_place(
         recovery.problems.extend(recover_cohere_in_place(response, cohere_tap))
     if raw and anthropic_tap is not None:
         recovery.problems.extend(recover_anthropic_in_place(response, anthropic_tap))
+    if raw and api == 'mistral' and any(isinstance(p, TextPart) for p in response.parts):
+        recovery.problems.append(_MISTRAL_REFERENCES)
     for index, count in before.items():
         part = response.parts[index]
         assert isinstance(part, TextPart)
@@ -110,6 +112,13 @@ def recover_in_place(
         if added > 0:
             recovery.added[index] = added
     return recovery
+
+
+_MISTRAL_REFERENCES = CitationProblem(
+    'unmapped_provider_citation',
+    "Pydantic AI's MistralModel drops Mistral `reference` content chunks (the citations of an answer grounded in tool "
+    'results) and keeps no trace of them, so whether this response carried any cannot be told: any it did were lost.',
+)
 
 
 def _markers_in_place(response: ModelResponse, sources: Sources) -> list[CitationProblem]:

@@ -339,7 +339,8 @@ class CohereTap:
 
     Pydantic AI 2.68's `CohereModel` keeps none of the body's `citations`. Build the cohere SDK's client with
     `httpx_client=cohere_http_client(tap)` and give it to `CohereProvider(cohere_client=...)`; after a request,
-    `tap.body_for(model_response.provider_response_id)` returns that response's body. Non-streamed bodies only.
+    `tap.body_for(model_response.provider_response_id)` returns that response's body (for a stream, the body its events
+    add up to: text and citations).
     """
 
     def __init__(self, *, max_responses: int = 256, hosts: Sequence[str] = ('api.cohere.com',)) -> None:
@@ -387,7 +388,24 @@ class _CohereTapTransport(httpx.AsyncBaseTransport):
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         response = await self._inner.handle_async_request(request)
         wanted = request.url.host in self._tap.hosts and request.url.path.rstrip('/').endswith('/chat')
-        if not wanted or response.status_code >= 400 or 'json' not in response.headers.get('content-type', ''):
+        content_type = response.headers.get('content-type', '')
+        if wanted and response.status_code < 400 and 'text/event-stream' in content_type:
+            body = _CohereStreamBody(self._tap)
+            stream = _HttpxSseTapStream(
+                response.stream,
+                response.headers.get('content-encoding', ''),
+                on_event=body.feed,
+                on_problem=_ignore,
+                on_close=body.close,
+            )
+            return httpx.Response(
+                response.status_code,
+                headers=response.headers,
+                stream=stream,
+                request=request,
+                extensions=response.extensions,
+            )
+        if not wanted or response.status_code >= 400 or 'json' not in content_type:
             return response
         raw, body = await _read_json(response.stream, response.headers.get('content-encoding', ''))
         if isinstance(body, dict):
@@ -398,6 +416,53 @@ class _CohereTapTransport(httpx.AsyncBaseTransport):
 
     async def aclose(self) -> None:
         await self._inner.aclose()
+
+
+class _HttpxSseTapStream(_SseTapStream, httpx.AsyncByteStream):
+    """`_SseTapStream` for a client built on `httpx` (the cohere SDK's), which checks the stream's type."""
+
+
+def _ignore(problem: CitationProblem) -> None:
+    """A tap without a place for problems (an unreadable stream keeps nothing to recover from)."""
+
+
+class _CohereStreamBody:
+    """Rebuilds a Cohere v2 chat body (`id`, `message.content`, `message.citations`) from its stream events."""
+
+    def __init__(self, tap: CohereTap) -> None:
+        self._tap = tap
+        self._id: str | None = None
+        self._texts: dict[int, list[str]] = {}
+        self._citations: list[JsonValue] = []
+
+    def feed(self, event: object) -> None:
+        ev = cast(dict[str, object], event) if isinstance(event, dict) else {}
+        kind = ev.get('type')
+        message = _dig(ev, 'delta', 'message')
+        if kind == 'message-start' and isinstance(rid := ev.get('id'), str):
+            self._id = rid
+        elif kind == 'content-delta' and isinstance(text := _dig(message, 'content', 'text'), str):
+            index = ev.get('index')
+            self._texts.setdefault(index if isinstance(index, int) else 0, []).append(text)
+        elif kind == 'citation-start' and isinstance(citation := _dig(message, 'citations'), dict):
+            self._citations.append(cast(JsonValue, citation))
+        elif kind == 'message-end':
+            self.close()
+
+    def close(self) -> None:
+        if self._id is None:
+            return
+        content: list[JsonValue] = [{'type': 'text', 'text': ''.join(self._texts[i])} for i in sorted(self._texts)]
+        message: dict[str, JsonValue] = {'content': content, 'citations': list(self._citations)}
+        self._tap._record({'id': self._id, 'message': message})  # pyright: ignore[reportPrivateUsage]
+
+
+def _dig(value: object, *path: str) -> object:
+    for name in path:
+        if not isinstance(value, dict):
+            return None
+        value = cast(dict[str, object], value).get(name)
+    return value
 
 
 class AnthropicTap:

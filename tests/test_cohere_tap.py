@@ -106,3 +106,51 @@ async def test_without_the_tap_cohere_citations_are_lost():
 def test_cohere_tap_rejects_no_room():
     with pytest.raises(Exception, match='max_responses'):
         CohereTap(max_responses=0)
+
+
+@pytest.mark.anyio
+async def test_cohere_tap_rebuilds_a_streamed_body():
+    """A streamed answer: the tap adds its events up to the body `TrackCitations` reads (text and citations)."""
+    tap = CohereTap()
+    cited = _citation(0, 5, 'Paris')
+    events: list[object] = [
+        'not json',
+        {'type': 'message-start', 'id': 'co_stream'},
+        {'type': 'content-delta', 'index': 0, 'delta': {'message': {'content': {'text': 'Paris'}}}},
+        {'type': 'content-delta', 'index': 'odd', 'delta': {'message': {'content': {'text': ' is sunny.'}}}},
+        {'type': 'content-delta', 'delta': 'not a mapping'},
+        {'type': 'citation-start', 'index': 0, 'delta': {'message': {'citations': cited}}},
+        {'type': 'message-end'},
+    ]
+    body = ''.join(f'event: x\ndata: {e if isinstance(e, str) else json.dumps(e)}\n\n' for e in events).encode()
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, headers={'content-type': 'text/event-stream'}, stream=httpx.ByteStream(body))
+
+    client = cohere_http_client(tap, transport=httpx.MockTransport(handler))
+    async with client, client.stream('POST', 'https://api.cohere.com/v2/chat', json={}) as response:
+        assert b''.join([chunk async for chunk in response.aiter_raw()]) == body
+    assert tap.body_for('co_stream') == {
+        'id': 'co_stream',
+        'message': {'content': [{'type': 'text', 'text': 'Paris is sunny.'}], 'citations': [cited]},
+    }
+
+
+@pytest.mark.anyio
+async def test_cohere_tap_stream_without_id_or_readable_bytes_records_nothing():
+    tap = CohereTap()
+    replies = {
+        'identity': b'data: {"type": "content-delta"}\n\n',
+        'br': b'\x00\x01',
+    }
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        encoding = request.url.params['e']
+        headers = {'content-type': 'text/event-stream', 'content-encoding': encoding}
+        return httpx.Response(200, headers=headers, stream=httpx.ByteStream(replies[encoding]))
+
+    async with cohere_http_client(tap, transport=httpx.MockTransport(handler)) as client:
+        for encoding in replies:
+            async with client.stream('POST', f'https://api.cohere.com/v2/chat?e={encoding}', json={}) as response:
+                await response.aread()
+    assert tap._bodies == {}  # pyright: ignore[reportPrivateUsage]

@@ -18,6 +18,7 @@ from pydantic_ai.messages import (
     DocumentCitationSource,
     MarkerCitationAnchor,
     ModelResponse,
+    NativeToolCallPart,
     NativeToolReturnPart,
     TextPart,
     WebCitationSource,
@@ -233,6 +234,66 @@ def test_cohere_mismatch_is_raw_only():
         "start/end (0, 5) do not select the cited text 'world' in the answer",
         'no usable source',
     ]
+
+
+def test_groq_search_results_are_raw_only():
+    results = [
+        {'url': 'https://a.example', 'title': 'A', 'content': 'a', 'score': 0.9},
+        {'title': 'no url: not a search result'},
+    ]
+    response = ModelResponse(
+        parts=[
+            NativeToolReturnPart('web_search', {'results': results}, tool_call_id='c1', provider_name='groq'),
+            NativeToolReturnPart('browser', {'results': 'not a list'}, tool_call_id='c2', provider_name='groq'),
+            NativeToolReturnPart('code', {'output': '1'}, tool_call_id='c3', provider_name='groq'),
+        ],
+        provider_name='groq',
+    )
+    recovery = recover_xai_tool_output(response)
+    assert [(r.provider, r.kind, r.url, r.part_index) for r in recovery.raw_only] == [
+        ('groq', 'tool_output_search_result', 'https://a.example', 0)
+    ]
+    assert [(p.code, p.message, p.part_index) for p in recovery.problems] == [
+        ('unreadable_raw_data', '`browser` return `results` is not a list.', 1)
+    ]
+
+
+def _xai(*parts: object) -> ModelResponse:
+    return ModelResponse(parts=list(parts), provider_name='xai')  # pyright: ignore[reportArgumentType]
+
+
+CITED = Citation([WebCitationSource('https://a.example')], anchor=MarkerCitationAnchor(start=0, end=3))
+
+
+@pytest.mark.parametrize(
+    ('response', 'dropped'),
+    [
+        pytest.param(
+            _xai(NativeToolCallPart('web_search', {}, tool_call_id='c1', provider_name='xai')), True, id='call'
+        ),
+        pytest.param(_xai(TextPart('[1]', citations=[CITED])), True, id='streamed-inline-only'),
+        pytest.param(
+            _xai(
+                NativeToolCallPart('x_search', {}, tool_call_id='c1', provider_name='xai'),
+                NativeToolReturnPart('x_search', {'citations': []}, tool_call_id='c1', provider_name='xai'),
+            ),
+            False,
+            id='kept',
+        ),
+        pytest.param(_xai(TextPart('no search')), False, id='no-search'),
+        pytest.param(
+            _xai(NativeToolCallPart('code_execution', {}, tool_call_id='c1', provider_name='xai')),
+            False,
+            id='not-search',
+        ),
+        pytest.param(ModelResponse(parts=[TextPart('[1]', citations=[CITED])]), False, id='not-xai'),
+    ],
+)
+def test_xai_search_results_dropped_without_tool_output(response: ModelResponse, dropped: bool):
+    problems = recover_xai_tool_output(response).problems
+    assert [p.code for p in problems] == (['unmapped_provider_citation'] if dropped else [])
+    if dropped:
+        assert '`search_result_url`' in problems[0].message and '`include_output`' in problems[0].message
 
 
 # -- Anthropic search_result_location -------------------------------------------------------------------------

@@ -179,7 +179,7 @@ def test_default_matrix_values(default_matrix: CapabilityMatrix):
                 'citations': 'recovered',
                 'anchor': 'content',
                 'sources': 'document',
-                'stream': 'n/a',
+                'stream': 'response_end',
                 'replay': 'no',
                 'handoff': 'plain text',
                 'structured': 'no switch',

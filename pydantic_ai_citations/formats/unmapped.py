@@ -38,6 +38,7 @@ from pydantic_ai.messages import (
     DocumentCitationSource,
     MarkerCitationAnchor,
     ModelResponse,
+    NativeToolCallPart,
     NativeToolReturnPart,
     TextPart,
     WebCitationSource,
@@ -186,31 +187,41 @@ def recover_container_files(response: ModelResponse) -> Recovery:
 
 
 def recover_xai_tool_output(response: ModelResponse) -> Recovery:
-    """Tool-output citation lists (`NativeToolReturnPart.content['citations']`): raw-only, they have no position."""
+    """Search results on native tool returns: raw-only, they have no position in the answer.
+
+    xAI puts X/web search URLs on `NativeToolReturnPart.content['citations']`; Groq's compound models put their web
+    search results on `content['results']` (each with `url`, `title`, `content`). An xAI search call with no return
+    part (the tool's `include_output` off) lost its results: a problem says so.
+    """
     raw_only: list[RawOnlyCitation] = []
     problems: list[CitationProblem] = []
+    if (dropped := _xai_results_dropped(response)) is not None:
+        problems.append(dropped)
     for part_index, part in enumerate(response.parts):
         if not isinstance(part, NativeToolReturnPart):
             continue
         content = as_map(cast(object, part.content))
-        if content is None or 'citations' not in content:
+        key = 'citations' if content is not None and 'citations' in content else 'results'
+        if content is None or key not in content:
             continue
-        entries = content.get('citations')
+        entries = content.get(key)
         if not isinstance(entries, list | tuple):
             problems.append(
                 CitationProblem(
                     'unreadable_raw_data',
-                    f'`{part.tool_name}` return `citations` is not a list.',
+                    f'`{part.tool_name}` return `{key}` is not a list.',
                     part_index=part_index,
                 )
             )
             continue
         for entry in cast(Sequence[object], entries):
             url = _entry_url(entry)
+            if key == 'results' and url is None:
+                continue  # not a search result (Groq lists other tool results here too)
             raw_only.append(
                 RawOnlyCitation(
                     part.provider_name or 'xai',
-                    'tool_output_citation',
+                    'tool_output_citation' if key == 'citations' else 'tool_output_search_result',
                     f'a result of the `{part.tool_name}` tool, not tied to a position in the answer',
                     _json(entry),
                     part_index=part_index,
@@ -218,6 +229,32 @@ def recover_xai_tool_output(response: ModelResponse) -> Recovery:
                 )
             )
     return Recovery({}, raw_only, problems)
+
+
+def _xai_results_dropped(response: ModelResponse) -> CitationProblem | None:
+    """An xAI response that searched but kept no search results: Pydantic AI dropped the ones not cited inline.
+
+    xAI sends every search result the model used with the response (`citations`); `XaiModel` keeps them only on a
+    tool return part (the tool's `include_output`). A search shows as a search call part or as inline citations (a
+    streamed response has no call part).
+    """
+    if response.provider_name != 'xai' or any(
+        isinstance(p, NativeToolReturnPart) and 'citations' in (as_map(cast(object, p.content)) or {})
+        for p in response.parts
+    ):
+        return None
+    searched = any(
+        (isinstance(p, NativeToolCallPart) and 'search' in p.tool_name) or (isinstance(p, TextPart) and p.citations)
+        for p in response.parts
+    )
+    if not searched:
+        return None
+    return CitationProblem(
+        'unmapped_provider_citation',
+        'This xAI response searched, but no tool output was kept, so Pydantic AI dropped the search results xAI sent '
+        "with it (its `search_result_url` citations) except those cited inline. Turn on the search tool's "
+        '`include_output` to keep them.',
+    )
 
 
 def _entry_url(entry: object) -> str | None:

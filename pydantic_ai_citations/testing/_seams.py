@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast, get_args
 
 import anyio
 from pydantic import JsonValue
-from pydantic_ai import Agent, ModelMessage, ModelResponse, TextPart
+from pydantic_ai import Agent, ModelMessage, ModelResponse, TextPart, WebCitationSource
 from pydantic_ai.agent import AbstractAgent
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.conversation import Conversation
@@ -42,6 +42,7 @@ from pydantic_ai.settings import ModelSettings
 
 from .._answer import CitedAnswer
 from .._history import CleanStaleCitations
+from .._problems import CitationProblem
 from .._render import render_html, render_markdown
 from .._replay import RawResponse, Recording, cohere_tap_for, load_recording
 from .._store import SQLiteConversationStore
@@ -366,6 +367,8 @@ class Expected:
     tokens: frozenset[str]
     needles: tuple[str, ...]
     """Strings (URL, document id, title) a problem may mention to account for it."""
+    kind: str = ''
+    """The provider's own type name; a problem naming it in backticks (`` `reference` ``) speaks for every one."""
 
 
 @dataclass
@@ -609,7 +612,9 @@ def wire_citation_expected(c: WireCitation) -> Expected:
     if offsets:
         label += f' at {offsets[0]}-{offsets[1]}' + (' (UTF-8 bytes)' if c.offset_unit == 'utf8_byte' else '')
     only_id = not (c.url or c.title or c.start is not None)
-    return _expected(label, url=c.url, document_id=c.document_id, title=c.title, offsets=offsets, document=only_id)
+    return _expected(
+        label, url=c.url, document_id=c.document_id, title=c.title, offsets=offsets, document=only_id, kind=c.kind
+    )
 
 
 def scripted_expected(model: CitingModel) -> list[Expected]:
@@ -632,6 +637,7 @@ def _expected(
     title: str | None = None,
     offsets: tuple[int, int] | None = None,
     document: bool = False,
+    kind: str = '',
 ) -> Expected:
     tokens: set[str] = set()
     needles: list[str] = []
@@ -645,11 +651,13 @@ def _expected(
     if title:
         tokens.add('title:' + title)
         needles.append(title)
+    # A short or numeric id ('0', '12') is in many a message: it names nothing there.
+    needles = [n for n in needles if len(n) >= 4 and not n.isdigit()]
     if offsets:
         tokens.add(f'off:{offsets[0]}-{offsets[1]}')
     if document:
         tokens.add('kind:document')  # only an index: represented by any document source
-    return Expected(label, frozenset(tokens), tuple(needles))
+    return Expected(label, frozenset(tokens), tuple(needles), kind)
 
 
 def _answer_tokens(answer: CitedAnswer) -> set[str]:
@@ -725,6 +733,94 @@ def unaccounted(answer: CitedAnswer, expected: list[Expected]) -> list[str]:
         for e in expected
         if not (e.tokens & tokens or e.tokens & offsets or any(needle in told for needle in e.needles))
     ]
+
+
+WireOutcome = Literal['normalised', 'recovered', 'listed', 'unaccounted']
+"""What became of one citation the provider sent (see `account_wire`)."""
+
+
+def account_wire(
+    expected: Sequence[Expected],
+    *,
+    plain: Sequence[ModelMessage],
+    tracked: Sequence[ModelMessage],
+    answer: CitedAnswer,
+    problems: Sequence[CitationProblem],
+) -> dict[WireOutcome, list[str]]:
+    """Sort each sent citation into exactly one outcome, by identity, from the messages alone.
+
+    - `'normalised'`: on a `TextPart.citations` of the run *without* this package (`plain`), and still there with it;
+    - `'recovered'`: on a `TextPart.citations` only with this package (`tracked`);
+    - `'listed'`: in the answer's `raw_only` data, or named by a problem (its offsets, its URL / id / title, or its
+      kind in backticks);
+    - `'unaccounted'`: none of these, a silent loss.
+
+    Identity is the web URL when the citation has one (a title or a domain is shared by many pages), else its
+    document id, title or offsets. Citations are read from every text part, so one outside the output's text still counts.
+    """
+    normalised, shown = _parts_tokens(plain), _parts_tokens(tracked)
+    raw: set[str] = set()
+    for entry in answer.raw_only:
+        raw |= _raw_tokens(entry.data)
+    told = [(f'{p.message} {p.detail or ""}', f'off:{p.start}-{p.end}') for p in [*problems, *answer.problems]]
+    out: dict[WireOutcome, list[str]] = {}
+    for e in expected:
+        tokens = _identity(e)
+        outcome: WireOutcome
+        if tokens & normalised and tokens & shown:
+            outcome = 'normalised'
+        elif tokens & shown:
+            outcome = 'recovered'
+        elif tokens & raw or any(_tells(e, text, offsets) for text, offsets in told):
+            outcome = 'listed'
+        else:
+            outcome = 'unaccounted'
+        out.setdefault(outcome, []).append(e.label)
+    return out
+
+
+def _identity(e: Expected) -> frozenset[str]:
+    if any(t.startswith(('url:http://', 'url:https://')) for t in e.tokens):
+        return frozenset(t for t in e.tokens if not t.startswith(('title:', 'kind:')))
+    return e.tokens
+
+
+def _tells(e: Expected, text: str, offsets: str) -> bool:
+    return offsets in e.tokens or any(n in text for n in e.needles) or bool(e.kind and f'`{e.kind}`' in text)
+
+
+def _parts_tokens(messages: Sequence[ModelMessage]) -> set[str]:
+    """Identity tokens of every `TextPart.citations` in `messages`.
+
+    Sources, and anchors in characters and UTF-8 bytes, within the part and within its response's text parts joined
+    (where providers count offsets).
+    """
+    tokens: set[str] = set()
+    for message in messages:
+        if not isinstance(message, ModelResponse):
+            continue
+        joined = ''
+        for part in message.parts:
+            if not isinstance(part, TextPart):
+                continue
+            for citation in part.citations or []:
+                for source in citation.sources:
+                    if isinstance(source, WebCitationSource):
+                        tokens.add('url:' + source.url)
+                    else:
+                        tokens.add('kind:document')
+                        if source.document_id:
+                            tokens.add('doc:' + source.document_id)
+                    if source.title:
+                        tokens.add('title:' + source.title)
+                if citation.anchor is not None:
+                    start, end = citation.anchor.start, citation.anchor.end
+                    for text, base in ((part.content, ''), (joined + part.content, joined)):
+                        at, to = len(base) + start, len(base) + end
+                        tokens.add(f'off:{at}-{to}')
+                        tokens.add(f'off:{len(text[:at].encode())}-{len(text[:to].encode())}')
+            joined += part.content
+    return tokens
 
 
 # --- running the paths ---------------------------------------------------------------------------------------------
