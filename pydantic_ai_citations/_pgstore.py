@@ -51,6 +51,7 @@ from ._store import (
     _records_query,  # pyright: ignore[reportPrivateUsage]
     _stored_answer,  # pyright: ignore[reportPrivateUsage]
     _StoredAnswers,  # pyright: ignore[reportPrivateUsage]
+    _versions,  # pyright: ignore[reportPrivateUsage]
 )
 
 try:
@@ -164,6 +165,7 @@ class PostgresConversationStore(_StoredAnswers):
                 f'got {shown(conninfo)}.'
             )
         self.conninfo = conninfo
+        self._versions = _versions()
         self._pool: AsyncConnectionPool[_Conn] = AsyncConnectionPool(
             conninfo, min_size=min_size, max_size=max_size, timeout=timeout, open=False, kwargs={'autocommit': True}
         )
@@ -327,7 +329,7 @@ class PostgresConversationStore(_StoredAnswers):
         async def write(conn: _Conn, *, new: bool) -> None:
             statements: _Statements = [
                 (sql.INSERT_ENTRY_IF_NEW, entry_rows),
-                *_answer_statements(answer_rows, new=new),
+                *_answer_statements(answer_rows, new=new, versions=self._versions),
                 *record_statements,
             ]
             # One round trip: the checks and the writes go together (the lock is held); a failed check rolls back.
@@ -428,7 +430,7 @@ class PostgresConversationStore(_StoredAnswers):
             plan = _plan_edit(record, history, message_index, part_index, new_text)
             statements: _Statements = [
                 (sql.INSERT_ENTRY, plan.entry_rows),
-                *_answer_statements(plan.answer_rows, new=True),
+                *_answer_statements(plan.answer_rows, new=True, versions=self._versions),
                 *_record_statements(plan.record, _dump_record(plan.record)),
             ]
             await _execute_all(conn, statements)

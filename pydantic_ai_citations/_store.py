@@ -49,7 +49,7 @@ from ._answer import CitedAnswer, answer_parts
 from ._checks import shown
 from ._edit import edit_response
 from ._problems import PROBLEM_CODES, CitationProblem, ProblemCode
-from ._urls import bare_host, is_grounding_redirect, parent_domains, title_domain, url_host
+from ._urls import GROUNDING_HOST, bare_host, is_grounding_redirect, parent_domains, title_domain, url_host
 
 __all__ = (
     'MIGRATIONS',
@@ -379,7 +379,7 @@ def _source_keys(answer: CitedAnswer) -> _SourceKeys:
         urls.append((source.url, host))
         if host is not None:
             domains.update(dict.fromkeys(parent_domains(host)[1:]))
-        if is_grounding_redirect(source.url) and (page := title_domain(source.title)):
+        if host == GROUNDING_HOST and is_grounding_redirect(source.url) and (page := title_domain(source.title)):
             # Gemini cites through an opaque redirect and names the page's domain in the title: index that too.
             domains.update(dict.fromkeys(parent_domains(page)))
     for _, host in urls:
@@ -436,15 +436,23 @@ def _json(value: object) -> JsonValue:
         return repr(value)
 
 
-def _answer_statements(rows: Sequence[_AnswerRow | None], *, new: bool) -> _Statements:
+def _versions() -> tuple[str, str]:
+    """This package's and Pydantic AI's versions, as stored with each answer (looked up once per store: it is slow)."""
+    return _package_version(), _pydantic_ai_version()
+
+
+def _answer_statements(
+    rows: Sequence[_AnswerRow | None], *, new: bool, versions: tuple[str, str] | None = None
+) -> _Statements:
     """The statements that store answers and their index rows: one per table for all the answers of a save.
 
     With `new`, the entries are known to be brand new (no index rows to replace): nothing is deleted first.
+    `versions` defaults to `_versions()`.
     """
     found = [row for row in rows if row is not None]
     if not found:
         return []
-    package, pydantic_ai, now = _package_version(), _pydantic_ai_version(), _now().isoformat()
+    (package, pydantic_ai), now = versions or _versions(), _now().isoformat()
     statements: _Statements = [
         (
             sql.UPSERT_ANSWER,
@@ -805,6 +813,7 @@ class SQLiteConversationStore(_StoredAnswers):
                 f'SQLiteConversationStore: `path` must be a str or path-like (or `:memory:`), got {shown(path)}.'
             )
         self.path = os.fspath(path)
+        self._versions = _versions()
         self._lock = threading.Lock()
         self._conn = sqlite3.connect(self.path, timeout=timeout, isolation_level=None, check_same_thread=False)
         try:
@@ -905,7 +914,9 @@ class SQLiteConversationStore(_StoredAnswers):
             inserted = conn.executemany(sql.INSERT_ENTRY_IF_NEW, entry_rows).rowcount
             # Entries are new (fresh ids) unless a caller of this primitive passed stored ones again: only then can
             # an answer have index rows to replace.
-            _execute_all(conn, _answer_statements(answer_rows, new=inserted == len(entry_rows)))
+            _execute_all(
+                conn, _answer_statements(answer_rows, new=inserted == len(entry_rows), versions=self._versions)
+            )
             _put_record(conn, record, record_blob)
 
         await self._write(write)
@@ -990,7 +1001,7 @@ class SQLiteConversationStore(_StoredAnswers):
             history = _read_chain(conn, record.head_id, None) if record.head_id else []
             plan = _plan_edit(record, history, message_index, part_index, new_text)
             conn.executemany(sql.INSERT_ENTRY, plan.entry_rows)
-            _execute_all(conn, _answer_statements(plan.answer_rows, new=True))
+            _execute_all(conn, _answer_statements(plan.answer_rows, new=True, versions=self._versions))
             _put_record(conn, plan.record, _dump_record(plan.record))
             result.append((plan.conversation, plan.problems))
 

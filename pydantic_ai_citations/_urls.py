@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from urllib.parse import urlsplit
 
@@ -51,9 +50,7 @@ def parent_domains(host: str) -> list[str]:
     `a.b.example.com` gives `[a.b.example.com, b.example.com, example.com]`; an IP address or a one-label host is
     only itself.
     """
-    try:
-        ipaddress.ip_address(host)
-    except ValueError:
-        labels = host.split('.')
-        return ['.'.join(labels[i:]) for i in range(max(len(labels) - 1, 1))]
-    return [host]
+    labels = host.split('.')
+    if ':' in host or labels[-1].isdigit():  # an IP address (no top-level domain is all digits)
+        return [host]
+    return ['.'.join(labels[i:]) for i in range(max(len(labels) - 1, 1))]

@@ -1003,3 +1003,35 @@ def test_round_trip_property(
             await close(store)
 
     anyio.run(check)
+
+
+@pytest.mark.anyio
+async def test_missing_table_is_corruption_on_both_backends(store: Store, backend: str, target: str) -> None:
+    await saved_chain(store)
+    raw_execute(backend, target, 'DROP TABLE answer_problems')
+    assert await store.load('c') is not None
+    with pytest.raises(StoreCorruptionError, match='its schema is not the one its version says') as excinfo:
+        await store.answers_with_problem('anchor_out_of_range')
+    assert excinfo.value.table is None
+    assert 'password' not in excinfo.value.key
+    with pytest.raises(StoreCorruptionError, match='its schema is not the one its version says'):
+        await store.save(await agent().run('q', conversation=Conversation(conversation_id='p')))  # stores a problem
+    assert await store.load('p') is None
+
+
+@pytest.mark.anyio
+async def test_write_record_with_stored_entries_replaces_their_index(store: Store) -> None:
+    """A caller of the primitive passing an entry that is stored already: its answer is indexed once, not twice."""
+    (first,) = await save_answers(store, [cited('https://a.example.com/x')])
+    entries = await store.load_entries('d0')
+    assert entries is not None
+    record = await store.read_record('d0')
+    assert record is not None
+    again = ConversationRecord(conversation_id='again', head_id=entries[-1].id)
+    await store.write_record(again, new_entries=entries, expected_revision=None)
+    (found,) = await store.answers_citing(domain='example.com')
+    assert found.entry_id == first
+    assert found.conversation_id == 'again'  # the answer follows its latest writer, as before
+    loaded = await store.load('again')
+    assert loaded is not None
+    assert len(loaded.messages) == 2
