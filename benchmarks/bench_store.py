@@ -2,12 +2,19 @@
 
 1,000 conversations of 20 messages (10 questions, 10 cited answers: 2 web sources and a document each) are saved to
 a fresh store, then loaded back. Baseline, in the same run: each conversation's messages as one
-`ModelMessagesTypeAdapter` JSON blob written with the driver directly (`sqlite3`; psycopg for PostgreSQL), one
-transaction per conversation, and read back with one `validate_json`. Goals, for both backends: save at most 3x,
-load at most 1.5x the baseline (wall time, best of `ROUNDS`, measured interleaved). The store also keeps every answer
-indexed by URL, domain, document and problem; the baseline keeps nothing but the blob.
+`ModelMessagesTypeAdapter` JSON blob written with the driver directly, one transaction per conversation, and read
+back with one `validate_json`. Goals, for both backends: save at most 3x, load at most 1.5x the baseline (wall
+time, best of `ROUNDS`, measured interleaved). The store also keeps every answer indexed by URL, every domain its
+sources are on, document and problem; the baseline keeps nothing but the blob.
 
-The PostgreSQL half skips with the reason when no server is available (see tests/_postgres.py).
+Which baseline, per backend: the issue's is `sqlite3` writing the blob to a file (WAL; every commit flushed to
+disk). The SQLite store is measured against exactly that. The PostgreSQL store is measured against the same blob
+written with psycopg to the same server, so both sides pay the same round trips; that server runs with
+PostgreSQL's defaults (every commit flushed, as the SQLite baseline), not the unflushed settings the tests use.
+The ratio against the `sqlite3` blob is printed beside it.
+
+The PostgreSQL half skips with the reason when no server is available (see tests/_postgres.py); with
+`PYDANTIC_AI_CITATIONS_POSTGRES_DSN` set it uses that server as it is configured.
 """
 
 from __future__ import annotations
@@ -167,13 +174,13 @@ async def measure(
     return best
 
 
-def report(name: str, best: dict[str, float]) -> tuple[float, float]:
+def report(name: str, best: dict[str, float], baseline: str) -> tuple[float, float]:
     write = best['store_write'] / best['base_write']
     read = best['store_read'] / best['base_read']
     print(
         f'\n{name}: {CONVERSATIONS} conversations x {2 * TURNS} messages: save {best["store_write"]:.2f}s vs '
-        f'blob {best["base_write"]:.2f}s = {write:.2f}x (goal <= {WRITE_GOAL}x); load {best["store_read"]:.2f}s vs '
-        f'blob {best["base_read"]:.2f}s = {read:.2f}x (goal <= {READ_GOAL}x)'
+        f'{baseline} {best["base_write"]:.2f}s = {write:.2f}x (goal <= {WRITE_GOAL}x); load {best["store_read"]:.2f}s '
+        f'vs {baseline} {best["base_read"]:.2f}s = {read:.2f}x (goal <= {READ_GOAL}x)'
     )
     return write, read
 
@@ -195,7 +202,7 @@ def pg_dsn() -> Iterator[str]:
         yield os.environ[DSN_VAR]
         return
     try:
-        with throwaway_cluster() as dsn:
+        with throwaway_cluster(durable=True) as dsn:
             yield dsn
     except NoServer as e:
         if os.environ.get(REQUIRE_VAR):
@@ -203,7 +210,7 @@ def pg_dsn() -> Iterator[str]:
         pytest.skip(f'no PostgreSQL server: {e}')
 
 
-def test_sqlite_store_keeps_up() -> None:
+def test_sqlite_store_keeps_up(benchmark: Any) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         counter = iter(range(1000))
 
@@ -216,11 +223,12 @@ def test_sqlite_store_keeps_up() -> None:
         async def close(store: SQLiteConversationStore) -> None:
             store.close()
 
-        write, read = report('SQLite', asyncio.run(measure(baseline, make_store, close)))
+        best = benchmark.pedantic(lambda: asyncio.run(measure(baseline, make_store, close)), rounds=1, iterations=1)
+        write, read = report('SQLite', best, 'sqlite3 blob')
     check_goals('SQLite', write, read)
 
 
-def test_postgres_store_keeps_up(pg_dsn: str) -> None:
+def test_postgres_store_keeps_up(benchmark: Any, pg_dsn: str) -> None:
     def baseline() -> Any:
         return postgres_blob(fresh_schema(pg_dsn))
 
@@ -232,5 +240,15 @@ def test_postgres_store_keeps_up(pg_dsn: str) -> None:
     async def close(store: PostgresConversationStore) -> None:
         await store.close()
 
-    write, read = report('PostgreSQL', asyncio.run(measure(baseline, make_store, close)))
+    best = benchmark.pedantic(lambda: asyncio.run(measure(baseline, make_store, close)), rounds=1, iterations=1)
+    write, read = report('PostgreSQL', best, 'psycopg blob')
+    with tempfile.TemporaryDirectory() as tmp:
+        base_write, base_read = sqlite_blob(f'{tmp}/blob.db')
+        sqlite_best = {
+            'base_write': asyncio.run(timed(base_write)),
+            'base_read': asyncio.run(timed(base_read)),
+            'store_write': best['store_write'],
+            'store_read': best['store_read'],
+        }
+    report('PostgreSQL (for scale, against the sqlite3 blob)', sqlite_best, 'sqlite3 blob')
     check_goals('PostgreSQL', write, read)

@@ -28,12 +28,12 @@ from pydantic_ai.conversation_store import (
 )
 from pydantic_ai.exceptions import UserError
 
+from . import _store  # pyright: ignore[reportPrivateUsage]  # read its page sizes when used (tests change them)
 from . import _store_sql as sql
 from ._checks import shown
 from ._problems import CitationProblem
 from ._store import (
     _BACKFILLS,  # pyright: ignore[reportPrivateUsage]
-    BACKFILL_BATCH,
     SCHEMA_VERSION,
     StoreCorruptionError,
     StoredAnswer,
@@ -116,20 +116,51 @@ async def _migrate_step(conn: _Conn, version: int) -> None:
         await conn.execute(_pg(statement))
     after = ''
     while True:
-        rows = await _fetchall(conn, step.select, (after, BACKFILL_BATCH))
+        rows = await _fetchall(conn, step.select, (after, _store.BACKFILL_BATCH))
         await _execute_all(conn, step.write(rows))
-        if len(rows) < BACKFILL_BATCH:
+        if len(rows) < _store.BACKFILL_BATCH:
             break
         after = rows[-1][0]
     for statement in step.teardown:
         await conn.execute(_pg(statement))
 
 
-async def _read_chain(conn: _Conn, head_id: str, limit: int | None) -> list[ConversationEntry]:
+async def _read_chain(
+    conn: _Conn, head_id: str, limit: int | None, first: Sequence[Sequence[Any]] | None = None
+) -> list[ConversationEntry]:
+    """The history up to `head_id`, page by page; `first` is its first page when already read."""
     walk = _ChainWalk(head_id, limit)
-    while walk.add(await _fetchall(conn, sql.CHAIN, walk.params())):
-        pass
+    more = walk.add(first) if first is not None else True
+    while more:
+        more = walk.add(await _fetchall(conn, sql.CHAIN, walk.params()))
     return walk.entries()
+
+
+_Loaded = tuple[ConversationRecord, list[ConversationEntry]]
+
+
+async def _load(conn: _Conn, conversation_id: str, limit: int | None, scope: str | None) -> _Loaded | None | bool:
+    """A record and its history's first page in one statement (one round trip, one snapshot), then any other pages.
+
+    `False` when a later page found entries gone that a concurrent save or delete released: read again.
+    """
+    want = _store.CHAIN_PAGE if limit is None else min(_store.CHAIN_PAGE, limit)
+    rows = await _fetchall(conn, sql.PG_LOAD, (conversation_id, want))
+    if not rows or (scope is not None and rows[0][1] != scope):
+        return None
+    record = _record_from_row(conversation_id, rows[0][0])
+    if record.head_id is None or limit == 0:
+        return record, []
+    # The statement finds the head in the record's JSON text; should that not be the head the record holds (it
+    # always is for what this package writes), the history is read from the record's head instead.
+    first = [row[3:] for row in rows if row[3] is not None] if rows[0][2] == record.head_id else None
+    try:
+        return record, await _read_chain(conn, record.head_id, limit, first)
+    except LookupError:
+        again = await _fetchone(conn, sql.REVISION, (conversation_id,))
+        if again is not None and again[0] == record.revision:
+            raise
+        return False
 
 
 class _StoredBefore(Exception):
@@ -257,7 +288,8 @@ class PostgresConversationStore(_StoredAnswers):
             return await self._write_locked(conversation_id, fn)
 
     async def _write_locked(self, conversation_id: str | None, fn: Callable[[_Conn], Awaitable[_T]]) -> _T:
-        async with self._pool.connection() as conn, conn.transaction():
+        # In pipeline mode: `BEGIN` and the lock go out with the write's first round trip, not one trip each.
+        async with self._pool.connection() as conn, conn.pipeline(), conn.transaction():
             if conversation_id is None:
                 await conn.execute('SELECT pg_advisory_xact_lock(%s, 0)', (_LOCK_CLASS,))
             else:
@@ -270,24 +302,15 @@ class PostgresConversationStore(_StoredAnswers):
     async def _read(
         self, conversation_id: str, *, limit: int | None = None, scope: str | None = None
     ) -> tuple[ConversationRecord, list[ConversationEntry]] | None:
-        """`load`'s record and history on one connection (two queries, no transaction round trips)."""
+        """`load`'s record and history: one statement for a history of up to `CHAIN_PAGE` entries."""
         if limit is not None and limit < 0:
             raise UserError('`limit` must not be negative.')
 
         async def read(conn: _Conn) -> tuple[ConversationRecord, list[ConversationEntry]] | None:
-            while True:
-                row = await _fetchone(conn, sql.RECORD_AND_SCOPE, (conversation_id,))
-                if row is None or (scope is not None and row[1] != scope):
-                    return None
-                record = _record_from_row(conversation_id, row[0])
-                if record.head_id is None or limit == 0:
-                    return record, []
-                try:
-                    return record, await _read_chain(conn, record.head_id, limit)
-                except LookupError:  # a concurrent save or delete released entries: read again, as the base store
-                    again = await _fetchone(conn, sql.REVISION, (conversation_id,))
-                    if again is not None and again[0] == record.revision:
-                        raise
+            while (loaded := await _load(conn, conversation_id, limit, scope)) is False:
+                pass  # a concurrent save or delete released entries: read again, as the base store does
+            assert loaded is not True
+            return loaded
 
         return await self._query(read)
 

@@ -208,7 +208,12 @@ def _reindex_answers(rows: Sequence[Sequence[Any]]) -> _Statements:
 
 _BACKFILLS: tuple[_Backfill | None, ...] = (
     None,
-    _Backfill((sql.OWNERS_CREATE, sql.OWNERS_FILL), sql.ENTRIES_BATCH, _backfill_answers, (sql.OWNERS_DROP,)),
+    _Backfill(
+        (sql.OWNERS_CREATE, sql.OWNERS_FILL, sql.OWNERS_ANALYZE),
+        sql.ENTRIES_BATCH,
+        _backfill_answers,
+        (sql.OWNERS_DROP,),
+    ),
     _Backfill((sql.SOURCES_CLEAR,), sql.ANSWERS_BATCH, _reindex_answers),
 )
 """`_BACKFILLS[n]`: the data step after `SCHEMA[n]`'s DDL, if any."""
@@ -866,14 +871,19 @@ class SQLiteConversationStore(_StoredAnswers):
         def read(conn: sqlite3.Connection) -> tuple[ConversationRecord, list[ConversationEntry]] | None:
             return _transaction(conn, 'BEGIN', lambda conn: _read_conversation(conn, conversation_id, limit, scope))
 
-        # With the connection free, a load (a few indexed reads; WAL readers never wait for writers) runs right here:
-        # a trip to a worker thread would cost more than the read.
+        return await self._read_now(read)
+
+    async def _read_now(self, fn: Callable[[sqlite3.Connection], _T]) -> _T:
+        """A few indexed reads, run right here when the connection is free, else in the worker thread after the lock.
+
+        WAL readers never wait for writers, and a trip to a worker thread would cost more than the read.
+        """
         if self._lock.acquire(blocking=False):
             try:
-                return self._guarded(read)
+                return self._guarded(fn)
             finally:
                 self._lock.release()
-        return await self._run(read)
+        return await self._run(fn)
 
     # --- the five primitives, and a one-query history ---
 
@@ -882,7 +892,7 @@ class SQLiteConversationStore(_StoredAnswers):
             row = conn.execute(sql.RECORD, (conversation_id,)).fetchone()
             return None if row is None else _record_from_row(conversation_id, row[0])
 
-        return await self._run(read)
+        return await self._read_now(read)
 
     async def read_records(self, *, scope: str | None = None, limit: int | None = None) -> Sequence[ConversationRecord]:
         def read(conn: sqlite3.Connection) -> list[ConversationRecord]:
@@ -940,12 +950,12 @@ class SQLiteConversationStore(_StoredAnswers):
                 raise KeyError(entry_id)
             return _entry_from_row(*row)
 
-        return await self._run(read)
+        return await self._read_now(read)
 
     async def read_history(self, head_id: str | None, *, limit: int | None = None) -> list[ConversationEntry]:
         if head_id is None or limit == 0:
             return []
-        return await self._run(lambda conn: _read_chain(conn, head_id, limit))
+        return await self._read_now(lambda conn: _read_chain(conn, head_id, limit))
 
     async def _answers(
         self, where: str, params: tuple[object, ...], *, order: str = sql.BY_STORED, limit: int | None = None

@@ -75,6 +75,8 @@ OWNERS_FILL = (
     'SELECT e.parent_id, r.conversation_id FROM entries e JOIN reach r ON e.id = r.id WHERE e.parent_id IS NOT NULL) '
     'SELECT id, min(conversation_id) FROM reach GROUP BY id'
 )
+OWNERS_ANALYZE = 'ANALYZE migrate_owners'
+"""Statistics for the planner (PostgreSQL has none for a new temporary table): each batch's join stays indexed."""
 OWNERS_DROP = 'DROP TABLE migrate_owners'
 ENTRIES_BATCH = (
     'SELECT e.id, e.message, o.conversation_id FROM entries e LEFT JOIN migrate_owners o ON o.id = e.id '
@@ -137,6 +139,17 @@ CHAIN = (
     'UNION ALL SELECT e.id, e.parent_id, c.depth + 1 FROM entries e JOIN chain c ON e.id = c.parent_id '
     'WHERE c.depth < CAST(? AS INTEGER)) '
     'SELECT c.id, c.parent_id, e.kind, e.message FROM chain c JOIN entries e ON e.id = c.id ORDER BY c.depth'
+)
+PG_LOAD = (
+    # PostgreSQL only: `load` in one round trip. The head is read from the record's JSON text with a pattern (a
+    # damaged record cannot make a pattern fail, as a JSON cast would); the caller checks it against the record.
+    'WITH RECURSIVE r AS (SELECT record, scope, substring(encode(record, \'escape\') from \'"head_id":"([^"]*)"\') '
+    'AS head FROM conversations WHERE conversation_id = ?), '
+    'chain(id, parent_id, depth) AS (SELECT e.id, e.parent_id, 1 FROM entries e JOIN r ON e.id = r.head '
+    'UNION ALL SELECT e.id, e.parent_id, c.depth + 1 FROM entries e JOIN chain c ON e.id = c.parent_id '
+    'WHERE c.depth < CAST(? AS INTEGER)) '
+    'SELECT CASE WHEN coalesce(c.depth, 1) = 1 THEN r.record END, r.scope, r.head, c.id, c.parent_id, e.kind, '
+    'e.message FROM r LEFT JOIN chain c ON true LEFT JOIN entries e ON e.id = c.id ORDER BY c.depth'
 )
 ANSWERS = (
     'SELECT a.entry_id, a.conversation_id, a.answer, a.raw, a.package_version, a.pydantic_ai_version, '

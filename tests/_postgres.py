@@ -44,8 +44,12 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def throwaway_cluster() -> Generator[str, None, None]:
-    """Start a cluster, yield its DSN, stop and remove it. Raises `NoServer` with the reason when it cannot."""
+def throwaway_cluster(*, durable: bool = False) -> Generator[str, None, None]:
+    """Start a cluster, yield its DSN, stop and remove it. Raises `NoServer` with the reason when it cannot.
+
+    Tests run it without flushing to disk (`fsync=off`); `durable=True` keeps PostgreSQL's defaults, every commit
+    flushed, as a production server and the SQLite baseline of the store benchmark do.
+    """
     try:
         importlib.import_module('psycopg')
     except ImportError as e:
@@ -66,7 +70,9 @@ def throwaway_cluster() -> Generator[str, None, None]:
     try:
         try:
             run(str(bin_dir / 'initdb'), '-D', str(data), '--auth=trust', '-U', 'postgres', '-E', 'UTF8')
-            options = f'-c listen_addresses=127.0.0.1 -p {port} -k {root} -c fsync=off -c full_page_writes=off'
+            options = f'-c listen_addresses=127.0.0.1 -p {port} -k {root}'
+            if not durable:
+                options += ' -c fsync=off -c full_page_writes=off'
             run(str(bin_dir / 'pg_ctl'), '-D', str(data), '-w', '-l', str(root / 'log'), '-o', options, 'start')
         except (subprocess.SubprocessError, OSError) as e:
             stderr = getattr(e, 'stderr', b'') or b''

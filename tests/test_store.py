@@ -942,6 +942,7 @@ async def test_migration_from_v1_ends_on_a_loop(tmp_path: Path, monkeypatch: pyt
     store.close()
     with sqlite3.connect(path, isolation_level=None) as raw:
         raw.execute('UPDATE entries SET parent_id = ? WHERE id = ?', (ids[4], ids[1]))
+        raw.execute("UPDATE entries SET message = X'7b7d' WHERE id = ?", (ids[5],))  # not a message: skipped
         for table in ('answers', 'answer_sources', 'answer_problems'):
             raw.execute(f'DROP TABLE {table}')
         raw.execute('DELETE FROM schema_migrations WHERE version > 1')
@@ -949,7 +950,7 @@ async def test_migration_from_v1_ends_on_a_loop(tmp_path: Path, monkeypatch: pyt
     store = SQLiteConversationStore(path)
     try:
         answers = [a async for a in store.iter_answers()]
-        assert sorted(a.conversation_id for a in answers) == ['c', 'c', 'c', 'd', 'd']  # every answer has its owner
+        assert sorted(a.conversation_id for a in answers) == ['c', 'c', 'd', 'd']  # every answer has its owner
         with pytest.raises(StoreCorruptionError, match='loop back'):
             await store.load('c')
         assert await store.load('d') is not None
@@ -1035,3 +1036,127 @@ async def test_write_record_with_stored_entries_replaces_their_index(store: Stor
     loaded = await store.load('again')
     assert loaded is not None
     assert len(loaded.messages) == 2
+
+
+@pytest.mark.anyio
+async def test_record_that_is_not_one_record_is_corruption(store: Store, backend: str, target: str) -> None:
+    await saved_chain(store)
+    raw_execute(backend, target, 'UPDATE conversations SET record = ?', (b'[]',))
+    with pytest.raises(StoreCorruptionError, match="'c' in table 'conversations'"):
+        await store.load('c')
+
+
+@pytest.mark.anyio
+async def test_postgres_load_with_a_record_written_another_way(pg_dsn: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A record whose JSON text is spelled differently (spaces) still loads: the one-statement read falls back to
+    reading from the record's head; a history that breaks while the record changes is read again."""
+    import json
+
+    import pydantic_ai_citations._pgstore as pgstore
+
+    target = fresh_schema(pg_dsn)
+    async with PostgresConversationStore(target) as store:
+        ids = await saved_chain(store)
+        (blob,) = raw_execute('postgres', target, 'SELECT record FROM conversations')[0]
+        spaced = json.dumps(json.loads(bytes(blob))).encode()
+        assert b'"head_id": "' in spaced
+        raw_execute('postgres', target, 'UPDATE conversations SET record = ?', (spaced,))
+        loaded = await store.load_entries('c')
+        assert loaded is not None
+        assert [e.id for e in loaded] == ids
+
+        real = pgstore._read_chain
+        calls: list[int] = []
+
+        async def concurrently_changed(*args: Any, **kwargs: Any) -> Any:
+            calls.append(1)
+            if len(calls) == 1:  # as if another writer moved the conversation on while its history was read
+                raw_execute('postgres', target, "UPDATE conversations SET revision = 'moved'")
+                raise KeyError('gone')
+            return await real(*args, **kwargs)
+
+        monkeypatch.setattr(pgstore, '_read_chain', concurrently_changed)
+        again = await store.load_entries('c')
+        assert again is not None
+        assert len(calls) == 2
+
+
+@pytest.mark.anyio
+async def test_primitives_and_their_edges(store: Store, backend: str, target: str) -> None:
+    ids = await saved_chain(store)
+    with pytest.raises(UserError, match='`limit` must not be negative'):
+        await store.load('c', limit=-1)
+    empty = await store.load('c', limit=0)
+    assert empty is not None
+    assert empty.messages == []
+    assert await store.read_history(None) == []
+    assert (await store.read_entry(ids[0])).id == ids[0]
+    with pytest.raises(KeyError):
+        await store.read_entry('missing')
+    record = await store.read_record('c')
+    assert record is not None
+    with pytest.raises(ConversationConflict):  # the head is neither stored nor new
+        await store.write_record(
+            ConversationRecord(conversation_id='h', head_id='nowhere'), new_entries=[], expected_revision=None
+        )
+    with pytest.raises(ConversationConflict):
+        await store.delete_record('c', expected_revision='stale')
+    raw_execute(backend, target, "UPDATE entries SET kind = 'other' WHERE id = ?", (ids[0],))
+    with pytest.raises(StoreCorruptionError, match="unknown entry kind 'other'"):
+        await store.read_entry(ids[0])
+    # answers: a source without a host, raw data that is not JSON, paging through them one at a time
+    odd = ModelResponse(
+        parts=[
+            TextPart(
+                'Odd.',
+                citations=[Citation([WebCitationSource('urn:isbn:0451450523')])],
+                provider_details={'citations': [{1, 2}]},
+            )
+        ]
+    )
+    (entry,) = await save_answers(store, [odd])
+    stored = await store.answer(entry)
+    assert stored is not None
+    assert stored.raw == [{'part_index': 0, 'provider_name': None, 'citations': '[{1, 2}]'}]
+    assert [a.entry_id for a in await store.answers_citing(url='urn:isbn:0451450523')] == [entry]
+    paged = [a.entry_id async for a in store.iter_answers(batch_size=1)]
+    assert paged == sorted(paged)
+    assert set(paged) == {entry, ids[1], ids[3]}
+    with pytest.raises(UserError, match='`batch_size` must be at least 1'):
+        _ = [a async for a in store.iter_answers(batch_size=0)]
+
+
+@pytest.mark.anyio
+async def test_sqlite_reads_wait_for_a_busy_connection(tmp_path: Path) -> None:
+    import threading
+
+    store = SQLiteConversationStore(tmp_path / 'busy.db')
+    try:
+        await saved_chain(store)
+        store._lock.acquire()  # pyright: ignore[reportPrivateUsage]
+        threading.Timer(0.2, store._lock.release).start()  # pyright: ignore[reportPrivateUsage]
+        assert await store.read_record('c') is not None  # in the worker thread, once the lock is free
+    finally:
+        store.close()
+
+
+def test_versions_and_hosts(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.metadata
+
+    from pydantic_ai_citations import _store
+    from pydantic_ai_citations._urls import is_grounding_redirect, parent_domains, title_domain
+
+    def missing(name: str) -> str:
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(importlib.metadata, 'version', missing)
+    assert _store._package_version() == '0+unknown'
+    assert url_host('http://[bad') is None
+    assert is_grounding_redirect('http://[bad') is False
+    assert title_domain(None) is None
+    assert title_domain('Pydantic docs') is None
+    assert title_domain('WWW.Example.COM.') == 'example.com'
+    assert parent_domains('a.b.example.com') == ['a.b.example.com', 'b.example.com', 'example.com']
+    assert parent_domains('localhost') == ['localhost']
+    assert parent_domains('10.0.0.1') == ['10.0.0.1']
+    assert parent_domains('::1') == ['::1']
