@@ -474,7 +474,7 @@ async def test_fallback_handoff_cleans_per_model(track_first: bool) -> None:
     )
     history = cited_history()[:4]  # Anthropic's answer, then OpenAI's (with private-use markers)
     clean = CleanStaleCitations()
-    track = TrackCitations()  # its `StreamWatch` wraps the `FallbackModel` when listed after `clean`
+    track = TrackCitations()
     capabilities = [track, Citations(), clean] if track_first else [clean, Citations(), track]
     agent = Agent(model, capabilities=capabilities)
     result = await agent.run('Which is taller?', message_history=history, model_settings={'max_tokens': 1024})

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from pydantic_ai import Agent, ModelResponse, RunContext, WebCitationSource
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.models import Model
+from pydantic_ai.models.fallback import FallbackModel
 
 from pydantic_ai_citations import CleanStaleCitations, StripCitationMarkup, TrackCitations
 from pydantic_ai_citations._edit import _BASE, _MOD, METADATA_KEY, _poly  # pyright: ignore[reportPrivateUsage]
@@ -108,3 +109,26 @@ def _poly_per_character(text: str) -> int:
 def test_the_chunked_anchor_hash_is_the_per_character_polynomial(text: str) -> None:
     assert _poly(text) == _poly_per_character(text)
     assert _poly(text * 3) == _poly_per_character(text * 3)  # several chunks
+
+
+async def test_a_streamed_fallback_request_is_cleaned_and_watched_through_one_layer() -> None:
+    # `TrackCitations` listed after `CleanStaleCitations` wraps the `FallbackModel` first: `CleanStaleCitations` copies
+    # that layer around its cleaned copy of the `FallbackModel`, then joins it.
+    first, second = (
+        CitingModel(
+            TEXT, [ScriptedCitation('It is fast.', [WebCitationSource(f'https://example.com/{n}')])], style='google'
+        )
+        for n in 'ab'
+    )
+    fallback = FallbackModel(first, second)
+    track = TrackCitations()
+    see = _SeeServingModel()
+    agent = Agent(fallback, capabilities=[see, CleanStaleCitations(), track])
+    async with agent.run_stream('q') as run:
+        await run.get_output()
+    [served] = see.seen
+    assert isinstance(served, StreamWatch) and len(served.on_stream) == 2
+    assert isinstance(served.wrapped, FallbackModel) and served.wrapped is not fallback  # a cleaned copy
+    assert fallback.models == [first, second]  # the agent's model is left as it is
+    report = track.report(run)
+    assert [p.arrival for p in report.requests[0].parts if p.citations] == ['response_end']
