@@ -258,8 +258,8 @@ def test_groq_search_results_are_raw_only():
     ]
 
 
-def _xai(*parts: object) -> ModelResponse:
-    return ModelResponse(parts=list(parts), provider_name='xai')  # pyright: ignore[reportArgumentType]
+def _xai(*parts: object, response_id: str | None = 'resp_xai') -> ModelResponse:
+    return ModelResponse(parts=list(parts), provider_name='xai', provider_response_id=response_id)  # pyright: ignore[reportArgumentType]
 
 
 CITED = Citation([WebCitationSource('https://a.example')], anchor=MarkerCitationAnchor(start=0, end=3))
@@ -287,6 +287,7 @@ CITED = Citation([WebCitationSource('https://a.example')], anchor=MarkerCitation
             id='not-search',
         ),
         pytest.param(ModelResponse(parts=[TextPart('[1]', citations=[CITED])]), False, id='not-xai'),
+        pytest.param(_xai(TextPart('[1]', citations=[CITED]), response_id=None), False, id='scripted-no-id'),
     ],
 )
 def test_xai_search_results_dropped_without_tool_output(response: ModelResponse, dropped: bool):

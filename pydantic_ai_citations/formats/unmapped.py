@@ -238,9 +238,14 @@ def _xai_results_dropped(response: ModelResponse) -> CitationProblem | None:
     tool return part (the tool's `include_output`). A search shows as a search call part or as inline citations (a
     streamed response has no call part).
     """
-    if response.provider_name != 'xai' or any(
-        isinstance(p, NativeToolReturnPart) and 'citations' in (as_map(cast(object, p.content)) or {})
-        for p in response.parts
+    # (Only a response xAI's API sent, which carries its id: a scripted xAI-style answer searched nothing.)
+    if (
+        response.provider_name != 'xai'
+        or response.provider_response_id is None
+        or any(
+            isinstance(p, NativeToolReturnPart) and 'citations' in (as_map(cast(object, p.content)) or {})
+            for p in response.parts
+        )
     ):
         return None
     searched = any(
