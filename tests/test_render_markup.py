@@ -112,3 +112,30 @@ def test_clean_markup_on_any_text(text: str, data: st.DataObject):
     for problem in cleaned.problems:
         assert problem.start is None or 0 <= problem.start <= len(cleaned.text)
     assert RAW.search(render_html(answer)) is None
+
+
+def test_anchored_marker_stays_while_other_markup_goes_and_problem_offsets_move():
+    from pydantic_ai_citations import CitationProblem
+
+    text = f'Paris {OAI}is big. Lyon is big【4:0†source】.'
+    start = text.index('【')
+    answer = _answer(text, marker=(start, start + 12))
+    answer = CitedAnswer(
+        answer.text,
+        spans=answer.spans,
+        sources=answer.sources,
+        problems=[
+            CitationProblem('unresolved_marker', 'marker at the end', start=len(text) - 1),
+            CitationProblem('stream_incomplete', 'no offsets'),
+        ],
+    )
+    cleaned = clean_markup(answer)
+    assert cleaned.text == 'Paris is big. Lyon is big【4:0†source】.'
+    [span] = cleaned.spans
+    assert cleaned.text[span.start : span.end] == '【4:0†source】'
+    assert [(p.code, p.start, p.end) for p in cleaned.problems] == [
+        ('unresolved_marker', len(cleaned.text) - 1, None),
+        ('stream_incomplete', None, None),
+        ('markup_in_output', 6, 6),
+    ]
+    assert render_markdown(cleaned).startswith('Paris is big. Lyon is big[[1]](https://a.example/p).')
