@@ -221,3 +221,10 @@ def test_numbers_meet_their_other_spellings():
     assert match is not None
     assert match.passage.index == 1
     assert match.score == 1.0
+
+
+def test_a_stem_that_changes_the_key_is_not_used():
+    """Snowball stems `lying` to `lie`: the word keeps itself, on the page and in the claim, so both still meet."""
+    index = PassageIndex(page('He was lying about the lying report from the committee.'))
+    assert index.terms == (frozenset({'lying', 'report', 'committe'}),)
+    assert terms('lying committee') == {'lying', 'committe'}
