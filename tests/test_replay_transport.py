@@ -1,5 +1,6 @@
 """Replay never touches the network: a request to another endpoint, or one more request than the recording holds,
-is answered with an HTTP 500 naming the cause (which the model class raises), and every sent body is kept.
+is answered with an HTTP 500 naming the cause (which the model class raises; a `RecordingError` for xAI gRPC), and
+every sent body is kept.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pydantic_ai import Agent
 from pydantic_ai.exceptions import ModelHTTPError
 
 from pydantic_ai_citations._replay import ReplayTransport
-from pydantic_ai_citations.testing import load_recording
+from pydantic_ai_citations.testing import RecordingError, load_recording
 
 pytestmark = pytest.mark.anyio
 
@@ -83,3 +84,29 @@ def test_sent_bodies_are_kept_in_json_form(tmp_path: Path, body: bytes, kept: di
     transport = ReplayTransport(load_recording(_recording_file(tmp_path)), sent)
     transport.answer('POST', 'https://api.openai.com/v1/chat/completions', body)
     assert sent == [kept]
+
+
+def _xai_file(tmp_path: Path) -> Path:
+    response = {
+        'id': 'r-1',
+        'model': 'grok-4',
+        'outputs': [
+            {'finish_reason': 'REASON_STOP', 'message': {'role': 'ROLE_ASSISTANT', 'content': 'Paris.'}},
+        ],
+    }
+    path = tmp_path / 'chat.xai.yaml'
+    interaction = {'request_sample': {'json': {'model': 'grok-4'}}, 'response_sample': {'json': response}}
+    path.write_text(yaml.safe_dump({'interactions': [interaction]}))
+    return path
+
+
+async def test_xai_replay_past_the_end_or_in_the_wrong_mode_is_a_recording_error(tmp_path: Path) -> None:
+    pytest.importorskip('xai_sdk', reason='xAI replay needs the xai-sdk extra')
+    agent = Agent(load_recording(_xai_file(tmp_path)).model())
+    assert (await agent.run('Capital of France?')).output == 'Paris.'
+    with pytest.raises(RecordingError, match=r'recording exhausted: holds 1 model response\(s\), this is request #2'):
+        await agent.run('And of Italy?')
+    streamed = Agent(load_recording(_xai_file(tmp_path)).model())
+    with pytest.raises(RecordingError, match=r'cannot be answered by a non-streamed response'):
+        async with streamed.run_stream('Capital of France?') as result:
+            await result.get_output()
