@@ -1,0 +1,34 @@
+"""Recordings given to the matrix that cannot be used are listed with a reason the user can act on."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+import yaml
+
+from pydantic_ai_citations.matrix import build_matrix
+
+
+def test_recording_whose_sdk_is_missing_names_the_extra_to_install(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / 'cohere.yaml'
+    body = {'id': 'r', 'finish_reason': 'COMPLETE', 'message': {'role': 'assistant', 'content': []}}
+    interaction = {
+        'request': {'method': 'POST', 'uri': 'https://api.cohere.com/v2/chat', 'body': '{"model": "command-a"}'},
+        'response': {
+            'status': {'code': 200},
+            'headers': {'content-type': ['application/json']},
+            'body': {'string': json.dumps(body)},
+        },
+    }
+    path.write_text(yaml.safe_dump({'interactions': [interaction]}))
+    monkeypatch.setitem(sys.modules, 'cohere', None)  # `import cohere` raises ModuleNotFoundError
+    matrix = anyio.run(lambda: build_matrix(probes=False, recordings=[path]))
+    assert [(f.source, f.reason) for f in matrix.unusable_inputs] == [
+        (str(path), 'needs the \'cohere\' package: pip install "pydantic-ai-citations[cohere]" (or [all])')
+    ]
