@@ -13,7 +13,7 @@ import pytest
 from pydantic_ai import Agent, DocumentCitationSource
 from pydantic_ai.exceptions import UserError
 
-from pydantic_ai_citations import CapabilityMatrix, TrackCitations
+from pydantic_ai_citations import CapabilityMatrix, CitedAnswer, TrackCitations
 from pydantic_ai_citations._models import family_title, model_family
 from pydantic_ai_citations.cli import run
 from pydantic_ai_citations.matrix import MatrixRow, build_matrix, fixture_families, load_fixture, scenarios
@@ -85,6 +85,12 @@ def test_families_that_agree_are_one_row_and_those_that_differ_are_split() -> No
     )
     assert "- Bedrock Converse (Meta Llama): probe 'document' failed: boom" in markdown
     assert 'Bedrock Converse (Meta Llama)' in matrix.to_html()
+    from rich.console import Console
+
+    console = Console(width=300, record=True)
+    console.print(matrix.to_rich_table())
+    table = console.export_text()
+    assert 'Bedrock Converse (Meta Llama)' in table and 'us.meta.llama3-3-70b-instruct-v1:0' in table
 
 
 def test_a_lone_family_is_named_and_a_gateway_is_always_its_own_row() -> None:
@@ -255,3 +261,65 @@ def test_live_gateway_failure_is_reported(monkeypatch: pytest.MonkeyPatch) -> No
     assert [f.reason for f in matrix.failures('openai-chat', family='via relay.test')] == [
         'ConnectionError: relay down'
     ]
+
+
+def test_observations_go_to_the_family_given_or_read_off_the_model() -> None:
+    from pydantic_ai_citations._observation import PartArrival, RequestObservation
+
+    def seen(model_name: str, *, complete: bool = True, output_mode: str = 'text') -> RequestObservation:
+        part = PartArrival(0, 'part_end', 1, anchor_kinds=['content'], source_kinds=['document'])
+        return RequestObservation(
+            BEDROCK,
+            'bedrock',
+            model_name,
+            streamed=True,
+            output_mode=output_mode,
+            citations_requested=True,
+            complete=complete,
+            parts=[part],
+        )
+
+    matrix = CapabilityMatrix()
+    matrix.add_model(BEDROCK, '')  # no name, no row
+    assert matrix.rows == []
+    matrix.observe(seen(CLAUDE), 'live')
+    matrix.observe(seen(LLAMA, complete=False), 'live')
+    matrix.observe(seen(LLAMA, output_mode='tool'), 'live')
+    matrix.for_family('via relay.test').observe(seen(LLAMA), 'live')
+    matrix.observe(seen(LLAMA), 'recording', family='meta')
+    assert [(r.family, matrix.cell(BEDROCK, 'stream', family=r.families)) for r in matrix.rows] == [
+        ('anthropic', 'part_end'),
+        ('meta', 'part_end'),
+        ('via relay.test', 'part_end'),
+    ]
+    assert matrix.evidence(BEDROCK, 'citations', family='meta') == {}  # recordings decide 'yes' themselves
+    assert 'an incomplete live run was left out' in matrix.to_markdown()
+
+
+def test_live_provider_model_gets_its_family_row(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pydantic_ai_citations.matrix import _probes
+
+    monkeypatch.setenv('AWS_ACCESS_KEY_ID', 'test-key')
+    monkeypatch.setenv('AWS_SECRET_ACCESS_KEY', 'test-secret')
+    monkeypatch.setenv('AWS_DEFAULT_REGION', 'us-east-1')
+    monkeypatch.setenv('GOOGLE_APPLICATION_CREDENTIALS', '/nonexistent.json')
+    reports: list[Any] = []
+
+    async def quiet_run(*_args: object, **_kwargs: object) -> Any:
+        from pydantic_ai_citations._observation import CitedRun
+
+        report = CitedRun('run-1', CitedAnswer.from_messages([]))
+        reports.append(report)
+        return report, []
+
+    monkeypatch.setattr(_probes, '_run', quiet_run)
+    lines: list[str] = []
+    matrix = anyio.run(
+        lambda: build_matrix(probes=False, live=[f'bedrock:{LLAMA}', 'google-vertex:x'], progress=lines.append)
+    )
+    assert [(r.family, r.title) for r in matrix.rows] == [('meta', 'Bedrock Converse (Meta Llama)')]
+    assert len(reports) == 2  # non-streamed and streamed; no request observed, so no cell filled
+    assert [(f.source, f.reason) for f in matrix.unusable_inputs] == [
+        ('google-vertex:x', 'UserError: Unknown model: google-vertex:x')
+    ]
+    assert any(line.startswith(f'bedrock:{LLAMA} streamed in') for line in lines)
