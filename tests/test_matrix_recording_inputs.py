@@ -17,7 +17,7 @@ def test_recording_whose_sdk_is_missing_names_the_extra_to_install(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = tmp_path / 'cohere.yaml'
-    body = {'id': 'r', 'finish_reason': 'COMPLETE', 'message': {'role': 'assistant', 'content': []}}
+    body: dict[str, object] = {'id': 'r', 'finish_reason': 'COMPLETE', 'message': {'role': 'assistant', 'content': []}}
     interaction = {
         'request': {'method': 'POST', 'uri': 'https://api.cohere.com/v2/chat', 'body': '{"model": "command-a"}'},
         'response': {
