@@ -1,4 +1,4 @@
-"""Recordings given to the matrix that cannot be used are listed with a reason the user can act on."""
+"""Recordings and live models given to the matrix that cannot be used are listed with a reason the user can act on."""
 
 from __future__ import annotations
 
@@ -32,3 +32,13 @@ def test_recording_whose_sdk_is_missing_names_the_extra_to_install(
     assert [(f.source, f.reason) for f in matrix.unusable_inputs] == [
         (str(path), 'needs the \'cohere\' package: pip install "pydantic-ai-citations[cohere]" (or [all])')
     ]
+
+
+def test_live_model_the_provider_cannot_build_is_unusable_with_its_message(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The matrix accepts either Cohere variable; Pydantic AI's Cohere provider reads only `CO_API_KEY`.
+    monkeypatch.delenv('CO_API_KEY', raising=False)
+    monkeypatch.setenv('COHERE_API_KEY', 'not-used')
+    matrix = anyio.run(lambda: build_matrix(probes=False, live=['cohere:command-a-03-2025']))
+    [failure] = matrix.unusable_inputs
+    assert failure.source == 'cohere:command-a-03-2025'
+    assert failure.reason.startswith('UserError: Set the `CO_API_KEY` environment variable')
