@@ -1,11 +1,13 @@
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from inline_snapshot import snapshot
+from pydantic import JsonValue
 from pydantic_ai import Agent, Citation, DocumentCitationSource, ModelResponse, TextPart, WebCitationSource
 from pydantic_ai.exceptions import UserError
 
@@ -149,3 +151,21 @@ def test_raw_shapes():
     assert [p.code for p in redacted.problems] == ['unreadable_raw_data']
     assert answer.problems[0].detail
     assert (redacted.problems[0].detail or '').startswith('[redacted: ')
+
+
+def test_hand_built_raw_data_too_deep_is_redacted_whole_and_other_problems_kept():
+    from pydantic_ai_citations import CitationProblem, RawCitation
+
+    deep: JsonValue = {'text': SECRET}
+    for _ in range(55):
+        deep = {'nested': deep}
+    kept = CitationProblem('unresolved_marker', 'marker [3] has no search result', detail='[3]')
+    answer = CitedAnswer(
+        'Answer.',
+        raw_only=[RawCitation(deep, 'no position', message_index=0, raw_index=0)],
+        problems=[kept],
+    )
+    redacted = redact(answer)
+    assert SECRET not in json.dumps(redacted.raw_only[0].data)
+    assert '[redacted]' in json.dumps(redacted.raw_only[0].data)
+    assert redacted.problems == [kept]
