@@ -7,7 +7,7 @@ from typing import Any
 
 import httpx2
 import pytest
-from pydantic_ai import Citation, ContentCitationAnchor, DocumentCitationSource, DocumentUrl
+from pydantic_ai import BinaryContent, Citation, ContentCitationAnchor, DocumentCitationSource, DocumentUrl
 from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, UserPromptPart
 from pydantic_ai.models.anthropic import AnthropicModel
@@ -195,3 +195,13 @@ async def test_verify_claims_misuse():
         await verify_claims(['c'], DOCUMENTS, model=model, max_concurrency=0)
     with pytest.raises(UserError, match='documents=\\{\\}'):
         await verify_claims(['c'], {}, model=model)
+
+
+def test_verify_claims_text_documents_given_as_bytes_map_by_excerpt_unless_undecodable():
+    model = _function_model({'Revenue': [TextPart('Supported\n'), _doc_cited('It grew.', 'Revenue grew 12%')]})
+    documents = {
+        'scan': BinaryContent(data=b'\xff\xfe not UTF-8 Revenue grew 12%', media_type='text/plain'),
+        'report': BinaryContent(data=DOCUMENTS['report-2025'].encode(), media_type='text/plain'),
+    }
+    [result] = verify_claims_sync('Revenue grew.', documents, model=model)
+    assert (result.verdict, result.cited_document_ids, result.problems) == ('supported', ['report'], [])
