@@ -28,7 +28,7 @@ from pydantic_ai.providers.anthropic import AnthropicProvider
 
 from pydantic_ai_citations import AnthropicTap, CitedAnswer, TrackCitations, anthropic_http_client
 from pydantic_ai_citations._recover import recover_anthropic_in_place  # the recovery step, tested on purpose
-from pydantic_ai_citations.testing import load_recording
+from pydantic_ai_citations.testing import SeamPath, load_recording
 
 pytestmark = pytest.mark.anyio
 
@@ -285,3 +285,63 @@ def test_tap_arguments():
     assert tap.hosts == ('anthropic.internal',)
     tap._record(None, [])  # pyright: ignore[reportPrivateUsage]
     assert tap.text_blocks_for('') is None
+
+
+# --- replay: recordings are served through the tap, as an application sets it up --------------------------------
+
+
+@pytest.mark.parametrize('path', [BODY, STREAM], ids=['json', 'stream'])
+async def test_replay_serves_anthropic_recordings_through_the_tap(path: Path):
+    from pydantic_ai_citations._models import describe_model
+    from pydantic_ai_citations._replay import TappedModel, anthropic_tap_for, cohere_tap_for, perplexity_tap_for
+    from pydantic_ai_citations.testing import replay_recording
+
+    model = replay_recording(path)
+    assert isinstance(model, TappedModel) and isinstance(model.wrapped, AnthropicModel)
+    assert describe_model(model).api == 'anthropic-messages'
+    tap = anthropic_tap_for(model)
+    assert isinstance(tap, AnthropicTap)
+    assert cohere_tap_for(model) is None and perplexity_tap_for(model) is None
+    assert anthropic_tap_for(replay_recording(path)) is not tap  # each model its own tap
+    track = TrackCitations(anthropic_tap=tap)
+    agent = Agent(model, model_settings={'max_tokens': 1024}, capabilities=[track])
+    response, result = await _response(agent, path is STREAM)
+    first = _texts(response)[0]
+    assert first.citations is not None
+    assert [s for c in first.citations for s in c.sources] == [
+        WebCitationSource('https://kb.example/tides', title='Tides KB', excerpts=['Tides follow the Moon.'])
+    ]
+    assert track.report(result).problems == []
+
+
+RUN_STREAM_PATHS: tuple[SeamPath, ...] = ('run_stream', 'stream_cited_run_stream')
+
+
+@pytest.mark.parametrize('path', [BODY, STREAM], ids=['json', 'stream'])
+async def test_seams_hold_on_replayed_search_result_locations(path: Path):
+    from pydantic_ai_citations.testing import SEAM_PATHS, check_seams
+
+    paths: list[SeamPath] = [p for p in SEAM_PATHS if p not in RUN_STREAM_PATHS]
+    report = await check_seams(load_recording(path), paths=paths, max_cuts=2)
+    report.assert_ok()
+
+
+@pytest.mark.xfail(strict=True, reason='known gap: tap recovery runs in `after_model_request`, on leaving run_stream')
+async def test_run_stream_answer_read_inside_the_block_holds_tap_citations():
+    """Under `run_stream`, Pydantic AI calls `after_model_request` when the `async with` block exits, so an answer
+    read inside the block does not hold what only the tap saw yet (read after the block, it does)."""
+    from pydantic_ai_citations.testing import check_seams
+
+    report = await check_seams(load_recording(STREAM), paths=list(RUN_STREAM_PATHS), max_cuts=0)
+    report.assert_ok()
+
+
+async def test_matrix_accounts_every_streamed_search_result_location():
+    """Without the tap in replay, the streamed recording's three `search_result_location` citations were unaccounted."""
+    from pydantic_ai_citations.matrix._probes import build_matrix
+
+    matrix = await build_matrix(probes=False, recordings=[STREAM])
+    assert matrix.cell('anthropic-messages', 'wire') == '100%'
+    notes = matrix.to_dict()['rows']
+    assert 'unaccounted' not in json.dumps(notes)
+    assert matrix.cell('anthropic-messages', 'citations') != 'no'

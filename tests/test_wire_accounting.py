@@ -14,24 +14,19 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx2
 import pytest
 from pydantic_ai import Agent, ModelMessage, ModelResponse, TextPart
 from pydantic_ai.messages import Citation, ContentCitationAnchor, DocumentCitationSource, WebCitationSource
 from pydantic_ai.models import Model
-from pydantic_ai.models.anthropic import AnthropicModel
-from pydantic_ai.providers.anthropic import AnthropicProvider
 from pydantic_ai.settings import ModelSettings
 
 from pydantic_ai_citations import (
-    AnthropicTap,
     CitationProblem,
     CitedAnswer,
     RawCitation,
     TrackCitations,
-    anthropic_http_client,
 )
-from pydantic_ai_citations._replay import cohere_tap_for, perplexity_tap_for
+from pydantic_ai_citations._replay import anthropic_tap_for, cohere_tap_for, perplexity_tap_for
 from pydantic_ai_citations.formats.wire import count_wire_citations
 from pydantic_ai_citations.matrix import FIXTURE_APIS, load_fixture, scenarios
 from pydantic_ai_citations.testing import Recording, load_recording
@@ -90,19 +85,6 @@ class _Run:
     consumed: int
 
 
-def _anthropic_tapped(recording: Recording) -> tuple[Model, AnthropicTap]:
-    """The model of a hand-written Anthropic recording, served through an `AnthropicTap` as an application sets it up."""
-    response = recording.responses[0]
-
-    def handler(request: httpx2.Request) -> httpx2.Response:
-        return httpx2.Response(200, headers={'content-type': response.content_type}, content=response.body)
-
-    tap = AnthropicTap()
-    client = anthropic_http_client(tap, transport=httpx2.MockTransport(handler))
-    provider = AnthropicProvider(api_key='x', http_client=client)
-    return AnthropicModel(recording.model_name, provider=provider), tap
-
-
 async def _messages(agent: Agent[None, str], recording: Recording) -> tuple[list[ModelMessage], object]:
     prompt = recording.prompt or 'How tall is K2? Cite your sources.'
     settings = ModelSettings(recording.model_settings)
@@ -135,13 +117,14 @@ def _load(kind: str, name: str) -> tuple[Recording, Callable[[], tuple[Model, Tr
 
     def replayed() -> tuple[Model, TrackCitations]:
         model = recording.model()
-        return model, TrackCitations(perplexity_tap=perplexity_tap_for(model), cohere_tap=cohere_tap_for(model))
+        track = TrackCitations(
+            perplexity_tap=perplexity_tap_for(model),
+            cohere_tap=cohere_tap_for(model),
+            anthropic_tap=anthropic_tap_for(model),
+        )
+        return model, track
 
-    def anthropic() -> tuple[Model, TrackCitations]:
-        model, tap = _anthropic_tapped(recording)
-        return model, TrackCitations(anthropic_tap=tap)
-
-    return recording, anthropic if kind == 'data' else replayed
+    return recording, replayed
 
 
 @pytest.mark.parametrize(('kind', 'name'), _params())

@@ -8,6 +8,7 @@ class over an offline transport (`_build`) and the AWS event-stream framing (`_e
 from ._build import (
     ReplayTransport,
     TappedModel,
+    anthropic_tap_for,
     build_model,
     cohere_tap_for,
     copy_settings,
@@ -45,6 +46,7 @@ __all__ = (
     'ReplayTransport',
     'TappedModel',
     'build_model',
+    'anthropic_tap_for',
     'cohere_tap_for',
     'copy_settings',
     'decode_event_stream',

@@ -33,11 +33,12 @@ from .._models import ApiLabel, describe_model
 from ._recording import ENDPOINT_PATHS, Recording, RecordingError
 
 if TYPE_CHECKING:
-    from .._tap import CohereTap, PerplexityTap
+    from .._tap import AnthropicTap, CohereTap, PerplexityTap
 
 __all__ = (
     'ReplayTransport',
     'TappedModel',
+    'anthropic_tap_for',
     'build_model',
     'cohere_tap_for',
     'copy_settings',
@@ -174,18 +175,30 @@ def httpx2_client(transport: ReplayTransport, *, timeout: float | None = None) -
 
 
 def _anthropic(recording: Recording, transport: ReplayTransport) -> Model:
+    import httpx2
     from anthropic import AsyncAnthropic
     from pydantic_ai.models.anthropic import AnthropicModel
     from pydantic_ai.providers.anthropic import AnthropicProvider
 
+    from .._tap import AnthropicTap
+
+    # Served through the package's Anthropic tap, as an application would set it up: a text block cited only by
+    # `search_result_location` keeps nothing in `AnthropicModel`. No explicit timeout, as in `httpx2_client`.
+    tap = AnthropicTap()
+    http_client = httpx2.AsyncClient(transport=tap.transport(mock_transport(transport, httpx2)))
     client = AsyncAnthropic(
-        api_key=_DUMMY_KEY,
-        base_url='https://api.anthropic.com',
-        http_client=httpx2_client(transport),
-        max_retries=0,
+        api_key=_DUMMY_KEY, base_url='https://api.anthropic.com', http_client=http_client, max_retries=0
     )
     provider = AnthropicProvider(anthropic_client=client)
-    return AnthropicModel(recording.model_name, provider=provider, settings=copy_settings(recording))
+    return TappedModel(AnthropicModel(recording.model_name, provider=provider, settings=copy_settings(recording)), tap)
+
+
+def anthropic_tap_for(model: Model) -> AnthropicTap | None:
+    """The `AnthropicTap` an Anthropic replay model was built with, for `TrackCitations(anthropic_tap=...)`."""
+    from .._tap import AnthropicTap
+
+    tap = model.tap if isinstance(model, TappedModel) else None
+    return tap if isinstance(tap, AnthropicTap) else None
 
 
 _OPENAI_BASE_URLS = {
@@ -465,16 +478,17 @@ def _perplexity_agent(recording: Recording, transport: ReplayTransport) -> Model
 
 @dataclass(init=False)
 class TappedModel(WrapperModel):
-    """A replay model served through one of the package's HTTP taps (Perplexity Agent, Cohere), carrying its tap.
+    """A replay model served through one of the package's HTTP taps (Perplexity Agent, Cohere, Anthropic), with its tap.
 
-    The tap belongs to the model it was built for and goes with it: `perplexity_tap_for` / `cohere_tap_for` read it
+    The tap belongs to the model it was built for and goes with it: `perplexity_tap_for` / `cohere_tap_for` /
+    `anthropic_tap_for` read it
     here, so nothing outside the model remembers it. Everything else is the wrapped real model class's.
     """
 
-    tap: PerplexityTap | CohereTap
+    tap: PerplexityTap | CohereTap | AnthropicTap
     """The tap the wrapped model's HTTP client was built with."""
 
-    def __init__(self, wrapped: Model, tap: PerplexityTap | CohereTap) -> None:
+    def __init__(self, wrapped: Model, tap: PerplexityTap | CohereTap | AnthropicTap) -> None:
         super().__init__(wrapped)
         self.tap = tap
 

@@ -50,6 +50,7 @@ from .._problems import shorten
 from .._replay import (
     Recording,
     RecordingError,
+    anthropic_tap_for,
     cohere_tap_for,
     load_recording,
     perplexity_tap_for,
@@ -345,7 +346,10 @@ async def _run(
     recover: bool = True,
 ) -> tuple[CitedRun, list[ModelMessage]]:
     track = TrackCitations(
-        recover_raw=recover, perplexity_tap=perplexity_tap_for(model), cohere_tap=cohere_tap_for(model)
+        recover_raw=recover,
+        perplexity_tap=perplexity_tap_for(model),
+        cohere_tap=cohere_tap_for(model),
+        anthropic_tap=anthropic_tap_for(model),
     )
     agent = Agent(model, capabilities=[track, *capabilities], output_type=output_type)
     with warnings.catch_warnings():

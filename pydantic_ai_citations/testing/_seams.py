@@ -44,7 +44,7 @@ from .._answer import CitedAnswer
 from .._history import CleanStaleCitations
 from .._problems import CitationProblem
 from .._render import render_html, render_markdown
-from .._replay import RawResponse, Recording, cohere_tap_for, load_recording
+from .._replay import RawResponse, Recording, anthropic_tap_for, cohere_tap_for, load_recording
 from .._store import SQLiteConversationStore
 from .._stream import FinalAnswer, TextChunk, stream_cited
 from .._track import TrackCitations
@@ -893,7 +893,8 @@ class _Checker:
         self, cut: int | None, sent: list[dict[str, JsonValue]]
     ) -> tuple[AbstractAgent[Any, Any], TrackCitations]:
         model = self.subject.make(cut, sent)
-        track = TrackCitations(cohere_tap=cohere_tap_for(model))  # as an application with a Cohere tap sets it up
+        # As an application with a Cohere or Anthropic tap sets it up.
+        track = TrackCitations(cohere_tap=cohere_tap_for(model), anthropic_tap=anthropic_tap_for(model))
         self.runs += 1
         return cast(AbstractAgent[Any, Any], self.factory(model, [track])), track
 
