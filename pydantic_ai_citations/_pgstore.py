@@ -323,6 +323,12 @@ class PostgresConversationStore(_StoredAnswers):
 
         return await self._query(read)
 
+    async def _write_statements(self, statements: _Statements) -> None:
+        async def write(conn: _Conn) -> None:
+            await _execute_all(conn, statements)
+
+        await self._write(None, write)
+
     async def read_records(self, *, scope: str | None = None, limit: int | None = None) -> Sequence[ConversationRecord]:
         statement, params = _records_query(scope, limit)
 

@@ -23,11 +23,11 @@ import sqlite3
 import threading
 import uuid
 from abc import abstractmethod
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import KW_ONLY, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import anyio.to_thread
 import pydantic
@@ -50,6 +50,9 @@ from ._checks import shown
 from ._edit import edit_response
 from ._problems import PROBLEM_CODES, CitationProblem, ProblemCode
 from ._urls import GROUNDING_HOST, bare_host, is_grounding_redirect, parent_domains, title_domain, url_host
+
+if TYPE_CHECKING:
+    from .support import PageSnapshot
 
 __all__ = (
     'MIGRATIONS',
@@ -773,6 +776,30 @@ class _StoredAnswers(ConversationStore):
             raise UserError(f'Unknown problem code {code!r}; expected one of {", ".join(PROBLEM_CODES)}.')
         return await self._answers(sql.WITH_PROBLEM, (code,))
 
+    async def index_snapshots(self, snapshots: Iterable[PageSnapshot]) -> None:
+        """Index the page each Google grounding redirect led to, as page snapshots found it.
+
+        Gemini cites every page through an opaque `vertexaisearch.cloud.google.com/grounding-api-redirect/...` link;
+        the store already indexes the domain Gemini names in the source title. A snapshot that followed the redirect
+        (`PageSnapshot.final_url`) tells the page's own domain: after this, `answers_citing(domain=...)` finds every
+        stored answer citing that redirect by it (and the domains it is under). Other snapshots are ignored; indexing
+        one twice adds nothing.
+
+        ```python
+        await store.index_snapshots(SnapshotStore('snapshots.db').latest())
+        ```
+        """
+        rows: list[tuple[object, ...]] = []
+        for snapshot in snapshots:
+            host = url_host(snapshot.final_url) if snapshot.final_url else None
+            if host and host != GROUNDING_HOST and is_grounding_redirect(snapshot.url):
+                rows += [(domain, snapshot.url, domain) for domain in parent_domains(host)]
+        if rows:
+            await self._write_statements([(sql.INDEX_RESOLVED, rows)])
+
+    @abstractmethod
+    async def _write_statements(self, statements: _Statements) -> None: ...
+
     async def iter_answers(self, *, batch_size: int = 500) -> AsyncIterator[StoredAnswer]:
         """Every stored answer, by entry id, read `batch_size` at a time: memory stays bounded (audits)."""
         if batch_size < 1:
@@ -893,6 +920,9 @@ class SQLiteConversationStore(_StoredAnswers):
             return None if row is None else _record_from_row(conversation_id, row[0])
 
         return await self._read_now(read)
+
+    async def _write_statements(self, statements: _Statements) -> None:
+        await self._write(lambda conn: _execute_all(conn, statements))
 
     async def read_records(self, *, scope: str | None = None, limit: int | None = None) -> Sequence[ConversationRecord]:
         def read(conn: sqlite3.Connection) -> list[ConversationRecord]:

@@ -97,6 +97,11 @@ DELETE_SOURCES = 'DELETE FROM answer_sources WHERE entry_id = ?'
 DELETE_PROBLEMS = 'DELETE FROM answer_problems WHERE entry_id = ?'
 INSERT_URL_SOURCE = 'INSERT INTO answer_sources (entry_id, url, domain) VALUES (?, ?, ?)'
 INSERT_DOMAIN_SOURCE = 'INSERT INTO answer_sources (entry_id, domain) VALUES (?, ?)'
+INDEX_RESOLVED = (
+    # (domain, redirect URL, domain): the domain for every answer citing the URL that is not indexed under it yet.
+    'INSERT INTO answer_sources (entry_id, domain) SELECT DISTINCT s.entry_id, CAST(? AS TEXT) FROM answer_sources s '
+    'WHERE s.url = ? AND NOT EXISTS (SELECT 1 FROM answer_sources d WHERE d.entry_id = s.entry_id AND d.domain = ?)'
+)
 INSERT_DOCUMENT_SOURCE = 'INSERT INTO answer_sources (entry_id, document_id) VALUES (?, ?)'
 INSERT_PROBLEM = 'INSERT INTO answer_problems (entry_id, code) VALUES (?, ?)'
 

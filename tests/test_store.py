@@ -1160,3 +1160,31 @@ def test_versions_and_hosts(monkeypatch: pytest.MonkeyPatch) -> None:
     assert parent_domains('localhost') == ['localhost']
     assert parent_domains('10.0.0.1') == ['10.0.0.1']
     assert parent_domains('::1') == ['::1']
+
+
+@pytest.mark.anyio
+async def test_snapshots_index_where_grounding_redirects_led(store: Store, backend: str, target: str) -> None:
+    from datetime import UTC, datetime
+
+    from pydantic_ai_citations.support import PageSnapshot
+
+    redirect = 'https://vertexaisearch.cloud.google.com/grounding-api-redirect/AUZIYQH'
+    gemini, other = await save_answers(
+        store, [cited(redirect, title='A page title, not a domain'), cited('https://plain.example.net/a')]
+    )
+    assert await store.answers_citing(domain='realpage.org') == []
+    now = datetime.now(UTC)
+    snapshots = [
+        PageSnapshot(redirect, 'https://www.docs.realpage.org/p', 200, 'ok', now),
+        PageSnapshot('https://plain.example.net/a', 'https://moved.example.com/', 200, 'ok', now),  # not a redirect
+        PageSnapshot(redirect + 'X', None, None, 'timeout', now),  # never resolved
+    ]
+    await store.index_snapshots(snapshots)
+    await store.index_snapshots(snapshots)  # twice: nothing doubled
+    count = "SELECT count(*) FROM answer_sources WHERE domain = 'realpage.org'"
+    assert raw_execute(backend, target, count)[0][0] == 1
+    assert [a.entry_id for a in await store.answers_citing(domain='realpage.org')] == [gemini]
+    assert [a.entry_id for a in await store.answers_citing(domain='docs.realpage.org')] == [gemini]
+    assert await store.answers_citing(domain='moved.example.com') == []
+    assert [a.entry_id for a in await store.answers_citing(domain='example.net')] == [other]
+    await store.index_snapshots([])
