@@ -377,22 +377,35 @@ class _SourceKeys:
     documents: list[str]
 
 
+def _key(text: str) -> str:
+    """`text` as an index key: NUL (which PostgreSQL text cannot hold) as U+FFFD, on both backends alike.
+
+    The answer itself keeps the NUL (answers and messages are stored as JSON, which escapes it); only the lookup
+    columns change, and `answers_citing` looks up its argument the same way.
+    """
+    return text.replace('\x00', '\ufffd')
+
+
 def _source_keys(answer: CitedAnswer) -> _SourceKeys:
     urls: list[tuple[str, str | None]] = []
     domains: dict[str, None] = {}
     for source in answer.sources:
         if not source.url:
             continue
-        host = url_host(source.url)
-        urls.append((source.url, host))
+        host = url_host(_key(source.url))
+        urls.append((_key(source.url), host))
         if host is not None:
             domains.update(dict.fromkeys(parent_domains(host)[1:]))
-        if host == GROUNDING_HOST and is_grounding_redirect(source.url) and (page := title_domain(source.title)):
+        if (
+            host == GROUNDING_HOST
+            and is_grounding_redirect(source.url)
+            and (page := title_domain(_key(source.title or '')))
+        ):
             # Gemini cites through an opaque redirect and names the page's domain in the title: index that too.
             domains.update(dict.fromkeys(parent_domains(page)))
     for _, host in urls:
         domains.pop(host or '', None)  # already indexed with its URL
-    return _SourceKeys(urls, list(domains), [s.document_id for s in answer.sources if s.document_id])
+    return _SourceKeys(urls, list(domains), [_key(s.document_id) for s in answer.sources if s.document_id])
 
 
 @dataclass(frozen=True)
@@ -429,8 +442,8 @@ def _answer_row(entry_id: str, conversation_id: str, response: ModelResponse) ->
         conversation_id,
         answer.to_json(),
         _json_ta.dump_json(raw),
-        response.provider_name,
-        response.model_name,
+        response.provider_name and _key(response.provider_name),
+        response.model_name and _key(response.model_name),
         response.timestamp.isoformat() if isinstance(response.timestamp, datetime) else None,  # pyright: ignore[reportUnnecessaryIsInstance]
         _source_keys(answer),
         sorted({p.code for p in answer.problems}),
@@ -700,7 +713,7 @@ class _ChainWalk:
 
 def _domain_key(domain: str) -> str:
     """The host `answers_citing(domain=...)` looks up."""
-    text = domain.strip()
+    text = _key(domain.strip())
     host = url_host(text if '//' in text else f'//{text}') if '/' in text or ':' in text else bare_host(text)
     if not host:
         raise UserError(f'`domain` must name a host, like `"github.com"`; got {domain!r}.')
@@ -737,6 +750,10 @@ class _StoredAnswers(ConversationStore):
                 f'{type(self).__name__}.save: `conversation` must be a `Conversation` or the result of `agent.run` '
                 f'(`AgentRunResult`), got {shown(conversation)}.'
             )
+        held = conversation.conversation if isinstance(conversation, AgentRunResult) else conversation
+        for name, value in (('conversation_id', cast(object, held.conversation_id)), ('scope', scope)):
+            if isinstance(value, str) and '\x00' in value:
+                raise UserError(f'{type(self).__name__}.save: `{name}` holds a NUL character: {shown(value)}.')
         return await super().save(conversation, scope=scope)
 
     @abstractmethod
@@ -763,7 +780,7 @@ class _StoredAnswers(ConversationStore):
         if (url is None) == (domain is None):
             raise UserError(f'Pass exactly one of `url` and `domain`, got url={url!r}, domain={domain!r}.')
         if url is not None:
-            return await self._answers(sql.CITING_URL, (url,))
+            return await self._answers(sql.CITING_URL, (_key(url),))
         assert domain is not None
         return await self._answers(sql.CITING_DOMAIN, (_domain_key(domain),))
 

@@ -1188,3 +1188,35 @@ async def test_snapshots_index_where_grounding_redirects_led(store: Store, backe
     assert await store.answers_citing(domain='moved.example.com') == []
     assert [a.entry_id for a in await store.answers_citing(domain='example.net')] == [other]
     await store.index_snapshots([])
+
+
+def test_nul_characters_round_trip_and_are_found_on_both_backends(backend: str, target: str) -> None:
+    """PostgreSQL text cannot hold NUL: the lookup columns store it as U+FFFD on both backends, and the messages and
+    answer keep it (JSON escapes it). A NUL in the conversation id is refused at `save`, before anything is written."""
+    url = 'https://a.test/p?q=x\x00y'
+    text = 'K2\x00 is tall'
+    citation = Citation([WebCitationSource(url, title='t\x00')], anchor=ContentCitationAnchor(start=0, end=2))
+    messages: list[ModelMessage] = [
+        ModelRequest.user_text_prompt(text),
+        ModelResponse(parts=[TextPart(text, citations=[citation])], model_name='m\x00', provider_name='p\x00'),
+    ]
+
+    async def check() -> None:
+        store: Store = SQLiteConversationStore(target) if backend == 'sqlite' else PostgresConversationStore(target)
+        cid = str(uuid.uuid4())
+        try:
+            entries = await store.save(Conversation(conversation_id=cid, messages=messages))
+            loaded = await store.load(cid)
+            assert loaded is not None
+            assert dump(loaded.messages) == dump(messages)
+            found = await store.answers_citing(url=url)
+            assert [a.entry_id for a in found] == [entries[1].id]
+            assert found[0].answer.text == text
+            assert [a.entry_id for a in await store.answers_citing(domain='a.test')] == [entries[1].id]
+            with pytest.raises(UserError, match='`conversation_id` holds a NUL character'):
+                await store.save(Conversation(conversation_id='a\x00b', messages=messages))
+            assert await store.load('a\x00b'.replace('\x00', '')) is None
+        finally:
+            await close(store)
+
+    anyio.run(check)
