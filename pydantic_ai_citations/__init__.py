@@ -44,9 +44,11 @@ if TYPE_CHECKING:
     from ._tap import (
         AnthropicTap,
         CohereTap,
+        MistralTap,
         PerplexityTap,
         anthropic_http_client,
         cohere_http_client,
+        mistral_http_client,
         perplexity_http_client,
     )
     from ._track import Arrival, CitedRun, PartArrival, RequestObservation, TrackCitations
@@ -63,6 +65,8 @@ _HOMES: dict[str, str] = {
     'cohere_http_client': '_tap',
     'AnthropicTap': '_tap',
     'anthropic_http_client': '_tap',
+    'MistralTap': '_tap',
+    'mistral_http_client': '_tap',
     'VerifyEvidence': '_evidence',
     # the answer
     'CitedAnswer': '_answer',
@@ -122,6 +126,7 @@ __all__ = (
     'CohereTap',
     'Evidence',
     'FinalAnswer',
+    'MistralTap',
     'PartArrival',
     'PerplexityTap',
     'PostgresConversationStore',
@@ -143,6 +148,7 @@ __all__ = (
     'edit_response',
     'edit_text',
     'find_stale',
+    'mistral_http_client',
     'perplexity_http_client',
     'redact',
     'removed_markup',

@@ -30,7 +30,7 @@ from pydantic_ai import DocumentCitationSource, ModelResponse, RunContext, TextP
 from ._answer import FINISH_METADATA_KEY, incomplete_reason
 from ._models import ApiLabel
 from ._problems import CitationProblem, shorten
-from ._tap import AnthropicTap, CohereTap, PerplexityTap
+from ._tap import AnthropicTap, CohereTap, MistralTap, PerplexityTap
 from .formats import openai_markers
 from .formats._raw import as_maps
 from .formats.openai_markers import MARKER_START
@@ -48,6 +48,7 @@ __all__ = (
     'raw_annotations_problem',
     'recover_anthropic_in_place',
     'recover_cohere_in_place',
+    'recover_mistral_in_place',
     'record_whole_body',
     'recover_in_place',
 )
@@ -80,6 +81,7 @@ def recover_in_place(
     tap: PerplexityTap | None = None,
     cohere_tap: CohereTap | None = None,
     anthropic_tap: AnthropicTap | None = None,
+    mistral_tap: MistralTap | None = None,
 ) -> Recovery:
     """Fill `response`'s `TextPart.citations` from data Pydantic AI left raw, IN PLACE (see the module docstring).
 
@@ -92,6 +94,7 @@ def recover_in_place(
         tap: The Perplexity Agent API tap the provider's HTTP client was made with.
         cohere_tap: The Cohere tap the cohere client's HTTP client was made with.
         anthropic_tap: The Anthropic tap the provider's HTTP client was made with.
+        mistral_tap: The Mistral tap the Mistral client's async HTTP client was made with.
     """
     before = {i: len(p.citations or []) for i, p in enumerate(response.parts) if isinstance(p, TextPart)}
     recovery = Recovery()
@@ -103,7 +106,9 @@ def recover_in_place(
         recovery.problems.extend(recover_cohere_in_place(response, cohere_tap))
     if raw and anthropic_tap is not None:
         recovery.problems.extend(recover_anthropic_in_place(response, anthropic_tap))
-    if raw and api == 'mistral' and any(isinstance(p, TextPart) for p in response.parts):
+    if raw and mistral_tap is not None:
+        recovery.problems.extend(recover_mistral_in_place(response, mistral_tap))
+    elif raw and api == 'mistral' and any(isinstance(p, TextPart) for p in response.parts):
         recovery.problems.append(_MISTRAL_REFERENCES)
     for index, count in before.items():
         part = response.parts[index]
@@ -116,8 +121,9 @@ def recover_in_place(
 
 _MISTRAL_REFERENCES = CitationProblem(
     'unmapped_provider_citation',
-    "Pydantic AI's MistralModel drops Mistral `reference` content chunks (the citations of an answer grounded in tool "
-    'results) and keeps no trace of them, so whether this response carried any cannot be told: any it did were lost.',
+    'Without `TrackCitations(mistral_tap=...)`, Mistral `reference` content chunks (the citations of an answer '
+    "grounded in tool results) cannot be seen: Pydantic AI's MistralModel drops them without a trace, so any this "
+    'response carried were lost. Build the Mistral client with `async_client=mistral_http_client(tap)`.',
 )
 
 
@@ -230,6 +236,45 @@ def recover_cohere_in_place(response: ModelResponse, tap: CohereTap) -> list[Cit
         details['citations'] = [*kept_list, *(r.raw for r in recovery.raw_only)]
         part.provider_details = details
     return list(recovery.problems)
+
+
+def recover_mistral_in_place(response: ModelResponse, tap: MistralTap) -> list[CitationProblem]:
+    """List the Mistral `reference` chunks of `response`'s tapped body as raw-only data of its text part, in place.
+
+    A reference chunk names tool-result ids, not sources, so it cannot become a citation on its own: each goes to the
+    text part's `provider_details['citations']` (so every answer lists it in `raw_only`), with the `offset` in the
+    text where it stood. A response the tap did not see, or whose text differs from the tapped one, is a problem.
+    """
+    if not any(isinstance(p, TextPart) for p in response.parts):
+        return []
+    record = tap.references_for(response.provider_response_id)
+    if record is None:
+        return [
+            CitationProblem(
+                'unmapped_provider_citation',
+                'The Mistral tap did not see this response (another client, or evicted), so its `reference` chunks '
+                'cannot be seen.',
+            )
+        ]
+    if not record.references:
+        return []
+    texts = [p for p in response.parts if isinstance(p, TextPart)]
+    if len(texts) != 1 or texts[0].content != record.text:
+        return [
+            CitationProblem(
+                'unmapped_provider_citation',
+                'The Mistral response text differs from the tapped body, so its `reference` chunks cannot be placed.',
+                detail=shorten(repr(record.references)),
+            )
+        ]
+    part = texts[0]
+    details = dict(part.provider_details or {})
+    kept = details.get('citations')
+    kept_list: list[object] = list(cast(list[object], kept)) if isinstance(kept, list) else []
+    details['citations'] = [*kept_list, *record.references]
+    part.provider_details = details
+    part.provider_name = part.provider_name or 'mistral'
+    return []
 
 
 def recover_anthropic_in_place(response: ModelResponse, tap: AnthropicTap) -> list[CitationProblem]:

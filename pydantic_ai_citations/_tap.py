@@ -2,11 +2,12 @@
 
 `PerplexityTap` feeds Perplexity Agent API responses to `AgentStreamCollector`s (below); `CohereTap` records Cohere v2
 chat bodies (`CohereModel` keeps none of their citations); `AnthropicTap` records the text blocks of Anthropic
-Messages responses (a block cited only by `search_result_location` keeps nothing in Pydantic AI). Each passes the
-bytes on unchanged (SSE is never buffered: `_SseTapStream`) and keeps the newest responses by the response id that
-Pydantic AI records as `ModelResponse.provider_response_id`.
+Messages responses (a block cited only by `search_result_location` keeps nothing in Pydantic AI); `MistralTap`
+records the `reference` content chunks of Mistral chat completions (`MistralModel` drops them without a trace). Each
+passes the bytes on unchanged (SSE is never buffered: `_SseTapStream`) and keeps the newest responses by the response
+id that Pydantic AI records as `ModelResponse.provider_response_id`.
 
-Why a tap (the Perplexity case, which decided the route for all three):
+Why a tap (the Perplexity case, which decided the route for all of them):
 
 Pydantic AI 2.68's `OpenAIResponsesModel` never sees the Perplexity-only data: the openai SDK builds an event
 or output item of a type it does not know into the *first* class of its union (a `search_results` event becomes
@@ -53,9 +54,12 @@ from .formats.perplexity import PERPLEXITY_ONLY_ITEMS, AgentStreamCollector
 __all__ = (
     'AnthropicTap',
     'CohereTap',
+    'MistralRecord',
+    'MistralTap',
     'PerplexityTap',
     'anthropic_http_client',
     'cohere_http_client',
+    'mistral_http_client',
     'perplexity_http_client',
 )
 
@@ -620,3 +624,145 @@ class _AnthropicTapTransport(httpx2.AsyncBaseTransport):
 
 def _nothing() -> None:
     return None
+
+
+class MistralTap:
+    """Records the `reference` content chunks of each Mistral chat completion that passes an HTTP client, by id.
+
+    Pydantic AI 2.68's `MistralModel` drops `reference` chunks (`{'type': 'reference', 'reference_ids': [...]}`, the
+    citations of an answer grounded in tool results) and keeps no trace of them. Build the Mistral client with
+    `Mistral(api_key=..., async_client=mistral_http_client(tap))`, give it to `MistralProvider(mistral_client=...)`,
+    and `TrackCitations(mistral_tap=tap)` lists them on the answer. After a request,
+    `tap.references_for(model_response.provider_response_id)` returns that response's text and its reference chunks,
+    each with the `offset` in the text where it stood. Streamed (SSE, never buffered) and non-streamed bodies alike.
+    """
+
+    def __init__(self, *, max_responses: int = 256, hosts: Sequence[str] = ('api.mistral.ai',)) -> None:
+        """Create a tap.
+
+        Args:
+            max_responses: How many responses to keep, newest first; older ones are evicted.
+            hosts: Hosts whose `.../chat/completions` endpoint is tapped.
+        """
+        _check_tap_arguments('MistralTap', max_responses, hosts)
+        self.max_responses = max_responses
+        self.hosts = tuple(hosts)
+        self.problems: list[CitationProblem] = []
+        """Problems with bodies the tap could not read (so could not record)."""
+        self._records: OrderedDict[str, MistralRecord] = OrderedDict()
+
+    def references_for(self, response_id: str | None) -> MistralRecord | None:
+        """The text and reference chunks of the response with this id, or `None` if it was not seen (or was evicted)."""
+        return None if response_id is None else self._records.get(response_id)
+
+    def transport(self, inner: httpx2.AsyncBaseTransport | None = None) -> httpx2.AsyncBaseTransport:
+        """Wrap `inner` (default: a new `httpx2.AsyncHTTPTransport()`) so its Mistral chat responses are recorded."""
+        return _MistralTapTransport(self, inner if inner is not None else httpx2.AsyncHTTPTransport())
+
+    def _record(self, response_id: object, record: MistralRecord) -> None:
+        if not isinstance(response_id, str) or not response_id:
+            return
+        self._records[response_id] = record
+        self._records.move_to_end(response_id)
+        while len(self._records) > self.max_responses:
+            self._records.popitem(last=False)
+
+
+class MistralRecord:
+    """What a `MistralTap` saw of one chat completion: its text and its `reference` chunks (with their offsets)."""
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+        self.references: list[dict[str, JsonValue]] = []
+        """Each `reference` chunk as sent, plus `offset`: the length of the text before it."""
+
+    @property
+    def text(self) -> str:
+        """The answer's text: its text chunks (or string contents) joined."""
+        return ''.join(self.texts)
+
+    def feed(self, content: object) -> None:
+        """Take one message (or delta) `content`: a string, or a list of content chunks."""
+        if isinstance(content, str):
+            self.texts.append(content)
+            return
+        for chunk in cast(list[object], content) if isinstance(content, list) else []:
+            item = cast(dict[str, JsonValue], chunk) if isinstance(chunk, dict) else {}
+            if item.get('type') == 'text' and isinstance(text := item.get('text'), str):
+                self.texts.append(text)
+            elif item.get('type') == 'reference':
+                self.references.append({**item, 'offset': sum(map(len, self.texts))})
+
+
+def mistral_http_client(
+    tap: MistralTap, *, transport: httpx2.AsyncBaseTransport | None = None, timeout: float | None = 600.0
+) -> httpx2.AsyncClient:
+    """An `httpx2.AsyncClient` whose Mistral chat responses feed `tap` (for `Mistral(async_client=...)`).
+
+    Args:
+        tap: The tap that keeps the reference chunks.
+        transport: The transport to wrap (default: a new `httpx2.AsyncHTTPTransport()`).
+        timeout: Client timeout in seconds.
+    """
+    return httpx2.AsyncClient(transport=tap.transport(transport), timeout=timeout)
+
+
+def _first_choice_content(body: Mapping[str, object], key: str) -> object:
+    choices = body.get('choices')
+    first = cast(list[object], choices)[0] if isinstance(choices, list) and choices else None
+    return _dig(first, key, 'content')
+
+
+def _mistral_stream(tap: MistralTap, record: MistralRecord) -> Callable[[object], None]:
+    def on_event(event: object) -> None:
+        if not isinstance(event, dict):
+            return  # not a JSON object: nothing to record
+        ev = cast(dict[str, object], event)
+        tap._record(ev.get('id'), record)  # pyright: ignore[reportPrivateUsage]
+        record.feed(_first_choice_content(ev, 'delta'))
+
+    return on_event
+
+
+class _MistralTapTransport(httpx2.AsyncBaseTransport):
+    def __init__(self, tap: MistralTap, inner: httpx2.AsyncBaseTransport) -> None:
+        self._tap = tap
+        self._inner = inner
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        wanted = request.url.host in self._tap.hosts and request.url.path.rstrip('/').endswith('/chat/completions')
+        if wanted:  # an uncompressed body, so the tap can read the bytes the SDK receives
+            request.headers['accept-encoding'] = 'identity'
+        response = await self._inner.handle_async_request(request)
+        content_type = response.headers.get('content-type', '')
+        if not wanted or response.status_code >= 400:
+            return response
+        encoding = response.headers.get('content-encoding', '')
+        if 'text/event-stream' in content_type:
+            on_event = _mistral_stream(self._tap, MistralRecord())
+            stream = _SseTapStream(
+                response.stream, encoding, on_event=on_event, on_problem=self._tap.problems.append, on_close=_nothing
+            )
+            return httpx2.Response(
+                response.status_code,
+                headers=response.headers,
+                stream=stream,
+                request=request,
+                extensions=response.extensions,
+            )
+        if 'json' not in content_type:
+            return response
+        raw, body = await _read_json(response.stream, encoding)
+        if isinstance(body, dict):
+            body_map = cast(dict[str, object], body)
+            record = MistralRecord()
+            record.feed(_first_choice_content(body_map, 'message'))
+            self._tap._record(body_map.get('id'), record)  # pyright: ignore[reportPrivateUsage]
+        else:
+            self._tap.problems.append(CitationProblem('unreadable_raw_data', 'A Mistral JSON body could not be read.'))
+        return httpx2.Response(
+            response.status_code, headers=response.headers, content=raw, request=request, extensions=response.extensions
+        )
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()

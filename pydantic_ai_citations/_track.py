@@ -76,7 +76,7 @@ from ._observation import (
 )
 from ._problems import CitationProblem
 from ._recover import MarkerSources, raw_annotations_problem, record_whole_body, recover_in_place
-from ._tap import AnthropicTap, CohereTap, PerplexityTap
+from ._tap import AnthropicTap, CohereTap, MistralTap, PerplexityTap
 from ._wrappers import watch_streams
 from .formats.markup import MARKER_START
 from .formats.openai_placement import check_marker_placement
@@ -133,6 +133,10 @@ class TrackCitations(AbstractCapability[Any]):
     """The `AnthropicTap` your `AnthropicProvider`'s HTTP client was made with (`anthropic_http_client(tap)`): text
     blocks cited only by `search_result_location` (which Pydantic AI drops without a trace) get their citations.
     Default `None`."""
+    mistral_tap: MistralTap | None = None
+    """The `MistralTap` your Mistral client's async HTTP client was made with (`async_client=mistral_http_client(tap)`):
+    the `reference` content chunks `MistralModel` drops are listed in the answer's `raw_only`, with their offsets.
+    Default `None`: a Mistral answer then carries a problem saying reference chunks cannot be seen."""
     marker_sources: MarkerSources | None = None
     """Sources by id for OpenAI-style private-use markers (`\\ue200cite\\ue202<id>\\ue201`) that a model writes when
     it was given sources rendered with `formats.openai_markers.render_source`: a mapping, or a function of the run
@@ -172,6 +176,7 @@ class TrackCitations(AbstractCapability[Any]):
         require(
             'TrackCitations', 'anthropic_tap', self.anthropic_tap, (AnthropicTap, NoneType), 'an `AnthropicTap` or None'
         )
+        require('TrackCitations', 'mistral_tap', self.mistral_tap, (MistralTap, NoneType), 'a `MistralTap` or None')
         if self.marker_sources is not None and not callable(self.marker_sources):
             require_mapping(
                 'TrackCitations',
@@ -330,6 +335,7 @@ class TrackCitations(AbstractCapability[Any]):
             tap=self.perplexity_tap,
             cohere_tap=self.cohere_tap,
             anthropic_tap=self.anthropic_tap,
+            mistral_tap=self.mistral_tap,
         )
         for index, count in recovery.added.items():
             request.recovered[index] = count

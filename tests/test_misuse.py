@@ -23,6 +23,7 @@ from pydantic_ai_citations import (
     CitedAnswer,
     CleanStaleCitations,
     CohereTap,
+    MistralTap,
     PerplexityTap,
     SQLiteConversationStore,
     StripCitationMarkup,
@@ -68,6 +69,7 @@ async def _answer() -> CitedAnswer:
         pytest.param(lambda: TrackCitations(perplexity_tap=CohereTap()), 'perplexity_tap', id='track-perplexity-tap'),  # pyright: ignore[reportArgumentType]
         pytest.param(lambda: TrackCitations(cohere_tap='tap'), 'cohere_tap', id='track-cohere-tap'),  # pyright: ignore[reportArgumentType]
         pytest.param(lambda: TrackCitations(anthropic_tap=CohereTap()), 'anthropic_tap', id='track-anthropic-tap'),  # pyright: ignore[reportArgumentType]
+        pytest.param(lambda: TrackCitations(mistral_tap=AnthropicTap()), 'mistral_tap', id='track-mistral-tap'),  # pyright: ignore[reportArgumentType]
         pytest.param(lambda: TrackCitations(recover_raw='no'), 'recover_raw', id='track-recover-raw'),  # pyright: ignore[reportArgumentType]
         pytest.param(lambda: TrackCitations(observe_stream_end=None), 'observe_stream_end', id='track-observe'),  # pyright: ignore[reportArgumentType]
         pytest.param(lambda: TrackCitations(id=3), 'id', id='track-id'),  # pyright: ignore[reportArgumentType]
@@ -111,6 +113,7 @@ def test_valid_capability_arguments_pass():
         pytest.param(lambda: PerplexityTap(hosts='api.perplexity.ai'), 'hosts', id='perplexity-one-host-str'),
         pytest.param(lambda: CohereTap(hosts=[1]), 'hosts', id='cohere-host-int'),  # pyright: ignore[reportArgumentType]
         pytest.param(lambda: AnthropicTap(hosts='api.anthropic.com'), 'hosts', id='anthropic-one-host-str'),
+        pytest.param(lambda: MistralTap(max_responses=0), 'max_responses', id='mistral-max-responses'),
         pytest.param(lambda: CohereTap(max_responses='5'), 'max_responses', id='cohere-max-responses'),  # pyright: ignore[reportArgumentType]
         pytest.param(lambda: PerplexityTap(strict='yes'), 'strict', id='perplexity-strict'),  # pyright: ignore[reportArgumentType]
     ],
@@ -128,6 +131,7 @@ NON_DEFAULTS: dict[str, dict[str, object]] = {
         'perplexity_tap': PerplexityTap(),
         'cohere_tap': CohereTap(),
         'anthropic_tap': AnthropicTap(),
+        'mistral_tap': MistralTap(),
         'marker_sources': {'s1': K2},
         'recover_raw': False,
         'observe_stream_end': False,
