@@ -58,7 +58,7 @@ try:
     from psycopg import AsyncConnection, errors
     from psycopg.conninfo import conninfo_to_dict
     from psycopg_pool import AsyncConnectionPool
-except ImportError as _e:  # pragma: no cover
+except ImportError as _e:  # pragma: no cover - the postgres extra is installed wherever the tests run
     raise ImportError(
         "`PostgresConversationStore` needs psycopg 3 and psycopg-pool: pip install 'pydantic-ai-citations[postgres]'"
     ) from _e

@@ -273,7 +273,7 @@ def replay_recording(path: str | Path, *, api: RecordingApi | None = None) -> Mo
 def _load_yaml(path: Path, data: bytes) -> object:
     try:
         import yaml
-    except ImportError as e:  # pragma: no cover
+    except ImportError as e:  # pragma: no cover - PyYAML comes with the testing extra the suite runs under
         raise ImportError(
             'Reading VCR cassettes needs PyYAML: install `pydantic-ai-citations[testing]` (or `pyyaml`).'
         ) from e

@@ -379,7 +379,7 @@ def reindex_after_trim(
         if block.message_index == new_message_index and block.path == resolved.block.path:
             return {**citation, 'search_result_index': block.index}
     # Unreachable when the message is unchanged; kept so a mismatch is reported, never guessed.
-    return CitationProblem(  # pragma: no cover
+    return CitationProblem(  # pragma: no cover - unreachable, see the comment above
         'search_result_index_out_of_range',
         f'search result {resolved.block.index} not found in the trimmed history',
         detail=_detail(resolved.block.index),

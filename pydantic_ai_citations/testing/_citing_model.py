@@ -483,7 +483,7 @@ def _cite_in_stretch(stretch: _Stretch, source: Source, style: CitingStyle) -> N
         anchor = ContentCitationAnchor(start=stretch.quote_start, end=stretch.quote_end)
         stretch.citations.append(Citation([WebCitationSource(url, title=source.title)], anchor=anchor))
         stretch.raw.append(_google_raw(stretch.text, stretch.quote_start, stretch.quote_end, source))
-    else:  # pragma: no cover
+    else:  # pragma: no cover - exhaustive: `assert_never` closes the styles
         assert_never(style)  # pyright: ignore[reportArgumentType]
 
 
