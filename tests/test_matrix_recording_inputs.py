@@ -34,11 +34,24 @@ def test_recording_whose_sdk_is_missing_names_the_extra_to_install(
     ]
 
 
-def test_live_model_the_provider_cannot_build_is_unusable_with_its_message(monkeypatch: pytest.MonkeyPatch) -> None:
-    # The matrix accepts either Cohere variable; Pydantic AI's Cohere provider reads only `CO_API_KEY`.
+def test_live_cohere_needs_the_variable_pydantic_ai_reads(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Pydantic AI's Cohere provider reads only `CO_API_KEY`: another spelling is not taken for a key.
     monkeypatch.delenv('CO_API_KEY', raising=False)
     monkeypatch.setenv('COHERE_API_KEY', 'not-used')
     matrix = anyio.run(lambda: build_matrix(probes=False, live=['cohere:command-a-03-2025']))
     [failure] = matrix.unusable_inputs
-    assert failure.source == 'cohere:command-a-03-2025'
-    assert failure.reason.startswith('UserError: Set the `CO_API_KEY` environment variable')
+    assert (failure.source, failure.reason) == ('cohere:command-a-03-2025', 'skipped: CO_API_KEY not set')
+
+
+def test_live_model_the_provider_cannot_build_is_unusable_with_its_message(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The key the matrix checks is set, but the provider cannot be built from it: its own message is the reason.
+    monkeypatch.setenv('AWS_ACCESS_KEY_ID', 'AKIA-not-used')
+    for name in ('AWS_SECRET_ACCESS_KEY', 'AWS_SESSION_TOKEN', 'AWS_PROFILE'):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv('AWS_CONFIG_FILE', '/nonexistent')
+    monkeypatch.setenv('AWS_SHARED_CREDENTIALS_FILE', '/nonexistent')
+    model = 'bedrock:us.anthropic.claude-sonnet-4-5-20250929-v1:0'
+    matrix = anyio.run(lambda: build_matrix(probes=False, live=[model]))
+    [failure] = matrix.unusable_inputs
+    assert failure.source == model
+    assert failure.reason == 'PartialCredentialsError: Partial credentials found in env, missing: AWS_SECRET_ACCESS_KEY'

@@ -93,16 +93,17 @@ LIVE_KEYS: dict[str, tuple[str, ...]] = {
     'openrouter': ('OPENROUTER_API_KEY',),
     'xai': ('XAI_API_KEY',),
     'mistral': ('MISTRAL_API_KEY',),
-    'cohere': ('CO_API_KEY', 'COHERE_API_KEY'),
+    'cohere': ('CO_API_KEY',),
     'groq': ('GROQ_API_KEY',),
 }
-"""Environment variables that must be set for `--live PROVIDER:MODEL` (any one of each tuple)."""
+"""Environment variables that must be set for `--live PROVIDER:MODEL` (any one of each tuple): the ones Pydantic AI's
+providers read."""
 
 KNOWN_UNMAPPED: dict[tuple[ApiLabel, str], str] = {
     ('mistral', 'reference'): 'Pydantic AI 2.68 drops Mistral reference chunks (`MistralModel`), no raw data survives',
     ('groq', 'search_result'): 'Groq compound search results go to `NativeToolReturnPart.content`, never to the text',
-    ('cohere', 'text_content'): 'CohereModel maps no citations; `formats.unmapped.recover_cohere_from_body` reads '
-    'them from a non-streamed body only',
+    ('cohere', 'text_content'): 'CohereModel maps no citations; `CohereTap` with `TrackCitations(cohere_tap=...)` '
+    'recovers them from the body, streamed or not',
     (
         'openai-responses',
         'container_file_citation',
