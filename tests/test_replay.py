@@ -1442,9 +1442,15 @@ def test_tap_built_replay_models_carry_their_tap() -> None:
     from pydantic_ai.models.cohere import CohereModel
     from pydantic_ai.models.openai import OpenAIResponsesModel
 
-    from pydantic_ai_citations import AnthropicTap, CohereTap, PerplexityTap
+    from pydantic_ai_citations import AnthropicTap, CohereTap, MistralTap, PerplexityTap
     from pydantic_ai_citations._models import describe_model
-    from pydantic_ai_citations._replay import TappedModel, anthropic_tap_for, cohere_tap_for, perplexity_tap_for
+    from pydantic_ai_citations._replay import (
+        TappedModel,
+        anthropic_tap_for,
+        cohere_tap_for,
+        mistral_tap_for,
+        perplexity_tap_for,
+    )
     from pydantic_ai_citations.matrix._fixtures import load_fixture
 
     perplexity = load_fixture('perplexity-agent', 'cited').model()
@@ -1459,6 +1465,9 @@ def test_tap_built_replay_models_carry_their_tap() -> None:
     anthropic = load_fixture('anthropic-messages', 'cited').model()
     assert isinstance(anthropic_tap_for(anthropic), AnthropicTap) and anthropic_tap_for(cohere) is None
     assert anthropic_tap_for(plain) is None and cohere_tap_for(anthropic) is None
+    mistral = load_fixture('mistral', 'cited').model()
+    assert isinstance(mistral_tap_for(mistral), MistralTap) and mistral_tap_for(anthropic) is None
+    assert mistral_tap_for(plain) is None and anthropic_tap_for(mistral) is None
     assert perplexity_tap_for(load_fixture('perplexity-agent', 'cited').model()) is not perplexity.tap
     assert (describe_model(perplexity).api, describe_model(cohere).api) == ('perplexity-agent', 'cohere')
     assert perplexity.model_name == perplexity.wrapped.model_name

@@ -26,7 +26,7 @@ from pydantic_ai_citations import (
     RawCitation,
     TrackCitations,
 )
-from pydantic_ai_citations._replay import anthropic_tap_for, cohere_tap_for, perplexity_tap_for
+from pydantic_ai_citations._replay import anthropic_tap_for, cohere_tap_for, mistral_tap_for, perplexity_tap_for
 from pydantic_ai_citations.formats.wire import count_wire_citations
 from pydantic_ai_citations.matrix import FIXTURE_APIS, load_fixture, scenarios
 from pydantic_ai_citations.testing import Recording, load_recording
@@ -121,6 +121,7 @@ def _load(kind: str, name: str) -> tuple[Recording, Callable[[], tuple[Model, Tr
             perplexity_tap=perplexity_tap_for(model),
             cohere_tap=cohere_tap_for(model),
             anthropic_tap=anthropic_tap_for(model),
+            mistral_tap=mistral_tap_for(model),
         )
         return model, track
 

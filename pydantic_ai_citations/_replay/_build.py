@@ -33,7 +33,7 @@ from .._models import ApiLabel, describe_model
 from ._recording import ENDPOINT_PATHS, Recording, RecordingError
 
 if TYPE_CHECKING:
-    from .._tap import AnthropicTap, CohereTap, PerplexityTap
+    from .._tap import AnthropicTap, CohereTap, MistralTap, PerplexityTap
 
 __all__ = (
     'ReplayTransport',
@@ -43,6 +43,7 @@ __all__ = (
     'cohere_tap_for',
     'copy_settings',
     'httpx2_client',
+    'mistral_tap_for',
     'mock_transport',
     'perplexity_tap_for',
     'sharing_sdk_setup',
@@ -478,17 +479,17 @@ def _perplexity_agent(recording: Recording, transport: ReplayTransport) -> Model
 
 @dataclass(init=False)
 class TappedModel(WrapperModel):
-    """A replay model served through one of the package's HTTP taps (Perplexity Agent, Cohere, Anthropic), with its tap.
+    """A replay model served through one of the package's HTTP taps (Perplexity Agent, Cohere, Anthropic, Mistral).
 
     The tap belongs to the model it was built for and goes with it: `perplexity_tap_for` / `cohere_tap_for` /
-    `anthropic_tap_for` read it
+    `anthropic_tap_for` / `mistral_tap_for` read it
     here, so nothing outside the model remembers it. Everything else is the wrapped real model class's.
     """
 
-    tap: PerplexityTap | CohereTap | AnthropicTap
+    tap: PerplexityTap | CohereTap | AnthropicTap | MistralTap
     """The tap the wrapped model's HTTP client was built with."""
 
-    def __init__(self, wrapped: Model, tap: PerplexityTap | CohereTap | AnthropicTap) -> None:
+    def __init__(self, wrapped: Model, tap: PerplexityTap | CohereTap | AnthropicTap | MistralTap) -> None:
         super().__init__(wrapped)
         self.tap = tap
 
@@ -512,15 +513,28 @@ def _mistral(recording: Recording, transport: ReplayTransport) -> Model:
     from pydantic_ai.models.mistral import MistralModel
     from pydantic_ai.providers.mistral import MistralProvider
 
+    from .._tap import MistralTap
+
     # The SDK's own sync client would build an SSL context that loads the CA bundle; replay's never connects.
+    # Served through the package's Mistral tap, as an application would set it up: `MistralModel` drops `reference`
+    # content chunks without a trace.
+    tap = MistralTap()
     client = Mistral(
         api_key=_DUMMY_KEY,
         server_url='https://api.mistral.ai',
         client=httpx2.Client(transport=mock_transport(transport, httpx2)),
-        async_client=httpx2_client(transport),
+        async_client=httpx2.AsyncClient(transport=tap.transport(mock_transport(transport, httpx2))),
     )
     provider = MistralProvider(mistral_client=client)
-    return MistralModel(recording.model_name, provider=provider, settings=copy_settings(recording))
+    return TappedModel(MistralModel(recording.model_name, provider=provider, settings=copy_settings(recording)), tap)
+
+
+def mistral_tap_for(model: Model) -> MistralTap | None:
+    """The `MistralTap` a Mistral replay model was built with, for `TrackCitations(mistral_tap=...)`."""
+    from .._tap import MistralTap
+
+    tap = model.tap if isinstance(model, TappedModel) else None
+    return tap if isinstance(tap, MistralTap) else None
 
 
 def _groq(recording: Recording, transport: ReplayTransport) -> Model:

@@ -53,6 +53,7 @@ from .._replay import (
     anthropic_tap_for,
     cohere_tap_for,
     load_recording,
+    mistral_tap_for,
     perplexity_tap_for,
     sharing_sdk_setup,
 )
@@ -351,6 +352,7 @@ async def _run(
         perplexity_tap=perplexity_tap_for(model),
         cohere_tap=cohere_tap_for(model),
         anthropic_tap=anthropic_tap_for(model),
+        mistral_tap=mistral_tap_for(model),
     )
     agent = Agent(model, capabilities=[track, *capabilities], output_type=output_type)
     with warnings.catch_warnings():

@@ -44,7 +44,7 @@ from .._answer import CitedAnswer
 from .._history import CleanStaleCitations
 from .._problems import CitationProblem
 from .._render import render_html, render_markdown
-from .._replay import RawResponse, Recording, anthropic_tap_for, cohere_tap_for, load_recording
+from .._replay import RawResponse, Recording, anthropic_tap_for, cohere_tap_for, load_recording, mistral_tap_for
 from .._store import SQLiteConversationStore
 from .._stream import FinalAnswer, TextChunk, stream_cited
 from .._track import TrackCitations
@@ -717,6 +717,8 @@ def _mapping_tokens(data: dict[str, JsonValue]) -> set[str]:
     tokens = {'url:' + v for key in _URL_KEYS if isinstance(v := data.get(key), str) and v}
     tokens |= {f'doc:{v}' for key in _DOC_KEYS if isinstance(v := data.get(key), str | int) and not isinstance(v, bool)}
     tokens |= {'title:' + v for key in _TITLE_KEYS if isinstance(v := data.get(key), str) and v}
+    ids = data.get('reference_ids')  # a Mistral `reference` chunk names its tool-result ids
+    tokens |= {f'doc:{v}' for v in (ids if isinstance(ids, list) else []) if isinstance(v, str | int)}
     for start_key, end_key in _RANGES:
         start, end = data.get(start_key, 0 if start_key in data or end_key in data else None), data.get(end_key)
         if isinstance(start, int) and isinstance(end, int):
@@ -893,8 +895,10 @@ class _Checker:
         self, cut: int | None, sent: list[dict[str, JsonValue]]
     ) -> tuple[AbstractAgent[Any, Any], TrackCitations]:
         model = self.subject.make(cut, sent)
-        # As an application with a Cohere or Anthropic tap sets it up.
-        track = TrackCitations(cohere_tap=cohere_tap_for(model), anthropic_tap=anthropic_tap_for(model))
+        # As an application with a Cohere, Anthropic or Mistral tap sets it up.
+        track = TrackCitations(
+            cohere_tap=cohere_tap_for(model), anthropic_tap=anthropic_tap_for(model), mistral_tap=mistral_tap_for(model)
+        )
         self.runs += 1
         return cast(AbstractAgent[Any, Any], self.factory(model, [track])), track
 
