@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Generator, Sequence
 from contextlib import contextmanager
 from types import TracebackType
-from typing import Any, LiteralString, TypeVar, cast
+from typing import TYPE_CHECKING, Any, LiteralString, TypeAlias, TypeVar, cast
 
 import anyio
 from pydantic_ai import ModelResponse
@@ -54,20 +54,27 @@ from ._store import (
     _versions,  # pyright: ignore[reportPrivateUsage]
 )
 
-try:
-    from psycopg import AsyncConnection, errors
-    from psycopg.conninfo import conninfo_to_dict
+if TYPE_CHECKING:
+    from psycopg import AsyncConnection
     from psycopg_pool import AsyncConnectionPool
-except ImportError as _e:  # pragma: no cover - the postgres extra is installed wherever the tests run
-    raise ImportError(
-        "`PostgresConversationStore` needs psycopg 3 and psycopg-pool: pip install 'pydantic-ai-citations[postgres]'"
-    ) from _e
 
 __all__ = ('PostgresConversationStore',)
 
 _T = TypeVar('_T')
-_Conn = AsyncConnection[tuple[Any, ...]]
+_Conn: TypeAlias = 'AsyncConnection[tuple[Any, ...]]'
 _Statements = list[tuple[str, list[tuple[object, ...]]]]
+
+
+def _pool_class() -> type[AsyncConnectionPool[_Conn]]:
+    """The pool class of psycopg, imported when a store is made (not with the package: `import *` stays light)."""
+    try:
+        from psycopg_pool import AsyncConnectionPool
+    except ImportError as e:  # pragma: no cover - the postgres extra is installed wherever the tests run
+        raise ImportError(
+            "`PostgresConversationStore` needs psycopg 3 and psycopg-pool: pip install 'pydantic-ai-citations[postgres]'"
+        ) from e
+    return AsyncConnectionPool
+
 
 _LOCK_CLASS = 7030
 """Advisory lock keys: `(_LOCK_CLASS, 0)` the store (shared by writers, exclusive for `delete` and migrations),
@@ -197,7 +204,7 @@ class PostgresConversationStore(_StoredAnswers):
             )
         self.conninfo = conninfo
         self._versions = _versions()
-        self._pool: AsyncConnectionPool[_Conn] = AsyncConnectionPool(
+        self._pool: AsyncConnectionPool[_Conn] = _pool_class()(
             conninfo, min_size=min_size, max_size=max_size, timeout=timeout, open=False, kwargs={'autocommit': True}
         )
         self._ready = False
@@ -271,7 +278,12 @@ class PostgresConversationStore(_StoredAnswers):
         """A schema that is not the one its version says (tables missing or already there) is `StoreCorruptionError`."""
         try:
             yield
-        except (errors.UndefinedTable, errors.UndefinedColumn, errors.DuplicateTable) as e:
+        except Exception as e:
+            from psycopg import errors
+            from psycopg.conninfo import conninfo_to_dict
+
+            if not isinstance(e, errors.UndefinedTable | errors.UndefinedColumn | errors.DuplicateTable):
+                raise
             where = conninfo_to_dict(self.conninfo)
             name = f'{where.get("host") or "localhost"}/{where.get("dbname") or ""}'  # never the password
             raise StoreCorruptionError(None, name, f'its schema is not the one its version says ({e})') from e
