@@ -39,9 +39,8 @@ import json
 import zlib
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from typing import Protocol, cast
+from typing import TYPE_CHECKING, Protocol, cast
 
-import httpx
 import httpx2
 from pydantic import JsonValue
 from pydantic_ai.exceptions import UserError
@@ -50,6 +49,9 @@ from ._checks import require, require_bools
 from ._problems import CitationProblem
 from .formats._sse import SseDecoder, load_json
 from .formats.perplexity import PERPLEXITY_ONLY_ITEMS, AgentStreamCollector
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = (
     'AnthropicTap',
@@ -365,7 +367,11 @@ class CohereTap:
 
     def transport(self, inner: httpx.AsyncBaseTransport | None = None) -> httpx.AsyncBaseTransport:
         """Wrap `inner` (default: a new `httpx.AsyncHTTPTransport()`) so its Cohere chat responses are recorded."""
-        return _CohereTapTransport(self, inner if inner is not None else httpx.AsyncHTTPTransport())
+        import httpx  # the cohere SDK's HTTP library: loaded when a tap is used, not with the package
+
+        from ._tap_httpx import CohereTapTransport
+
+        return CohereTapTransport(self, inner if inner is not None else httpx.AsyncHTTPTransport())
 
     def _record(self, body: dict[str, JsonValue]) -> None:
         rid = body.get('id')
@@ -381,56 +387,16 @@ def cohere_http_client(
     tap: CohereTap, *, transport: httpx.AsyncBaseTransport | None = None, timeout: float | None = 600.0
 ) -> httpx.AsyncClient:
     """An `httpx.AsyncClient` (the cohere SDK's HTTP library) whose Cohere chat responses feed `tap`."""
+    import httpx
+
     return httpx.AsyncClient(transport=tap.transport(transport), timeout=timeout)
 
 
-class _CohereTapTransport(httpx.AsyncBaseTransport):
-    def __init__(self, tap: CohereTap, inner: httpx.AsyncBaseTransport) -> None:
-        self._tap = tap
-        self._inner = inner
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        response = await self._inner.handle_async_request(request)
-        wanted = request.url.host in self._tap.hosts and request.url.path.rstrip('/').endswith('/chat')
-        content_type = response.headers.get('content-type', '')
-        if wanted and response.status_code < 400 and 'text/event-stream' in content_type:
-            body = _CohereStreamBody(self._tap)
-            stream = _HttpxSseTapStream(
-                response.stream,
-                response.headers.get('content-encoding', ''),
-                on_event=body.feed,
-                on_problem=_ignore,
-                on_close=body.close,
-            )
-            return httpx.Response(
-                response.status_code,
-                headers=response.headers,
-                stream=stream,
-                request=request,
-                extensions=response.extensions,
-            )
-        if not wanted or response.status_code >= 400 or 'json' not in content_type:
-            return response
-        raw, body = await _read_json(response.stream, response.headers.get('content-encoding', ''))
-        if isinstance(body, dict):
-            self._tap._record(cast(dict[str, JsonValue], body))  # pyright: ignore[reportPrivateUsage]
-        return httpx.Response(
-            response.status_code, headers=response.headers, content=raw, request=request, extensions=response.extensions
-        )
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-
-class _HttpxSseTapStream(_SseTapStream, httpx.AsyncByteStream):
-    """`_SseTapStream` for a client built on `httpx` (the cohere SDK's), which checks the stream's type."""
-
-
-def _ignore(problem: CitationProblem) -> None:
+def ignore_problem(problem: CitationProblem) -> None:
     """A tap without a place for problems (an unreadable stream keeps nothing to recover from)."""
 
 
-class _CohereStreamBody:
+class CohereStreamBody:
     """Rebuilds a Cohere v2 chat body (`id`, `message.content`, `message.citations`) from its stream events."""
 
     def __init__(self, tap: CohereTap) -> None:
