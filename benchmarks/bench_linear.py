@@ -123,8 +123,8 @@ PATHS = [
     pytest.param(renderer(render_html), 16_000, 7, id='render-html-16k-spans'),
     pytest.param(renderer(render_markdown), 16_000, 7, id='render-markdown-16k-spans'),
     pytest.param(renderer(lambda a: render_markdown(a, style='footnotes')), 16_000, 7, id='render-footnotes-16k-spans'),
-    pytest.param(repair, 200_000, 3, id='repair-200k-chars-100-citations'),
-    pytest.param(sse_one_chunk, 80_000, 5, id='sse-80k-events-one-chunk'),
+    pytest.param(repair, 200_000, 9, id='repair-200k-chars-100-citations'),
+    pytest.param(sse_one_chunk, 80_000, 11, id='sse-80k-events-one-chunk'),
 ]
 
 
