@@ -534,27 +534,41 @@ class _AnthropicStreamBlocks:
             self._blocks.append(record)
 
 
-class _AnthropicTapTransport(httpx2.AsyncBaseTransport):
-    def __init__(self, tap: AnthropicTap, inner: httpx2.AsyncBaseTransport) -> None:
+class _RecordingTransport(httpx2.AsyncBaseTransport):
+    """Hands one endpoint's responses to a tap as they pass: an SSE stream event by event, a JSON body whole.
+
+    The body is asked for uncompressed, so the tap reads the bytes the SDK receives; error responses and other
+    endpoints pass untouched. Subclasses say which endpoint (`path`), how events and bodies are read, and whose.
+    """
+
+    path = ''
+    provider = ''
+
+    def __init__(self, tap: AnthropicTap | MistralTap, inner: httpx2.AsyncBaseTransport) -> None:
         self._tap = tap
         self._inner = inner
 
+    def on_event(self) -> Callable[[object], None]:
+        """A fresh reader of one streamed response's events."""
+        raise NotImplementedError
+
+    def on_body(self, body: dict[str, object]) -> None:
+        """Read one JSON response body."""
+        raise NotImplementedError
+
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        wanted = request.url.host in self._tap.hosts and request.url.path.rstrip('/').endswith('/messages')
-        if wanted:  # an uncompressed body, so the tap can read the bytes the SDK receives
+        wanted = request.url.host in self._tap.hosts and request.url.path.rstrip('/').endswith(self.path)
+        if wanted:
             request.headers['accept-encoding'] = 'identity'
         response = await self._inner.handle_async_request(request)
         content_type = response.headers.get('content-type', '')
         if not wanted or response.status_code >= 400:
             return response
+        encoding = response.headers.get('content-encoding', '')
         if 'text/event-stream' in content_type:
-            blocks = _AnthropicStreamBlocks(self._tap)
+            problems = self._tap.problems.append
             stream = _SseTapStream(
-                response.stream,
-                response.headers.get('content-encoding', ''),
-                on_event=blocks.feed,
-                on_problem=self._tap.problems.append,
-                on_close=_nothing,
+                response.stream, encoding, on_event=self.on_event(), on_problem=problems, on_close=_nothing
             )
             return httpx2.Response(
                 response.status_code,
@@ -565,20 +579,12 @@ class _AnthropicTapTransport(httpx2.AsyncBaseTransport):
             )
         if 'json' not in content_type:
             return response
-        raw, body = await _read_json(response.stream, response.headers.get('content-encoding', ''))
+        raw, body = await _read_json(response.stream, encoding)
         if isinstance(body, dict):
-            body_map = cast(dict[str, object], body)
-            content = body_map.get('content')
-            items: list[object] = cast(list[object], content) if isinstance(content, list) else []
-            blocks = [
-                _text_block(cast(dict[str, object], b))
-                for b in items
-                if isinstance(b, dict) and cast(dict[str, object], b).get('type') == 'text'
-            ]
-            self._tap._record(body_map.get('id'), blocks)  # pyright: ignore[reportPrivateUsage]
+            self.on_body(cast(dict[str, object], body))
         else:
             self._tap.problems.append(
-                CitationProblem('unreadable_raw_data', 'An Anthropic JSON body could not be read.')
+                CitationProblem('unreadable_raw_data', f'{self.provider} JSON body could not be read.')
             )
         return httpx2.Response(
             response.status_code, headers=response.headers, content=raw, request=request, extensions=response.extensions
@@ -586,6 +592,24 @@ class _AnthropicTapTransport(httpx2.AsyncBaseTransport):
 
     async def aclose(self) -> None:
         await self._inner.aclose()
+
+
+class _AnthropicTapTransport(_RecordingTransport):
+    path = '/messages'
+    provider = 'An Anthropic'
+
+    def on_event(self) -> Callable[[object], None]:
+        return _AnthropicStreamBlocks(cast(AnthropicTap, self._tap)).feed
+
+    def on_body(self, body: dict[str, object]) -> None:
+        content = body.get('content')
+        items: list[object] = cast(list[object], content) if isinstance(content, list) else []
+        blocks = [
+            _text_block(cast(dict[str, object], b))
+            for b in items
+            if isinstance(b, dict) and cast(dict[str, object], b).get('type') == 'text'
+        ]
+        cast(AnthropicTap, self._tap)._record(body.get('id'), blocks)  # pyright: ignore[reportPrivateUsage]
 
 
 def _nothing() -> None:
@@ -690,45 +714,14 @@ def _mistral_stream(tap: MistralTap, record: MistralRecord) -> Callable[[object]
     return on_event
 
 
-class _MistralTapTransport(httpx2.AsyncBaseTransport):
-    def __init__(self, tap: MistralTap, inner: httpx2.AsyncBaseTransport) -> None:
-        self._tap = tap
-        self._inner = inner
+class _MistralTapTransport(_RecordingTransport):
+    path = '/chat/completions'
+    provider = 'A Mistral'
 
-    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        wanted = request.url.host in self._tap.hosts and request.url.path.rstrip('/').endswith('/chat/completions')
-        if wanted:  # an uncompressed body, so the tap can read the bytes the SDK receives
-            request.headers['accept-encoding'] = 'identity'
-        response = await self._inner.handle_async_request(request)
-        content_type = response.headers.get('content-type', '')
-        if not wanted or response.status_code >= 400:
-            return response
-        encoding = response.headers.get('content-encoding', '')
-        if 'text/event-stream' in content_type:
-            on_event = _mistral_stream(self._tap, MistralRecord())
-            stream = _SseTapStream(
-                response.stream, encoding, on_event=on_event, on_problem=self._tap.problems.append, on_close=_nothing
-            )
-            return httpx2.Response(
-                response.status_code,
-                headers=response.headers,
-                stream=stream,
-                request=request,
-                extensions=response.extensions,
-            )
-        if 'json' not in content_type:
-            return response
-        raw, body = await _read_json(response.stream, encoding)
-        if isinstance(body, dict):
-            body_map = cast(dict[str, object], body)
-            record = MistralRecord()
-            record.feed(_first_choice_content(body_map, 'message'))
-            self._tap._record(body_map.get('id'), record)  # pyright: ignore[reportPrivateUsage]
-        else:
-            self._tap.problems.append(CitationProblem('unreadable_raw_data', 'A Mistral JSON body could not be read.'))
-        return httpx2.Response(
-            response.status_code, headers=response.headers, content=raw, request=request, extensions=response.extensions
-        )
+    def on_event(self) -> Callable[[object], None]:
+        return _mistral_stream(cast(MistralTap, self._tap), MistralRecord())
 
-    async def aclose(self) -> None:
-        await self._inner.aclose()
+    def on_body(self, body: dict[str, object]) -> None:
+        record = MistralRecord()
+        record.feed(_first_choice_content(body, 'message'))
+        cast(MistralTap, self._tap)._record(body.get('id'), record)  # pyright: ignore[reportPrivateUsage]
