@@ -14,7 +14,7 @@ from dataclasses import KW_ONLY, dataclass, field
 from typing import Literal, Protocol
 
 from pydantic import TypeAdapter
-from pydantic_ai import ModelMessage, ModelResponse, TextPart
+from pydantic_ai import ModelMessage, ModelResponse, ModelResponsePart, TextPart
 from pydantic_ai.models import ModelRequestContext, StreamedResponse
 
 from ._answer import CitedAnswer, incomplete_reason
@@ -149,6 +149,12 @@ class RequestRecord:
     error: str | None = None
     response: ModelResponse | None = None
     recovered: dict[int, int] = field(default_factory=dict[int, int])
+    read_to_end: bool = False
+    """The event stream was read to its end (under `run_stream`, before `after_model_request` runs, on leaving the
+    block): `response` is the whole response, and a report taken now may call it complete."""
+    recovered_parts: list[ModelResponsePart] | None = None
+    """The parts recovery already ran on when the event stream ended (`TrackCitations.wrap_run_event_stream`), so
+    that `after_model_request` does not run it again on them."""
     observation: RequestObservation | None = None
 
     @classmethod
@@ -248,7 +254,7 @@ def observe(request: RequestRecord) -> RequestObservation:
         output_mode=request.output_mode,
         citations_requested=request.citations_requested,
         attempt=request.attempt,
-        complete=request.finished
+        complete=(request.finished or request.read_to_end)
         and not request.closed_early
         and request.error is None
         and incomplete_reason(response) is None,

@@ -1,7 +1,9 @@
 """Recovery: map citation data Pydantic AI leaves raw onto `TextPart.citations`, in place, after each model request.
 
-`TrackCitations` calls `recover_in_place` from its `after_model_request` hook (recovery is on by default, so the
-one-line setup keeps working). What it does, in order:
+`TrackCitations` calls `recover_in_place` from its `after_model_request` hook, and for a streamed response already when
+its events have been read to their end (under `run_stream`, inside the `async with` block); recovery is on by default,
+so the one-line setup keeps working. It is idempotent: it adds no citation or raw entry a part already holds, so a
+second run on the same parts, or on copies of them, changes nothing. What it does, in order:
 
 - OpenAI-style private-use markers (`\\ue200cite\\ue202<id>\\ue201`), when the application gave their sources
   (`TrackCitations(marker_sources=...)`): each marker becomes a citation on the sentence it closes and is removed from
@@ -20,12 +22,12 @@ the very part objects are visible there.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
 from pydantic import JsonValue
-from pydantic_ai import DocumentCitationSource, ModelResponse, RunContext, TextPart, WebCitationSource
+from pydantic_ai import Citation, DocumentCitationSource, ModelResponse, RunContext, TextPart, WebCitationSource
 
 from ._answer import FINISH_METADATA_KEY, incomplete_reason
 from ._models import ApiLabel
@@ -147,7 +149,7 @@ def _raw_in_place(response: ModelResponse, api: ApiLabel, tap: PerplexityTap | N
     for part_index, citations in recovery.citations.items():
         part = response.parts[part_index]
         if isinstance(part, TextPart) and citations:
-            part.citations = [*(part.citations or []), *citations]
+            _add_citations(part, citations)
     problems = list(recovery.problems)
     details = response.provider_details or {}
     if api == 'perplexity-sonar' or 'unmapped' in details:
@@ -228,13 +230,9 @@ def recover_cohere_in_place(response: ModelResponse, tap: CohereTap) -> list[Cit
     _, part = texts[0]
     citations = recovery.citations.get(0, [])
     if citations:
-        part.citations = [*(part.citations or []), *citations]
+        _add_citations(part, citations)
     if recovery.raw_only:
-        details = dict(part.provider_details or {})
-        kept = details.get('citations')
-        kept_list: list[object] = list(cast(list[object], kept)) if isinstance(kept, list) else []
-        details['citations'] = [*kept_list, *(r.raw for r in recovery.raw_only)]
-        part.provider_details = details
+        _add_raw(part, [r.raw for r in recovery.raw_only])
     return list(recovery.problems)
 
 
@@ -268,11 +266,7 @@ def recover_mistral_in_place(response: ModelResponse, tap: MistralTap) -> list[C
             )
         ]
     part = texts[0]
-    details = dict(part.provider_details or {})
-    kept = details.get('citations')
-    kept_list: list[object] = list(cast(list[object], kept)) if isinstance(kept, list) else []
-    details['citations'] = [*kept_list, *record.references]
-    part.provider_details = details
+    _add_raw(part, record.references)
     part.provider_name = part.provider_name or 'mistral'
     return []
 
@@ -310,10 +304,38 @@ def recover_anthropic_in_place(response: ModelResponse, tap: AnthropicTap) -> li
             continue  # Pydantic AI kept the raw list: `formats.unmapped.recover` read it
         citations, _ = search_result_block_citations(raw, part.content, part_index)
         if citations:
-            part.citations = [*(part.citations or []), *citations]
+            _add_citations(part, citations)
         part.provider_details = {**(part.provider_details or {}), 'citations': block.get('citations')}
         part.provider_name = part.provider_name or 'anthropic'  # raw provider data names its provider
     return problems
+
+
+def _add_citations(part: TextPart, citations: Sequence[Citation]) -> None:
+    """Append `citations` to `part.citations`, IN PLACE, leaving out those the part already holds.
+
+    So recovery is idempotent: run again on a part it already filled (a copy of it, or after `run_stream` ran it when
+    the stream ended), it adds nothing. Citations are compared by `repr` (dataclasses: equal values, equal reprs), so
+    the check stays linear however many citations a part holds.
+    """
+    have = part.citations or []
+    if have:
+        seen = set(map(repr, have))
+        citations = [c for c in citations if repr(c) not in seen]
+    if citations:
+        part.citations = [*have, *citations]
+
+
+def _add_raw(part: TextPart, entries: Sequence[object]) -> None:
+    """Append raw citation data to `part.provider_details['citations']` (a new dict), leaving out entries already there."""
+    details = dict(part.provider_details or {})
+    kept = details.get('citations')
+    kept_list: list[object] = list(cast(list[object], kept)) if isinstance(kept, list) else []
+    seen = set(map(repr, kept_list))
+    new = [e for e in entries if repr(e) not in seen]
+    if not new:
+        return
+    details['citations'] = [*kept_list, *new]
+    part.provider_details = details
 
 
 def _align_text_blocks(blocks: list[dict[str, JsonValue]], response: ModelResponse) -> list[int | None]:

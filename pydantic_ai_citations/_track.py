@@ -18,7 +18,11 @@ Hooks used, and why:
   recorded as `'response'` and goes on the wire exactly as it would without the capability.
 - `after_model_request` finalises the request's observation and has `_recover.recover_in_place` map raw formats
   *in place* (`agent.run_stream()` rebuilds its history from the parts manager, so only in-place changes to the part
-  objects are visible there).
+  objects are visible there). Under `run_stream` Pydantic AI calls it only when the `async with` block is left, so
+  for a streamed request `wrap_run_event_stream` already recovers once the events have been read to their end, on
+  the parts `StreamedResponse.get()` hands over (the very objects every later `get()` and the history hold), and
+  `after_model_request` skips those parts. Recovery adds nothing a part already holds, so running it twice on a
+  rebuilt copy never duplicates a citation.
 
 Per-run state lives on the instance `for_run` returns; the agent-level instance keeps each run's state in a bounded
 `RunRegistry` until `report(result)` / `report_run(run_id)` takes it, so reporting works from the agent-level
@@ -132,7 +136,8 @@ class TrackCitations(AbstractCapability[Any]):
     anthropic_tap: AnthropicTap | None = None
     """The `AnthropicTap` your `AnthropicProvider`'s HTTP client was made with (`anthropic_http_client(tap)`): text
     blocks cited only by `search_result_location` (which Pydantic AI drops without a trace) get their citations.
-    Default `None`."""
+    Default `None`: such a block then keeps no citation, and as Pydantic AI keeps no raw data or event of it either,
+    nothing tells that it was cited, so no problem can be recorded."""
     mistral_tap: MistralTap | None = None
     """The `MistralTap` your Mistral client's async HTTP client was made with (`async_client=mistral_http_client(tap)`):
     the `reference` content chunks `MistralModel` drops are listed in the answer's `raw_only`, with their offsets.
@@ -149,7 +154,9 @@ class TrackCitations(AbstractCapability[Any]):
     Anthropic `search_result_location`, …). Default `True`."""
     observe_stream_end: bool = True
     """Wrap the serving model to tell `'part_end'` from `'response_end'` arrival. Default `True`. Turn off under durable
-    execution (Temporal, DBOS, Prefect reject model wrappers); arrival before `PartEndEvent` is then `'part_end'`."""
+    execution (Temporal, DBOS, Prefect reject model wrappers); arrival before `PartEndEvent` is then `'part_end'`, and
+    under `run_stream` recovery (taps included) runs only when the `async with` block is left, as there is no streamed
+    response to recover from when the stream ends."""
     id: str | None = 'track_citations'
     """One per agent by default; pass a distinct id to keep two."""
 
@@ -309,20 +316,40 @@ class TrackCitations(AbstractCapability[Any]):
                 request.error = f'{type(error).__name__}: {error}'
             raise
         finally:
-            if not exhausted and request is not None and not request.finished:
-                request.closed_early = True
-                if request.stream is not None and request.response is None:
-                    request.response = partial_response(request.stream)
+            if request is not None and not request.finished:
+                self._stream_ended(ctx, request, exhausted=exhausted)
 
-    async def after_model_request(
-        self, ctx: RunContext[Any], *, request_context: ModelRequestContext, response: ModelResponse
-    ) -> ModelResponse:
-        if (state := self._run) is None or (request := current(state)) is None:
-            return response
+    def _stream_ended(self, ctx: RunContext[Any], request: RequestRecord, *, exhausted: bool) -> None:
+        """The event stream of a request `after_model_request` has not seen yet ended: read to its end, or not."""
+        if exhausted:
+            self._recover_at_stream_end(ctx, request)
+            return
+        request.closed_early = True
+        if request.stream is not None and request.response is None:
+            request.response = partial_response(request.stream)
+
+    def _recover_at_stream_end(self, ctx: RunContext[Any], request: RequestRecord) -> None:
+        """Recover when the event stream has been read to its end, before `after_model_request` runs.
+
+        Under `run_stream`, Pydantic AI calls `after_model_request` only when the `async with` block is left, and its
+        history holds `StreamedResponse.get()`: a new `ModelResponse` of the very part objects. Recovering in place on
+        those parts now means an answer read inside the block holds what recovery (taps included) finds;
+        `after_model_request` then finds the parts recovered (`_recovered_already`). Without a stream (the model was
+        not wrapped: `observe_stream_end=False`), recovery waits for `after_model_request`.
+        """
+        if request.stream is None or (response := partial_response(request.stream)) is None:
+            return
+        model = ctx.model
+        if (request.info.api == 'other' or request.info.model_class == 'FallbackModel') and isinstance(model, Model):
+            # (as `after_model_request` does with the request's model: the response names the model that served it)
+            request.info = describe_serving_model(cast(Model[Any], model), response.model_name, response.provider_name)
+        self._recover(ctx, request, response)
+        request.recovered_parts = list(response.parts)
         request.response = response
-        request.finished = True
-        if request.info.api == 'other' or request.info.model_class == 'FallbackModel':
-            request.info = describe_serving_model(request_context.model, response.model_name, response.provider_name)
+        request.read_to_end = True
+
+    def _recover(self, ctx: RunContext[Any], request: RequestRecord, response: ModelResponse) -> None:
+        """Check marker placement and map raw formats onto `response`'s parts, in place (`_recover.recover_in_place`)."""
         sources = self.marker_sources(ctx) if callable(self.marker_sources) else self.marker_sources
         for index, part in enumerate(response.parts):  # where markers stand, before recovery removes them
             if isinstance(part, TextPart) and MARKER_START in part.content:  # (it reports unknown ids itself)
@@ -341,6 +368,18 @@ class TrackCitations(AbstractCapability[Any]):
             request.recovered[index] = count
             request.arrivals.setdefault(index, 'response_end' if request.streamed else 'response')
         self.add_run_problems(recovery.problems)
+
+    async def after_model_request(
+        self, ctx: RunContext[Any], *, request_context: ModelRequestContext, response: ModelResponse
+    ) -> ModelResponse:
+        if (state := self._run) is None or (request := current(state)) is None:
+            return response
+        request.response = response
+        request.finished = True
+        if request.info.api == 'other' or request.info.model_class == 'FallbackModel':
+            request.info = describe_serving_model(request_context.model, response.model_name, response.provider_name)
+        if not _recovered_already(request, response):
+            self._recover(ctx, request, response)
         if self.recover_raw and (problem := raw_annotations_problem(request.info.api, request_context.model_settings)):
             self.add_run_problems([problem])
         if not request.streamed:
@@ -406,6 +445,19 @@ class TrackCitations(AbstractCapability[Any]):
             "among its capabilities (get the agent's own with `TrackCitations.of(agent)`), or its report was "
             'already taken.'
         )
+
+
+def _recovered_already(request: RequestRecord, response: ModelResponse) -> bool:
+    """Whether recovery already ran on `response`'s parts (or equal copies) when its event stream ended.
+
+    Forgets those parts either way. Other parts (another capability rebuilt the response) are recovered again;
+    recovery adds nothing a part already holds, so that never duplicates a citation.
+    """
+    done, request.recovered_parts = request.recovered_parts, None
+    parts = response.parts
+    return (
+        done is not None and len(done) == len(parts) and all(a is b or a == b for a, b in zip(done, parts, strict=True))
+    )
 
 
 def _raw_annotations_setting(ctx: RunContext[Any]) -> ModelSettings:

@@ -326,10 +326,10 @@ async def test_seams_hold_on_replayed_search_result_locations(path: Path):
     report.assert_ok()
 
 
-@pytest.mark.xfail(strict=True, reason='known gap: tap recovery runs in `after_model_request`, on leaving run_stream')
 async def test_run_stream_answer_read_inside_the_block_holds_tap_citations():
-    """Under `run_stream`, Pydantic AI calls `after_model_request` when the `async with` block exits, so an answer
-    read inside the block does not hold what only the tap saw yet (read after the block, it does)."""
+    """Under `run_stream`, Pydantic AI calls `after_model_request` only when the `async with` block exits;
+    `TrackCitations` recovers when the stream has been read to its end, so an answer read inside the block holds what
+    only the tap saw."""
     from pydantic_ai_citations.testing import check_seams
 
     report = await check_seams(load_recording(STREAM), paths=list(RUN_STREAM_PATHS), max_cuts=0)
