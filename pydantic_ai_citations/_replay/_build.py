@@ -128,8 +128,8 @@ _SHARED: ContextVar[dict[str, object] | None] = ContextVar('pydantic_ai_citation
 def sharing_sdk_setup() -> Generator[None]:
     """Within this block, replay models share the SDK setup that is costly to build and holds nothing per model.
 
-    Today that is the botocore session (the service definitions it loads, about 100 ms per session); each model
-    still gets its own client and transport. What is shared lives as long as the block: a matrix run wraps its
+    Today that is the botocore session (the service definitions it loads, about 100 ms per session) and the SSL
+    context the Google clients are given; each model still gets its own client and transport. What is shared lives as long as the block: a matrix run wraps its
     probes in one.
     """
     token = _SHARED.set({})
@@ -236,6 +236,7 @@ def _openai(recording: Recording, transport: ReplayTransport) -> Model:
 
 
 def _google(recording: Recording, transport: ReplayTransport) -> Model:
+    import httpx2
     from google.genai import Client
     from google.genai.types import HttpOptions
     from pydantic_ai.models import get_user_agent
@@ -243,12 +244,14 @@ def _google(recording: Recording, transport: ReplayTransport) -> Model:
     from pydantic_ai.providers.google import GoogleProvider
     from pydantic_ai.providers.google_cloud import GoogleCloudProvider
 
-    # The client is built here, as the providers would build it, for one difference: google-genai makes two SSL
+    # The client is built here, as the providers would build it, for two differences: google-genai makes two SSL
     # contexts per client that load the CA bundle (tens of ms each) for connections replay never opens; it gets
-    # one that loads nothing (and so could verify no server).
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    # one that loads nothing (and so could verify no server), shared by the models of a matrix run. And it builds a
+    # sync `httpx` client (with a connection pool) `GoogleModel` never uses; it gets one on the replay transport.
+    context = shared('google-ssl-context', lambda: ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT))
     options = HttpOptions(
         headers={'user-agent': get_user_agent()},
+        httpx_client=httpx2.Client(transport=mock_transport(transport, httpx2)),
         # An explicit timeout: google-genai warns about httpx's short default otherwise.
         httpx_async_client=httpx2_client(transport, timeout=600),
         timeout=600_000,
