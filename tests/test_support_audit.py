@@ -11,6 +11,7 @@ import sys
 from collections.abc import Iterator
 from importlib.machinery import ModuleSpec
 from pathlib import Path
+from typing import Any, cast
 
 import anyio
 import pytest
@@ -31,12 +32,14 @@ from pydantic_ai_citations.support import (
     Passage,
     SupportTally,
     _audit_run,
+    _report,
     audit,
     audit_answers,
     audit_report_ta,
     audit_to_html,
     audit_to_markdown,
     audited_citation_ta,
+    split_passages,
     summarize,
 )
 from pydantic_ai_citations.support._audit_run import partitions
@@ -245,6 +248,48 @@ def test_file_sources(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     assert run(one)[0] == run(ANSWERS[:1])[0]
 
 
+def json_lines(tmp_path: Path) -> Path:
+    """`ANSWERS` as JSON Lines with CRLF ends, blank and whitespace-only lines (one of them not ASCII)."""
+    lines = [a.to_json().decode() for a in ANSWERS]
+    lines[3:3] = ['', '  \t', '\u00a0\u2003']
+    path = tmp_path / 'answers.jsonl'
+    path.write_bytes(('\r\n'.join(lines) + '\r\n\r\n').encode())
+    return path
+
+
+@pytest.mark.parametrize('size', [1, 4, 500])
+def test_json_lines_cut_into_byte_ranges_read_the_same(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, size: int):
+    path = json_lines(tmp_path)
+    monkeypatch.setattr(_audit_run, '_CHUNK', 7)  # lines cross every read boundary
+    read = list(partitions(path, size))
+    ranged = list(partitions(path, size, ranges=True))
+    assert [(p.index, p.first, p.answers) for p in ranged] == [(p.index, p.first, p.answers) for p in read]
+    assert all(p.lines is not None and not p.items for p in ranged)
+    assert [p.lines.read() for p in ranged if p.lines] == [p.items for p in read]
+    assert read[-1].items[-1].where == 'line 27'  # line numbers count the blank lines
+    assert run(path, partition_size=size)[0] == run(ANSWERS)[0]
+    assert list(partitions(iter(ANSWERS), size, ranges=True)) == list(partitions(iter(ANSWERS), size))  # not a file
+
+
+def test_byte_ranges_check_the_file(tmp_path: Path):
+    path = json_lines(tmp_path)
+    [part] = partitions(path, 500, ranges=True)
+    assert part.lines is not None
+    with path.open('ab') as file:
+        file.write(b'\n')
+    with pytest.raises(AuditInputError, match='changed while it was audited, or is another file here'):
+        part.lines.read()
+    path.unlink()
+    with pytest.raises(AuditInputError, match='cannot be read where its answers are checked'):
+        part.lines.read()
+    bad = tmp_path / 'bad.jsonl'
+    bad.write_bytes(ANSWERS[0].to_json() + b'\n\xff\xfe\n')
+    with pytest.raises(AuditInputError, match='line 2 is not UTF-8 text'):
+        list(partitions(bad, 500, ranges=True))
+    with pytest.raises(AuditInputError, match='line 2 is not UTF-8 text'):
+        run(bad)
+
+
 @pytest.mark.parametrize(
     ('text', 'message'),
     [
@@ -328,16 +373,34 @@ def test_conversation_store_source(tmp_path: Path):
 # --- Dask --------------------------------------------------------------------------------------------------------------
 
 
-def test_dask_client_gives_the_same_results():
+def audit_plugins(dask_worker: Any) -> list[str]:
+    return [name for name in dask_worker.plugins if name.startswith('pydantic-ai-citations-audit')]
+
+
+def test_dask_client_gives_the_same_results(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     from distributed import Client, LocalCluster
 
+    split: list[str] = []
+
+    def counted(text: str, *, min_words: int) -> list[Passage]:
+        split.append(text[:20])
+        return split_passages(text, min_words=min_words)
+
+    monkeypatch.setattr(_report, 'split_passages', counted)
     expected = run(ANSWERS, partition_size=3)
+    assert len(split) == 2  # the two readable pages, once each for the whole run
+    path = json_lines(tmp_path)
     cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=':0')
     with cluster, Client(cluster) as client:
+        split.clear()
         assert run(ANSWERS, partition_size=3, client=client) == expected
+        assert len(split) <= 4  # once per worker for the whole run, not once per partition (8 of them)
+        assert run(path, partition_size=3, client=client) == expected  # the workers read their byte ranges
         assert run(ANSWERS, 'html', partition_size=2, client=client)[0] == run(ANSWERS, 'html')[0]
         with pytest.raises(AuditInputError, match='answer 2 is not a CitedAnswer'):
             run([ANSWERS[0], 'oops'], client=client)  # type: ignore[list-item]
+        left = cast(dict[str, list[str]], client.run(audit_plugins))  # pyright: ignore[reportUnknownMemberType]
+        assert left == {w: [] for w in left} and len(left) == 2  # each run's pages and caches are gone
     with pytest.raises(TypeError, match='client must be a distributed.Client'):
         run(ANSWERS, client=object())
 

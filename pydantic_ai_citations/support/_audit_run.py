@@ -13,13 +13,14 @@ every check at once, whatever the partitioning and wherever the partitions ran. 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import tempfile
 from collections.abc import AsyncIterator, Callable, Generator, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, Protocol, TextIO, cast
+from typing import TYPE_CHECKING, BinaryIO, Literal, Protocol, TextIO, cast
 
 import anyio.from_thread
 from pydantic import TypeAdapter, ValidationError
@@ -194,24 +195,33 @@ def _list_items(file: TextIO, buffer: str) -> Iterator[_Item]:
         pos = end
 
 
+def _is_json_lines(path: Path) -> bool:
+    """Whether the file is JSON Lines: not a JSON list, and its first line is JSON on its own."""
+    with path.open('rb') as file:
+        head = file.read(_CHUNK)
+        if head.lstrip().startswith(b'['):
+            return False
+        first = (head + file.readline()).partition(b'\n')[0]
+    try:
+        json.loads(first)
+    except ValueError:  # not JSON, or not UTF-8: read as one answer, where what is wrong is reported
+        return False
+    return True
+
+
 def _read_file(path: Path) -> Iterator[_Item]:
+    if _is_json_lines(path):
+        with path.open('rb') as file:
+            yield from _json_lines(file, 1)
+        return
     with path.open(encoding='utf-8') as file:
         head = file.read(_CHUNK)
         stripped = head.lstrip()
         if stripped.startswith('['):
             yield from _list_items(file, stripped[1:])
             return
-        text = head + file.readline()  # the first line, whole
-        first, _, rest = text.partition('\n')
-        try:
-            json.loads(first)
-        except json.JSONDecodeError:
-            # Not JSON Lines: one answer spread over several lines (or not JSON at all, reported where parsed).
-            yield _Item('the file', None, text + file.read())
-            return
-        for n, raw in enumerate(_lines(first + '\n' + rest, file), 1):
-            if raw.strip():
-                yield _Item(f'line {n}', None, raw)
+        # Not JSON Lines: one answer spread over several lines (or not JSON at all, reported where parsed).
+        yield _Item('the file', None, head + file.read())
 
 
 def _file_items(path: Path) -> Iterator[_Item]:
@@ -225,17 +235,90 @@ def _file_items(path: Path) -> Iterator[_Item]:
         raise AuditInputError(f'{str(path)!r} is not {what}: {e}') from e
 
 
-def _lines(start: str, file: TextIO) -> Iterator[str]:
-    pending = start
+def _byte_lines(file: BinaryIO, end: int | None = None) -> Iterator[tuple[bytes, int]]:
+    """The lines of `file` from where it is up to byte `end` (default: its end), without their `\\n`.
+
+    Each comes with its size in the file (`\\n` included), so callers can keep byte offsets.
+    """
+    left = None if end is None else end - file.tell()
+    pending = b''
     while True:
-        *complete, pending = pending.split('\n')
-        yield from complete
-        more = file.read(_CHUNK)
+        more = file.read(_CHUNK if left is None else min(_CHUNK, left))
         if not more:
             if pending:
-                yield pending
+                yield pending, len(pending)
             return
-        pending += more
+        if left is not None:
+            left -= len(more)
+        *complete, pending = (pending + more).split(b'\n')
+        for line in complete:
+            yield line, len(line) + 1
+
+
+def _decoded(line: bytes, n: int) -> str:
+    try:
+        return line.decode('utf-8')
+    except UnicodeDecodeError as e:
+        raise AuditInputError(f'line {n} is not UTF-8 text: {e}') from e
+
+
+def _json_lines(file: BinaryIO, first_line: int, end: int | None = None) -> Iterator[_Item]:
+    """The answers of JSON Lines from where `file` is (line number `first_line`) up to byte `end`, blank lines skipped.
+
+    Lines end at `\\n` (a `\\r` before it is JSON whitespace), whether the file is read here or by a partition.
+    """
+    for n, (line, _) in enumerate(_byte_lines(file, end), first_line):
+        text = _decoded(line, n)
+        if text.strip():
+            yield _Item(f'line {n}', None, text)
+
+
+@dataclass(frozen=True)
+class FileLines:
+    """A partition's lines of a JSON Lines file, read where the partition is checked (a worker on this machine)."""
+
+    path: str
+    """The file."""
+    stamp: tuple[int, int]
+    """Its size and modification time (ns) when it was cut into partitions: the reader checks it reads the same."""
+    start: int
+    """Byte offset of the partition's first line."""
+    end: int
+    """Byte offset just past its last line."""
+    first_line: int
+    """Line number of its first line (1-based)."""
+    answers: int
+    """Answers (non-blank lines) in it."""
+
+    def read(self) -> list[_Item]:
+        """The partition's answers, as JSON text."""
+        try:
+            with open(self.path, 'rb') as file:
+                found = os.fstat(file.fileno())
+                if (found.st_size, found.st_mtime_ns) != self.stamp:
+                    raise AuditInputError(f'{self.path!r} changed while it was audited, or is another file here.')
+                file.seek(self.start)
+                return list(_json_lines(file, self.first_line, self.end))
+        except OSError as e:
+            raise AuditInputError(f'{self.path!r} cannot be read where its answers are checked: {e}') from e
+
+
+def _file_ranges(path: Path, size: int) -> Iterator[Partition]:
+    """A JSON Lines file cut into partitions of `size` answers by byte range, read only to find the line ends."""
+    found = path.stat()
+    stamp = (found.st_size, found.st_mtime_ns)
+    index, first, answers, start, first_line, offset = 0, 1, 0, 0, 1, 0
+    with path.open('rb') as file:
+        for n, (line, length) in enumerate(_byte_lines(file), 1):
+            offset += length
+            if not _decoded(line, n).strip():
+                continue
+            answers += 1
+            if answers == size:
+                yield Partition(index, first, [], FileLines(str(path), stamp, start, offset, first_line, answers))
+                index, first, answers, start, first_line = index + 1, first + size, 0, offset, n + 1
+    if answers:
+        yield Partition(index, first, [], FileLines(str(path), stamp, start, offset, first_line, answers))
 
 
 def _store_items(store: StoredAnswers, batch_size: int) -> Iterator[_Item]:
@@ -271,13 +354,27 @@ class Partition:
     first: int
     """1-based position of its first answer in the source."""
     items: list[_Item]
-    """Its answers."""
+    """Its answers (none when `lines` says where to read them)."""
+    lines: FileLines | None = None
+    """Where its answers are in a JSON Lines file, when they are read where the partition is checked."""
+
+    @property
+    def answers(self) -> int:
+        """How many answers it has."""
+        return len(self.items) if self.lines is None else self.lines.answers
 
 
-def partitions(source: AnswerSource, size: int) -> Iterator[Partition]:
-    """The source, read lazily, `size` answers per partition."""
+def partitions(source: AnswerSource, size: int, *, ranges: bool = False) -> Iterator[Partition]:
+    """The source, read lazily, `size` answers per partition.
+
+    With `ranges`, a JSON Lines file is cut into byte ranges that the partitions read themselves (the places that
+    check them must see the same file), instead of carrying their answers.
+    """
     if size < 1:
         raise UserError(f'partition_size must be at least 1, got {size!r}.')
+    if ranges and isinstance(source, str | Path) and _is_json_lines(Path(source)):
+        yield from _file_ranges(Path(source), size)
+        return
     batch: list[_Item] = []
     index, first = 0, 1
     for item in _items(source, size):
@@ -366,17 +463,33 @@ def _render(fmt: AuditFormat, n: int, item: _Item, audited: AuditedAnswer) -> st
     return html_answer(n, audited)
 
 
-def check_partition(partition: Partition, pages: Pages, options: AuditOptions, fmt: AuditFormat) -> PartitionResult:
-    """Check every answer of `partition` (a module-level function: Dask ships it to workers by reference)."""
-    cache = page_cache()
-    lookups = _CachedPages(pages)
+class AuditCache:
+    """What the partitions of one audit checked in one place (this process, or a worker thread) share.
+
+    The split and indexed pages and the page lookups, each bounded (`limit` pages), so a page is split once per place
+    and not once per partition. Valid for one `pages` and one `AuditOptions`: made for a run and dropped with it.
+    """
+
+    def __init__(self, pages: Pages, limit: int = 64) -> None:
+        self.pages: Mapping[str, PageSnapshot | str | bytes] = _CachedPages(pages, limit)
+        """Page lookups (a snapshot store is not asked again for every citation)."""
+        self.split = page_cache(limit)
+        """Split and indexed pages, by page key."""
+
+
+def check_partition(
+    partition: Partition, cache: AuditCache, options: AuditOptions, fmt: AuditFormat
+) -> PartitionResult:
+    """Check every answer of `partition` against the pages of `cache` (made for these `options`)."""
+    items = partition.items if partition.lines is None else partition.lines.read()
     outputs: list[str] = []
-    tally = SupportTally()
-    for n, item in enumerate(partition.items, partition.first):
+    checks: list[CitationCheck] = []
+    page_passages: dict[str, int] = {}
+    for n, item in enumerate(items, partition.first):
         answer = _parse(item)
         report = check_lexical(
             answer,
-            lookups,
+            cache.pages,
             threshold=options.threshold,
             weak_threshold=options.weak_threshold,
             judge=None,
@@ -384,13 +497,16 @@ def check_partition(partition: Partition, pages: Pages, options: AuditOptions, f
             min_passage_words=options.min_passage_words,
             min_claim_words=options.min_claim_words,
             max_bytes=options.max_bytes,
-            page_cache=cache,
+            page_cache=cache.split,
         )
         audited = AuditedAnswer(answer.text, answer.provider_name, answer.model_name, report)
         outputs.append(_render(fmt, n, item, audited))
-        tally = tally.merge(SupportTally.of(report.checks, report.page_passages))
+        checks += report.checks
+        page_passages.update(report.page_passages)
     separator = ',' if fmt == 'json' else ''
-    return PartitionResult(partition.index, len(partition.items), separator.join(outputs), tally)
+    # One tally of the partition's checks in order: the same counts as merging one tally per answer.
+    tally = SupportTally.of(checks, page_passages)
+    return PartitionResult(partition.index, len(items), separator.join(outputs), tally)
 
 
 # --- writing -----------------------------------------------------------------------------------------------------------
@@ -438,14 +554,16 @@ class _Writer:
             self.body.close()
 
 
-Checker = Callable[[Iterator[Partition], Pages, AuditOptions, AuditFormat], Iterator[PartitionResult]]
+Checker = Callable[[AnswerSource, int, Pages, AuditOptions, AuditFormat], Iterator[PartitionResult]]
+"""Checks the partitions of `size` answers of a source, and yields their results in order."""
 
 
 def _in_process(
-    parts: Iterator[Partition], pages: Pages, options: AuditOptions, fmt: AuditFormat
+    source: AnswerSource, size: int, pages: Pages, options: AuditOptions, fmt: AuditFormat
 ) -> Iterator[PartitionResult]:
-    for partition in parts:
-        yield check_partition(partition, pages, options, fmt)
+    cache = AuditCache(pages)  # this run's, dropped when it ends
+    for partition in partitions(source, size):
+        yield check_partition(partition, cache, options, fmt)
 
 
 @contextmanager
@@ -505,7 +623,7 @@ def audit_answers(
     answers = count = 0
     try:
         with _checker(workers, scheduler, client) as checker:
-            for result in checker(partitions(source, partition_size), pages, options, format):
+            for result in checker(source, partition_size, pages, options, format):
                 writer.add(result)
                 tally = tally.merge(result.tally)
                 answers += result.answers

@@ -2,18 +2,34 @@
 
 Imported only when an audit asks for a cluster, so the support module works without the `[audit]` extra. The
 driver submits a few partitions per worker and submits the next one as each finishes (the source is never read far
-ahead of the workers), and hands results on in partition order. The pages go to every worker once.
+ahead of the workers), and hands results on in partition order.
+
+The pages and options go to every worker once, in a worker plugin registered for the run (`_AuditRun`): a task
+carries only its partition and the plugin's name. The plugin keeps the run's `AuditCache` on each worker thread, so
+a worker splits each page once per run, not once per partition; removing the plugin when the run ends drops it.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import logging
+import threading
+import uuid
 from collections.abc import Generator, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
-from typing import Any
+from typing import Any, cast
 
-from ._audit_run import AuditFormat, AuditOptions, Checker, Partition, PartitionResult, check_partition
+from ._audit_run import (
+    AnswerSource,
+    AuditCache,
+    AuditFormat,
+    AuditOptions,
+    Checker,
+    Partition,
+    PartitionResult,
+    check_partition,
+    partitions,
+)
 from ._report import Pages
 
 __all__ = ('dask_checker',)
@@ -25,7 +41,7 @@ if _MISSING:
         '`pip install "pydantic-ai-citations[audit]"`.'
     )
 
-from distributed import Client, LocalCluster, as_completed  # noqa: E402
+from distributed import Client, LocalCluster, WorkerPlugin, as_completed, get_worker  # noqa: E402
 
 IN_FLIGHT_PER_WORKER = 2
 """Partitions submitted or waiting to be written, per worker thread: enough to keep workers busy, no more."""
@@ -39,11 +55,43 @@ def _window(client: Any) -> int:
     return max(2, IN_FLIGHT_PER_WORKER * sum(threads.values()) + 1)
 
 
-def _checker(client: Any) -> Checker:
+class _AuditRun(WorkerPlugin):
+    """One audit's pages and options on a worker, and the caches its partitions share there (one per thread)."""
+
+    def __init__(self, pages: Pages, options: AuditOptions, fmt: AuditFormat) -> None:
+        self.pages = pages
+        self.options = options
+        self.fmt: AuditFormat = fmt
+        self.local: threading.local | None = None  # made on the worker: each thread checks with its own cache
+
+    def setup(self, worker: object) -> None:
+        self.local = threading.local()
+
+    def teardown(self, worker: object) -> None:
+        self.local = None  # the run is over: its caches go
+
+    def check(self, partition: Partition) -> PartitionResult:
+        local = self.local
+        if local is None:
+            raise RuntimeError('the audit was stopped on this worker')
+        cache: AuditCache | None = getattr(local, 'cache', None)
+        if cache is None:
+            cache = local.cache = AuditCache(self.pages)
+        return check_partition(partition, cache, self.options, self.fmt)
+
+
+def _check_on_worker(partition: Partition, run: str) -> PartitionResult:
+    """The task: check `partition` with the worker's plugin of audit `run` (module-level: shipped by reference)."""
+    return cast(_AuditRun, get_worker().plugins[run]).check(partition)
+
+
+def _checker(client: Any, *, local: bool) -> Checker:
     def check(
-        parts: Iterator[Partition], pages: Pages, options: AuditOptions, fmt: AuditFormat
+        source: AnswerSource, size: int, pages: Pages, options: AuditOptions, fmt: AuditFormat
     ) -> Iterator[PartitionResult]:
-        [shared] = client.scatter([pages], broadcast=True, hash=False)  # a key of its own: audits never share one
+        parts = partitions(source, size, ranges=local)
+        run = f'pydantic-ai-citations-audit-{uuid.uuid4().hex}'  # a name of its own: audits never share one
+        client.register_plugin(_AuditRun(pages, options, fmt), name=run)
         window = _window(client)
         pending: Any = as_completed()
         done: dict[int, PartitionResult] = {}
@@ -54,7 +102,7 @@ def _checker(client: Any) -> Checker:
                     partition = next(parts, None)
                     if partition is None:
                         break
-                    pending.add(client.submit(check_partition, partition, shared, options, fmt, pure=False))
+                    pending.add(client.submit(_check_on_worker, partition, run, pure=False))
                     submitted += 1
                 if written == submitted:
                     return
@@ -68,6 +116,7 @@ def _checker(client: Any) -> Checker:
         finally:
             for future in list(pending.futures):
                 future.cancel()
+            client.unregister_worker_plugin(run)
 
     return check
 
@@ -77,12 +126,13 @@ def dask_checker(*, workers: int | None, scheduler: str | None, client: object |
     """Check partitions on `client`, on the cluster at `scheduler`, or on a new local cluster of `workers` processes."""
     with ExitStack() as stack:
         if isinstance(client, Client):
-            yield _checker(client)
+            own: object = getattr(client, 'cluster', None)
+            yield _checker(client, local=isinstance(own, LocalCluster))  # its workers run on this machine
             return
         if client is not None:
             raise TypeError(f'client must be a distributed.Client, got {client!r}')
         if scheduler is not None:
-            yield _checker(stack.enter_context(Client(scheduler)))
+            yield _checker(stack.enter_context(Client(scheduler)), local=False)  # its workers may not see our files
             return
         cluster: Any = stack.enter_context(  # pyright: ignore[reportUnknownVariableType]
             LocalCluster(
@@ -93,4 +143,4 @@ def dask_checker(*, workers: int | None, scheduler: str | None, client: object |
                 silence_logs=logging.WARNING,
             )
         )
-        yield _checker(stack.enter_context(Client(cluster)))
+        yield _checker(stack.enter_context(Client(cluster)), local=True)
