@@ -295,7 +295,7 @@ class _Builder:
             )
             return None
         assert isinstance(source, WebCitationSource | DocumentCitationSource)
-        excerpts = [e for e in _as_str_list(source.excerpts)]
+        excerpts = _as_str_list(source.excerpts)
         if key in self.by_key:
             number = self.by_key[key]
             existing = self.sources[number - 1]
@@ -590,7 +590,9 @@ class _Text:
 def _add_part(b: _Builder, part: TextPart, text: _Text, message_index: int, part_index: int, offset: int) -> None:
     citations = cast(object, part.citations)  # read defensively: hand-built parts may hold anything
     content = text.content
-    identities: set[str] = set()
+    details = part.provider_details
+    # What the sources are known by: only needed to check raw provider data against them.
+    identities: set[str] | None = set() if details is not None and 'citations' in details else None
     if citations is not None and not isinstance(citations, list):
         b.problems.append(
             CitationProblem(
@@ -616,7 +618,8 @@ def _add_part(b: _Builder, part: TextPart, text: _Text, message_index: int, part
             continue
         numbers: list[int] = []
         for source in _iter_list(citation.sources):
-            identities.update(_identities(source))
+            if identities is not None:
+                identities.update(_identities(source))
             number = b.add_source(source, part.provider_name, where)
             if number is not None and number not in numbers:
                 numbers.append(number)
@@ -654,11 +657,10 @@ def _add_part(b: _Builder, part: TextPart, text: _Text, message_index: int, part
                 citation_index=citation_index,
             )
         )
-        if kind == 'content':
+        if kind == 'content' and identities is not None:
             identities.add(content[start:end])
 
-    details = part.provider_details
-    if details is None or 'citations' not in details:
+    if details is None or identities is None:
         return
     raw = details['citations']
     if not isinstance(raw, list):
@@ -853,9 +855,11 @@ def _as_str_list(value: object) -> list[str]:
     return [v for v in _iter_list(value) if isinstance(v, str)]
 
 
-def _iter_list(value: object) -> Iterator[object]:
+def _iter_list(value: object) -> Sequence[object]:
+    """`value` when it is a list or tuple, else nothing (read defensively: hand-built parts may hold anything)."""
     if isinstance(value, list | tuple):
-        yield from value  # pyright: ignore[reportUnknownVariableType]
+        return cast(Sequence[object], value)
+    return ()
 
 
 def _to_json_value(value: object, depth: int = 0) -> JsonValue:

@@ -90,17 +90,45 @@ async def _execute_all(conn: _Conn, statements: _Statements) -> None:
         for statement, params in statements:
             if len(params) == 1:
                 await cur.execute(_pg(statement), params[0])
+            elif params and (batch := _batch(statement, params)) is not None:
+                await cur.execute(*batch)
             elif params:
                 await cur.executemany(_pg(statement), params)
 
 
+def _batch(statement: str, rows: Sequence[tuple[object, ...]]) -> tuple[LiteralString, list[list[object]]] | None:
+    """`rows` of an `INSERT ... VALUES` as one statement with one array per column (`sql.pg_unnest`), or `None`.
+
+    Not for an upsert given one key twice: PostgreSQL refuses to update a row twice in one statement, where one
+    statement per row updates it twice (the last row wins).
+    """
+    if 'DO UPDATE' in statement and len({row[0] for row in rows}) < len(rows):
+        return None
+    columns = [list(column) for column in zip(*rows, strict=True)]
+    batched = sql.pg_unnest(statement, tuple(_pg_type(column) for column in columns))
+    return None if batched is None else (cast(LiteralString, batched), columns)
+
+
+def _pg_type(column: Sequence[object]) -> str:
+    """The PostgreSQL type of a column of parameters (the store's own: text, bytes, floats, ints, `None`s)."""
+    value = next((v for v in column if v is not None), None)
+    if isinstance(value, bytes):
+        return 'BYTEA'
+    if isinstance(value, float):
+        return 'DOUBLE PRECISION'
+    if isinstance(value, int):
+        return 'BIGINT'
+    return 'TEXT'
+
+
 async def _fetchone(conn: _Conn, statement: str, params: Sequence[object] = ()) -> tuple[Any, ...] | None:
-    cur = await conn.execute(_pg(statement), params)
+    cur = await conn.execute(_pg(statement), params, binary=True)
     return await cur.fetchone()
 
 
 async def _fetchall(conn: _Conn, statement: str, params: Sequence[object] = ()) -> list[tuple[Any, ...]]:
-    cur = await conn.execute(_pg(statement), params)
+    # Results in binary: stored messages arrive as they are, not as hex text to decode (a quarter of a `load`).
+    cur = await conn.execute(_pg(statement), params, binary=True)
     return await cur.fetchall()
 
 
@@ -374,17 +402,12 @@ class PostgresConversationStore(_StoredAnswers):
                 *record_statements,
             ]
             # One round trip: the checks and the writes go together (the lock is held); a failed check rolls back.
-            async with conn.pipeline() as pipeline, conn.cursor() as revision, conn.cursor() as has_head:
-                await revision.execute(_pg(sql.REVISION), (cid,))
-                await has_head.execute(_pg(sql.HAS_ENTRY), (head or '',))
-                async with conn.cursor() as stored:
-                    await stored.execute(_pg(sql.PG_ANY_ENTRY), (new_ids,))
-                    await _execute_all(conn, statements)
-                    await pipeline.sync()
-                    stored_before = await stored.fetchone() is not None
-                current = await revision.fetchone()
-                head_found = await has_head.fetchone() is not None
-            if (current[0] if current else None) != expected_revision:
+            async with conn.pipeline() as pipeline, conn.cursor() as checks:
+                await checks.execute(_pg(sql.PG_SAVE_CHECKS), (cid, head or '', new_ids))
+                await _execute_all(conn, statements)
+                await pipeline.sync()
+                current, head_found, stored_before = cast(tuple[str | None, bool, bool], await checks.fetchone())
+            if current != expected_revision:
                 raise ConversationConflict(cid)
             if head is not None and head not in new_ids and not head_found:
                 raise ConversationConflict(cid)

@@ -493,11 +493,12 @@ def _answer_statements(
 
 
 def _source_statements(keys: Sequence[tuple[str, _SourceKeys]]) -> _Statements:
-    return [
-        (sql.INSERT_URL_SOURCE, [(entry_id, url, host) for entry_id, k in keys for url, host in k.urls]),
-        (sql.INSERT_DOMAIN_SOURCE, [(entry_id, domain) for entry_id, k in keys for domain in k.domains]),
-        (sql.INSERT_DOCUMENT_SOURCE, [(entry_id, doc) for entry_id, k in keys for doc in k.documents]),
-    ]
+    rows: list[tuple[object, ...]] = []
+    for entry_id, k in keys:  # one statement for the three kinds of row
+        rows += [(entry_id, url, host, None) for url, host in k.urls]
+        rows += [(entry_id, None, domain, None) for domain in k.domains]
+        rows += [(entry_id, None, None, document) for document in k.documents]
+    return [(sql.INSERT_SOURCE, rows)]
 
 
 def _execute_all(conn: sqlite3.Connection, statements: _Statements) -> None:

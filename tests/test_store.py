@@ -44,6 +44,7 @@ from pydantic_ai_citations import (
     StoreCorruptionError,
     find_stale,
 )
+from pydantic_ai_citations import _store_sql as sql
 from pydantic_ai_citations._edit import METADATA_KEY
 from pydantic_ai_citations._store import SCHEMA_VERSION, migrate
 from pydantic_ai_citations._store_sql import POSTGRES
@@ -1036,6 +1037,29 @@ async def test_write_record_with_stored_entries_replaces_their_index(store: Stor
     loaded = await store.load('again')
     assert loaded is not None
     assert len(loaded.messages) == 2
+
+
+@pytest.mark.anyio
+async def test_write_record_given_one_entry_twice(store: Store) -> None:
+    """One new entry passed twice in a write: stored and indexed once (PostgreSQL cannot upsert a key twice in one
+    batched statement, so such a batch goes row by row)."""
+    question = ConversationEntry(parent_id=None, message=ModelRequest.user_text_prompt('q'))
+    answer = ConversationEntry(parent_id=question.id, message=cited('https://twice.example.com/x'))
+    record = ConversationRecord(conversation_id='twice', head_id=answer.id)
+    await store.write_record(record, new_entries=[question, answer, answer], expected_revision=None)
+    (found,) = await store.answers_citing(domain='example.com')
+    assert found.entry_id == answer.id
+    loaded = await store.load_entries('twice')
+    assert [e.id for e in loaded or []] == [question.id, answer.id]
+
+
+def test_pg_unnest_only_rewrites_plain_inserts() -> None:
+    assert sql.pg_unnest(sql.INSERT_TIP, ('TEXT', 'TEXT')) == (
+        'INSERT INTO tips (conversation_id, entry_id) SELECT * FROM unnest(CAST(%b AS TEXT[]), CAST(%b AS TEXT[]))'
+    )
+    assert sql.pg_unnest(sql.INSERT_TIP, ('TEXT',)) is None  # one type per column
+    assert sql.pg_unnest(sql.INDEX_RESOLVED, ('TEXT', 'TEXT', 'TEXT')) is None
+    assert sql.pg_unnest(sql.DELETE_TIPS, ('TEXT',)) is None
 
 
 @pytest.mark.anyio
