@@ -202,6 +202,12 @@ class _StoredBefore(Exception):
     """`write_record` was given entries that are stored already (rolls its first attempt back)."""
 
 
+def _is_unique_violation(error: Exception) -> bool:
+    from psycopg import errors  # loaded with the pool already
+
+    return isinstance(error, errors.UniqueViolation)
+
+
 class PostgresConversationStore(_StoredAnswers):
     """Pydantic AI's `ConversationStore` on PostgreSQL, with `SQLiteConversationStore`'s citation queries.
 
@@ -391,34 +397,38 @@ class PostgresConversationStore(_StoredAnswers):
             if isinstance(e.message, ModelResponse)
         ]
         record_statements = _record_statements(record, _dump_record(record))
-        new_ids = [e.id for e in new_entries]
+        new_ids = {e.id for e in new_entries}
         cid = record.conversation_id
         head = record.head_id
 
         async def write(conn: _Conn, *, new: bool) -> None:
+            # New entries and their answers are inserted as new (no speculative insertion, no update to prepare):
+            # one that is stored already fails this write, which is rolled back and done again as a write of stored
+            # entries (their answers' index rows replaced rather than added).
             statements: _Statements = [
-                (sql.INSERT_ENTRY_IF_NEW, entry_rows),
-                *_answer_statements(answer_rows, new=new, versions=self._versions),
+                (sql.INSERT_ENTRY if new else sql.INSERT_ENTRY_IF_NEW, entry_rows),
+                *_answer_statements(answer_rows, new=new, upsert=not new, versions=self._versions),
                 *record_statements,
             ]
             # One round trip: the checks and the writes go together (the lock is held); a failed check rolls back.
-            async with conn.pipeline() as pipeline, conn.cursor() as checks:
-                await checks.execute(_pg(sql.PG_SAVE_CHECKS), (cid, head or '', new_ids))
-                await _execute_all(conn, statements)
-                await pipeline.sync()
-                current, head_found, stored_before = cast(tuple[str | None, bool, bool], await checks.fetchone())
+            try:
+                async with conn.pipeline() as pipeline, conn.cursor() as checks:
+                    await checks.execute(_pg(sql.PG_SAVE_CHECKS), (cid, head or ''))
+                    await _execute_all(conn, statements)
+                    await pipeline.sync()
+                    current, head_found = cast(tuple[str | None, bool], await checks.fetchone())
+            except Exception as e:
+                if new and _is_unique_violation(e):
+                    raise _StoredBefore from e
+                raise
             if current != expected_revision:
                 raise ConversationConflict(cid)
             if head is not None and head not in new_ids and not head_found:
                 raise ConversationConflict(cid)
-            if new and stored_before:
-                raise _StoredBefore
 
         try:
             await self._write(cid, lambda conn: write(conn, new=True))
         except _StoredBefore:
-            # A caller of this primitive passed entries that are stored already: write again (rolled back), with
-            # their answers' index rows replaced rather than added.
             await self._write(cid, lambda conn: write(conn, new=False))
 
     async def delete_record(self, conversation_id: str, *, expected_revision: str) -> None:

@@ -463,12 +463,12 @@ def _versions() -> tuple[str, str]:
 
 
 def _answer_statements(
-    rows: Sequence[_AnswerRow | None], *, new: bool, versions: tuple[str, str] | None = None
+    rows: Sequence[_AnswerRow | None], *, new: bool, upsert: bool = True, versions: tuple[str, str] | None = None
 ) -> _Statements:
     """The statements that store answers and their index rows: one per table for all the answers of a save.
 
-    With `new`, the entries are known to be brand new (no index rows to replace): nothing is deleted first.
-    `versions` defaults to `_versions()`.
+    With `new`, the entries are known to be brand new (no index rows to replace): nothing is deleted first. Without
+    `upsert`, answers are inserted as new (a stored one fails the statement). `versions` defaults to `_versions()`.
     """
     found = [row for row in rows if row is not None]
     if not found:
@@ -476,7 +476,7 @@ def _answer_statements(
     (package, pydantic_ai), now = versions or _versions(), _now().isoformat()
     statements: _Statements = [
         (
-            sql.UPSERT_ANSWER,
+            sql.UPSERT_ANSWER if upsert else sql.INSERT_ANSWER,
             [
                 (r.entry_id, r.conversation_id, r.answer, r.raw, package, pydantic_ai)
                 + (r.provider_name, r.model_name, r.response_time, now)

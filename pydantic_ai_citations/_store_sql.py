@@ -105,10 +105,12 @@ ENTRIES_BATCH = (
 SOURCES_CLEAR = 'DELETE FROM answer_sources'
 ANSWERS_BATCH = 'SELECT entry_id, answer FROM answers WHERE entry_id > ? ORDER BY entry_id LIMIT ?'
 
-UPSERT_ANSWER = (
+INSERT_ANSWER = (
     'INSERT INTO answers (entry_id, conversation_id, answer, raw, package_version, pydantic_ai_version, '
-    'provider_name, model_name, response_time, stored_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) '
-    'ON CONFLICT (entry_id) DO UPDATE SET conversation_id = excluded.conversation_id, answer = excluded.answer, '
+    'provider_name, model_name, response_time, stored_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)'
+)
+UPSERT_ANSWER = INSERT_ANSWER + (
+    ' ON CONFLICT (entry_id) DO UPDATE SET conversation_id = excluded.conversation_id, answer = excluded.answer, '
     'raw = excluded.raw, package_version = excluded.package_version, '
     'pydantic_ai_version = excluded.pydantic_ai_version, provider_name = excluded.provider_name, '
     'model_name = excluded.model_name, response_time = excluded.response_time, stored_at = excluded.stored_at'
@@ -135,11 +137,9 @@ HAS_ENTRY = 'SELECT 1 FROM entries WHERE id = ?'
 INSERT_ENTRY = 'INSERT INTO entries (id, parent_id, kind, message) VALUES (?, ?, ?, ?)'
 INSERT_ENTRY_IF_NEW = INSERT_ENTRY + ' ON CONFLICT (id) DO NOTHING'
 PG_SAVE_CHECKS = (
-    'SELECT (SELECT revision FROM conversations WHERE conversation_id = ?), '
-    'EXISTS (SELECT 1 FROM entries WHERE id = ?), EXISTS (SELECT 1 FROM entries WHERE id = ANY(?))'
+    'SELECT (SELECT revision FROM conversations WHERE conversation_id = ?), EXISTS (SELECT 1 FROM entries WHERE id = ?)'
 )
-"""PostgreSQL only, what a save checks: the conversation's revision, whether its head is stored, and whether any of
-its new entries' ids is."""
+"""PostgreSQL only, what a save checks: the conversation's revision, and whether its head is stored."""
 ENTRY = 'SELECT id, parent_id, kind, message FROM entries WHERE id = ?'
 UPSERT_RECORD = (
     'INSERT INTO conversations (conversation_id, scope, revision, updated_at, record) VALUES (?, ?, ?, ?, ?) '
