@@ -14,6 +14,7 @@ therefore in at most one passage, and in exactly one when its block reaches `min
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal
 
@@ -78,10 +79,10 @@ _HTML_HINTS = (_BLOCKS | _CONTAINERS | {'span', 'a', 'b', 'i', 'em', 'strong', '
 
 @dataclass
 class _Builder:
-    """Collects raw blocks (text, start offset in the page's visible text) while walking."""
+    """Collects raw blocks (text, word count, start offset in the page's visible text) while walking."""
 
     parts: list[str]
-    blocks: list[tuple[str, int]]
+    blocks: list[tuple[str, int, int]]
     length: int = 0
 
     def add(self, text: str) -> None:
@@ -90,76 +91,119 @@ class _Builder:
     def flush(self) -> None:
         if not self.parts:
             return
-        text = ' '.join(''.join(self.parts).split())
+        words = ''.join(self.parts).split()
         self.parts.clear()
-        if text:
-            self.blocks.append((text, self.length))
+        if words:
+            text = ' '.join(words)
+            self.blocks.append((text, len(words), self.length))
             self.length += len(text) + 1
 
 
+_INLINE, _BLOCK, _CONTAINER, _SKIP, _BR, _TEXT = range(6)
+# What the walk does with each tag name (`None`: a node that is neither an element, text nor comment).
+_KINDS: dict[str | None, int] = {
+    None: _SKIP,
+    'br': _BR,
+    '-text': _TEXT,
+    **dict.fromkeys(_BLOCKS, _BLOCK),
+    **dict.fromkeys(_CONTAINERS, _CONTAINER),
+    **dict.fromkeys(_SKIPPED, _SKIP),
+}
+
+
+@dataclass
+class _Walk(_Builder):
+    """The walk's state between nodes: see the module docstring for what ends a passage."""
+
+    depth: int = 0  # open layout containers
+    marked: int = 0  # how many of them (outermost first) already hold text; the rest were opened since the last text
+    pending: bool = False  # a container that held text has ended: the next text starts a new passage
+    last_br: bool = False
+
+    def text(self) -> None:
+        """Visible (not blank) text is next."""
+        if self.pending or self.marked < self.depth:
+            # First text after a container, or inside a container opened since the last text. Empty containers
+            # (ad slots, clearfix divs) never get here, so they never split a sentence.
+            self.flush()
+            self.pending = False
+        self.marked = self.depth
+        self.last_br = False
+
+    def br(self) -> None:
+        if self.last_br:
+            self.flush()
+        else:
+            self.add(' ')
+        self.last_br = True
+
+    def open(self, kind: int) -> None:
+        if kind == _BLOCK:
+            self.flush()
+            self.pending = self.last_br = False
+        elif kind == _CONTAINER:
+            self.depth += 1
+
+    def close(self, kind: int) -> None:
+        if kind == _BLOCK:
+            self.flush()
+            self.pending = self.last_br = False
+        elif kind == _CONTAINER:
+            if self.marked >= self.depth:  # it held text: keep that text apart from what follows
+                self.pending = True
+            self.depth -= 1
+            self.marked = min(self.marked, self.depth)
+            self.last_br = False
+
+
 def _html_blocks(html: str) -> _Builder:
-    builder = _Builder([], [])
+    walk = _Walk([], [])
     tree = LexborHTMLParser(html)
     root = tree.body or tree.root
     if root is None:
-        return builder
+        return walk
     # Elements marked `hidden`, found by lexbor's selector engine once (reading each element's attributes is slow).
     hidden = {node.mem_id for node in root.css('[hidden]')}
-    # Iterative pre-order walk (deep junk must not hit the recursion limit); strings on the stack mark where a
-    # block or a container ends.
-    stack: list[LexborNode | Literal['block', 'container']] = [root]
-    depth = 0  # open layout containers
-    marked = 0  # how many of them (outermost first) already hold text; the rest were opened since the last text
-    pending = False  # a container that held text has ended: the next text starts a new passage
-    last_br = False
-    while stack:
-        item = stack.pop()
-        # `isinstance` first: comparing a node with a string serialises the node's HTML.
-        if isinstance(item, str) and item == 'block':
-            builder.flush()
-            pending = last_br = False
-            continue
-        if isinstance(item, str):
-            if marked >= depth:  # it held text: keep that text apart from what follows
-                pending = True
-            depth -= 1
-            marked = min(marked, depth)
-            last_br = False
-            continue
-        tag = item.tag
-        if tag == '-text':
-            text = item.text_content or ''
-            if text.strip():
-                if pending or marked < depth:
-                    # First text after a container, or inside a container opened since the last text. Empty
-                    # containers (ad slots, clearfix divs) never get here, so they never split a sentence.
-                    builder.flush()
-                    pending = False
-                marked = depth
-                last_br = False
-            builder.add(text)
-            continue
-        if tag is None or tag in _SKIPPED or (hidden and item.mem_id in hidden):
-            continue
-        if tag == 'br':
-            if last_br:
-                builder.flush()
-            else:
-                builder.add(' ')
-            last_br = True
-            continue
-        if tag in _BLOCKS:
-            builder.flush()
-            pending = last_br = False
-            stack.append('block')
-        elif tag in _CONTAINERS:
-            depth += 1
-            stack.append('container')
-        children = list(item.iter(include_text=True))
-        children.reverse()
-        stack.extend(children)
-    builder.flush()
-    return builder
+    parts = walk.parts
+    # Kinds by tag id, memoised for this page: custom elements get ids of their own document.
+    kinds: dict[int, int] = {}
+    # Iterative pre-order walk (deep junk must not hit the recursion limit): a stack of the open elements' child
+    # iterators, each with the kind of the element whose end its exhaustion marks.
+    stack: list[tuple[Iterator[LexborNode], int]] = []
+    children: Iterator[LexborNode] = iter((root,))
+    open_kind = _INLINE
+    while True:
+        for node in children:
+            tag_id = node.tag_id
+            kind = kinds.get(tag_id)
+            if kind is None:
+                kind = kinds[tag_id] = _KINDS.get(node.tag, _INLINE)
+            if kind == _TEXT:
+                text = node.text_content
+                if text:
+                    if not text.isspace():
+                        walk.text()
+                    parts.append(text)
+                continue
+            if kind == _SKIP or (hidden and node.mem_id in hidden):
+                continue
+            if kind == _BR:
+                walk.br()
+                continue
+            if kind != _INLINE:
+                walk.open(kind)
+            stack.append((children, open_kind))
+            children = node.iter(include_text=True)
+            open_kind = kind
+            break
+        else:
+            if open_kind != _INLINE:
+                walk.close(open_kind)
+            if not stack:
+                break
+            children, open_kind = stack.pop()
+    walk.flush()
+    return walk
 
 
 def _markdown_item(line: str) -> tuple[Literal['heading', 'item', 'rule', 'table', 'text'], str]:
@@ -194,8 +238,8 @@ class _TextBuilder:
         before = len(builder.blocks)
         builder.flush()
         if len(builder.blocks) > before and self.starts:
-            text, _ = builder.blocks[-1]
-            builder.blocks[-1] = (text, self.starts[0])
+            text, words, _ = builder.blocks[-1]
+            builder.blocks[-1] = (text, words, self.starts[0])
         self.starts.clear()
 
     def add(self, content: str, at: int) -> None:
@@ -313,8 +357,7 @@ def split_passages(
     builder = _html_blocks(html_or_text) if is_html else _text_blocks(html_or_text)
     total = max(builder.length, 1)
     out: list[Passage] = []
-    for text, start in builder.blocks:
-        words = len(text.split())
+    for text, words, start in builder.blocks:
         if words >= min_words:
             out.append(Passage(text=text, index=len(out), position=min(start / total, 1.0), word_count=words))
     return out
