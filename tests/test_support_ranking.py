@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import re
 from pathlib import Path
 
 from hypothesis import given, settings
@@ -10,6 +12,7 @@ from hypothesis import strategies as st
 from pydantic_ai_citations import CitedAnswer, CitedSpan, SourceRef
 from pydantic_ai_citations.support import Passage, PassageIndex, best_passage, check_support_sync, split_passages, terms
 from pydantic_ai_citations.support._score import coverage
+from pydantic_ai_citations.support._terms import tokens
 
 TRAPS = (Path(__file__).parent / 'pages' / 'traps.html').read_text(encoding='utf-8')
 
@@ -228,3 +231,59 @@ def test_a_stem_that_changes_the_key_is_not_used():
     index = PassageIndex(page('He was lying about the lying report from the committee.'))
     assert index.terms == (frozenset({'lying', 'report', 'committe'}),)
     assert terms('lying committee') == {'lying', 'committe'}
+
+
+_REFERENCE_WORD = re.compile(r'\d{1,3}(?:,\d{3})+(?:\.\d+)?(?!\d)|\d+(?:\.\d+)+|[^\W_]+')
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.sampled_from('ab0123456789,._ -’éЁ٣²\n'), max_size=40) | TEXTS)
+def test_tokens_are_the_one_pattern_with_numbers_normalised(text: str):
+    """`tokens` skips the number patterns when a text has no number that needs them: the same words either way."""
+    expected: list[str] = []
+    for word in _REFERENCE_WORD.findall(text.lower()):
+        if word[0].isdigit():
+            word = word.replace(',', '')
+            word = (word.lstrip('0') or '0') if word.isdigit() else word
+        expected.append(word)
+    assert tokens(text) == expected
+
+
+def reference_best(claim: str, passages: list[Passage], language: str | None) -> tuple[int, float] | None:
+    """The relevance ranking summed in full for every passage: what `PassageIndex.best` must choose."""
+    words = [tokens(p.text) for p in passages]
+    found = [terms(p.text, language=language) for p in passages]
+    surface = [{'=' + w for w in ws} | {f'{a} {b}' for a, b in zip(ws, ws[1:], strict=False)} for ws in words]
+    n = len(passages)
+    claim_words = tokens(claim)
+    claim_terms = terms(claim, language=language)
+    claim_surface = {'=' + w for w in claim_words} | {
+        f'{a} {b}' for a, b in zip(claim_words, claim_words[1:], strict=False)
+    }
+    best: tuple[int, float, float] | None = None
+    for i in range(n):
+        if not claim_terms & found[i]:
+            continue
+        relevance = 0.0
+        for feature in sorted(claim_terms & found[i]):
+            df = sum(feature in t for t in found)
+            relevance += math.log(1 + (n - df + 0.5) / (df + 0.5))
+        for feature in sorted(claim_surface & surface[i]):
+            df = sum(feature in s for s in surface)
+            relevance += math.log(1 + (n - df + 0.5) / (df + 0.5))
+        if best is None or relevance > best[1]:
+            best = (i, relevance, len(claim_terms & found[i]) / len(claim_terms))
+    return None if best is None else (best[0], best[2])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(TEXTS, min_size=1, max_size=8), st.lists(TEXTS, min_size=1, max_size=4), st.sampled_from([None, 'ru']))
+def test_the_pruned_search_chooses_what_the_full_sums_choose(texts: list[str], claims: list[str], language: str | None):
+    """Relevance is summed only for passages whose bound can still win: the choice and score are the full ranking's."""
+    passages = page(*texts)
+    index = PassageIndex(passages, language=language)  # one index for several claims, as for an answer
+    for claim in claims:
+        match = index.best(claim)
+        assert (None if match is None else (match.passage.index, match.score)) == reference_best(
+            claim, passages, language
+        )

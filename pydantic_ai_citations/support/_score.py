@@ -10,20 +10,24 @@ pairs of adjacent words. IDF comes from the page's own passages (BM25's `log(1 +
 so a word in every passage weighs almost nothing and only breaks ties, and a word in one passage weighs most.
 The chosen passage's score is still its plain coverage, so a report's numbers mean what they always meant.
 
-`PassageIndex` keeps inverted indexes (feature -> passage ids), so a claim only visits the passages that share a
-feature with it, and stems a page's words only as claims need them (see the class).
+`PassageIndex` keeps inverted indexes (feature -> passages), so a claim only visits the passages that share a term
+with it, sums the relevance of only those that can still win, and stems a page's words only as claims need them
+(see the class).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from bisect import bisect_left
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from operator import itemgetter
+from typing import cast
 
 from pydantic import TypeAdapter
 
 from ._passages import Passage
-from ._terms import latin_algorithm, term_key, terms_of_group, terms_of_words, tokens
+from ._terms import latin_algorithm, term_key, term_map, tokens
 
 __all__ = ('PassageMatch', 'PassageIndex', 'best_passage', 'coverage', 'passage_match_ta')
 
@@ -51,22 +55,28 @@ def coverage(claim_terms: frozenset[str], passage_terms: frozenset[str]) -> floa
     return len(claim_terms & passage_terms) / len(claim_terms)
 
 
-def _surface(words: Sequence[str]) -> set[str]:
-    """Surface features: each word (`=` prefix) and each pair of adjacent words (a space between); never a term."""
-    features = {'=' + w for w in words}
-    features.update([f'{a} {b}' for a, b in zip(words, words[1:], strict=False)])
-    return features
+_Feature = tuple[str, float, int, 'str | None']
+"""A surface feature of a claim found on the page: name, weight, passages (bit `i` for passage `i`), and the term
+every passage holding it holds too (`None` for stop words alone)."""
 
 
 class PassageIndex:
     """Passages of one page, indexed once for many claims: words up front, terms and word pairs as claims need them.
 
-    Building the index reads each passage once: its words (`tokens`) and a posting list per distinct word. Stemming is most of the rest of the cost, and most of a page's words never meet
-    a claim's. So the index keeps the page's words grouped by `term_key` (their first two letters) and stems a group
-    the first time a claim has a word in it (one call per word to the Snowball stemmer, the C one when PyStemmer is
-    installed); a term always has its words' key, so every passage holding a claim's term is found. Pairs of adjacent
+    Building the index reads each passage once: its words (`tokens`), and for each distinct word of the page the set
+    of passages holding it (a bit set: bit `i` for passage `i`). Stemming is most of the rest of the cost, and most of
+    a page's words never meet a claim's. So the index stems the page's words one `term_key` (first two letters) at a
+    time, the first time a claim has a word with that key (one call to the Snowball stemmer, the C one when PyStemmer
+    is installed); a term always has its words' key, so every passage holding a claim's term is found. Each word is
+    stemmed once per page: the index is the page's stem cache, and it goes away with the page. Pairs of adjacent
     words are looked up the same way: only for the pairs a claim has, among the passages holding both words. The
-    lazily filled term and pair postings are the only state that changes, and only by growing.
+    lazily filled stems, postings and features are the only state that changes, and only by growing.
+
+    A claim's relevance is summed in full only for the passages that can still win. A passage holding a surface word
+    or pair of the claim also holds that word's term (stop words aside), so each term, weighted with the features
+    that imply it, bounds what a passage gains by holding it. Terms are visited from the highest bound down (the
+    rarest first), and a passage is summed only while the bounds of the terms left could still reach the best sum
+    so far (the MaxScore method of search engines). The choice is the one the full sums give, to the last bit.
     """
 
     def __init__(self, passages: Sequence[Passage], *, language: str | None = None) -> None:
@@ -79,94 +89,145 @@ class PassageIndex:
         self.passages: tuple[Passage, ...] = tuple(passages)
         self.language = language
         self._latin = latin_algorithm(language)  # an unknown language fails here, not on the first claim
-        words: dict[str, set[int]] = {}
         self._tokens = [tokens(passage.text) for passage in self.passages]
-        self._pairs: list[frozenset[str] | None] = [None] * len(self.passages)
+        words: dict[str, int] = {}
+        get = words.get
         for i, found in enumerate(self._tokens):
-            for word in set(found):
-                ids = words.get(word)
-                if ids is None:
-                    words[word] = {i}
-                else:
-                    ids.add(i)
+            bit = 1 << i
+            for word in found:
+                words[word] = get(word, 0) | bit
         self._words = words
-        unstemmed: dict[str, list[str]] = {}
-        for word in words:
-            key = word[:2] if word.isascii() else term_key(word)
-            group = unstemmed.get(key)
-            if group is None:
-                unstemmed[key] = [word]
-            else:
-                group.append(word)
-        self._unstemmed = unstemmed
-        self._term_ids: dict[str, set[int]] = {}
-        self._pair_ids: dict[str, set[int]] = {}
+        self._vocab: list[str] | None = None  # the page's words, sorted, when the first claim comes
+        self._odd: dict[str, list[str]] = {}  # words not starting with two ASCII letters, by key
+        self._stemmed: set[str] = set()  # keys whose words are stemmed
+        self._term_of: dict[str, str | None] = {}  # this page's stems (page and claim words)
+        self._term_masks: dict[str, int] = {}
+        self._word_features: dict[str, tuple[str | None, _Feature | None]] = {}
+        self._pair_features: dict[tuple[str, str], _Feature | None] = {}
+        self._pairs: list[frozenset[tuple[str, str]] | None] = [None] * len(self.passages)
         n = len(self.passages)
         # BM25's IDF over the page's passages, by document frequency: near 0 in every passage, highest in one.
         self._idf = [math.log(1 + (n - df + 0.5) / (df + 0.5)) for df in range(n + 1)]
 
-    def _stem_group(self, key: str) -> None:
-        group = self._unstemmed.pop(key, None)
-        if group is None:
+    def _stem_keys(self, keys: Iterable[str]) -> None:
+        """Stem the page's words of these keys (those not stemmed yet) and add them to the term postings."""
+        vocab = self._vocab
+        if vocab is None:
+            vocab = self._vocab = sorted(self._words)
+            if not ''.join(vocab).isascii():
+                for word in vocab:
+                    if not word[:2].isascii():
+                        self._odd.setdefault(term_key(word), []).append(word)
+        stemmed = self._stemmed
+        group: list[str] = []
+        for key in keys:
+            if key in stemmed:
+                continue
+            stemmed.add(key)
+            if len(key) < 2:  # a one-letter word: only itself has its key
+                if key in self._words:
+                    group.append(key)
+            elif key.isascii():  # the words starting with it, then those that fold to it (`hä` -> `ha`)
+                start = bisect_left(vocab, key)
+                group += vocab[start : bisect_left(vocab, key + '\U0010ffff', start)]
+                group += self._odd.get(key, ())
+            else:
+                group += self._odd.get(key, ())
+        if not group:
             return
-        term_ids = self._term_ids
-        for word, term in zip(group, terms_of_group(group, self._latin), strict=True):
+        found = term_map(group, self._latin)
+        self._term_of.update(found)
+        masks = self._term_masks
+        words = self._words
+        for word, term in found.items():
             if term is not None:
-                ids = term_ids.get(term)
-                if ids is None:
-                    term_ids[term] = set(self._words[word])
-                else:
-                    ids |= self._words[word]
+                masks[term] = masks.get(term, 0) | words[word]
 
-    def _pair(self, pair: str) -> set[int]:
-        """Passages holding the two words of `pair` (`'a b'`) next to each other."""
-        ids = self._pair_ids.get(pair)
-        if ids is None:
-            first, second = pair.split(' ')
-            both = self._words.get(first, set()) & self._words.get(second, set())
-            ids = {i for i in both if pair in self._pairs_of(i)}
-            self._pair_ids[pair] = ids
-        return ids
+    def _learn(self, new: list[str]) -> None:
+        """Terms and surface features of a claim's words not seen on this page before."""
+        term_of = self._term_of
+        self._stem_keys({w[:2] if w.isascii() else term_key(w) for w in new})
+        rest = [w for w in new if w not in term_of]  # not on the page
+        if rest:
+            term_of.update(term_map(rest, self._latin))
+        idf = self._idf
+        words = self._words
+        for word in new:
+            term = term_of[word]
+            mask = words.get(word, 0)
+            self._word_features[word] = (term, ('=' + word, idf[mask.bit_count()], mask, term) if mask else None)
 
-    def _pairs_of(self, i: int) -> frozenset[str]:
+    def _pair(self, pair: tuple[str, str]) -> _Feature | None:
+        """The feature of a claim's pair of adjacent words, `None` if no passage holds them next to each other."""
+        first = self._words.get(pair[0], 0)
+        both = first & self._words.get(pair[1], 0)
+        mask = 0
+        while both:
+            low = both & -both
+            both ^= low
+            if pair in self._pairs_of(low.bit_length() - 1):
+                mask |= low
+        if not mask:
+            return None
+        term_of = self._term_of
+        term = term_of[pair[0]] if term_of[pair[0]] is not None else term_of[pair[1]]
+        return (f'{pair[0]} {pair[1]}', self._idf[mask.bit_count()], mask, term)
+
+    def _pairs_of(self, i: int) -> frozenset[tuple[str, str]]:
         """The pairs of adjacent words of passage `i` (made the first time a claim's pair may be in it)."""
         pairs = self._pairs[i]
         if pairs is None:
             words = self._tokens[i]
-            pairs = self._pairs[i] = frozenset(map(' '.join, zip(words, words[1:], strict=False)))
+            pairs = self._pairs[i] = frozenset(zip(words, words[1:], strict=False))
         return pairs
 
-    def _candidates(self, claim: str | frozenset[str]) -> tuple[frozenset[str], dict[int, float], dict[int, int]]:
-        """The claim's terms, and for each passage sharing one of them its relevance and its count of them."""
+    def _features(self, claim: str | frozenset[str]) -> _Claim | None:
+        """What the claim shares with the page, `None` if it shares no term."""
+        named: list[_Feature] = []
         if isinstance(claim, str):
             words = tokens(claim)
-            claim_terms = terms_of_words(words, language=self.language)
-            surface = _surface(words)
+            distinct = set(words)
+            known = self._word_features
+            new = [w for w in distinct if w not in known]
+            if new:
+                self._learn(new)
+            found: set[str | None] = set()
+            for word in distinct:
+                term, feature = known[word]
+                found.add(term)
+                if feature is not None:
+                    named.append(feature)
+            found.discard(None)
+            claim_terms = frozenset(cast('set[str]', found))
+            pairs = self._pair_features
+            for pair in set(zip(words, words[1:], strict=False)):
+                feature = pairs[pair] if pair in pairs else pairs.setdefault(pair, self._pair(pair))
+                if feature is not None:
+                    named.append(feature)
         else:
             claim_terms = claim
-            surface = set[str]()
-        for key in {term_key(t) for t in claim_terms}:
-            self._stem_group(key)
+            self._stem_keys({term_key(t) for t in claim_terms})
+        masks = self._term_masks
+        shared = sorted((t, masks[t]) for t in claim_terms if t in masks)  # sorted: the same sums every run
+        if not shared:
+            return None
+        # Surface features in the order of their names ('=word', 'first second'), as the sums have always run.
+        named.sort(key=itemgetter(0))
         idf = self._idf
-        relevance: dict[int, float] = {}
-        counts: dict[int, int] = {}
-        for term in sorted(claim_terms):  # sorted: the same sums, to the last bit, on every run
-            ids = self._term_ids.get(term)
-            if ids:
-                weight = idf[len(ids)]
-                for i in ids:
-                    relevance[i] = relevance.get(i, 0.0) + weight
-                    counts[i] = counts.get(i, 0) + 1
-        if not counts:
-            return claim_terms, relevance, counts
-        # Only passages sharing a term are candidates: shared stop words or word pairs alone back nothing.
-        for feature in sorted(surface):
-            ids = self._words.get(feature[1:]) if feature[0] == '=' else self._pair(feature)
-            if ids:
-                weight = idf[len(ids)]
-                for i in counts.keys() & ids:
-                    relevance[i] += weight
-        return claim_terms, relevance, counts
+        bounds = {t: idf[mask.bit_count()] for t, mask in shared}
+        common = 0.0
+        for _, weight, _, term in named:
+            if term is None:
+                common += weight
+            else:
+                bounds[term] += weight
+        return _Claim(
+            len(claim_terms),
+            [(idf[mask.bit_count()], mask) for _, mask in shared],
+            [(weight, mask) for _, weight, mask, _ in named],
+            sorted(((bounds[t], mask) for t, mask in shared), reverse=True),
+            common,
+        )
 
     def best(self, claim: str | frozenset[str]) -> PassageMatch | None:
         """The most relevant passage for `claim` (text, or its precomputed terms), `None` if none shares a term.
@@ -174,17 +235,48 @@ class PassageIndex:
         Its `score` is its coverage of the claim's terms. Ties go to the earliest passage. Given only terms, the
         ranking uses the terms alone (no surface words or word pairs).
         """
-        claim_terms, relevance, counts = self._candidates(claim)
-        if not relevance:
+        found = self._features(claim)
+        if found is None:
             return None
-        best = min(relevance, key=lambda i: (-relevance[i], i))
-        return self._match(best, counts[best] / len(claim_terms))
+        bounded = found.bounded
+        left = [found.common] * (len(bounded) + 1)  # bound of a passage holding none of the terms before k
+        for k in range(len(bounded) - 1, -1, -1):
+            left[k] = left[k + 1] + bounded[k][0]
+        best, best_relevance, best_count = 0, -1.0, 0
+        floor = -1.0  # below this no sum reaches the best, whatever the rounding
+        seen = 0
+        for k, (_, mask) in enumerate(bounded):
+            if left[k] < floor:
+                break
+            candidates = mask & ~seen
+            seen |= mask
+            while candidates:
+                bit = candidates & -candidates
+                candidates ^= bit
+                if found.bound(bit, k) < floor:
+                    continue
+                relevance, count = found.relevance(bit)
+                i = bit.bit_length() - 1
+                if relevance > best_relevance or (relevance == best_relevance and i < best):
+                    best, best_relevance, best_count = i, relevance, count
+                    floor = best_relevance - 1e-9 * (1 + best_relevance)
+        return self._match(best, best_count / found.size)
 
     def ranked(self, claim: str, *, limit: int = 5) -> list[PassageMatch]:
         """Up to `limit` passages sharing a term with `claim`, most relevant first (candidates for a judge)."""
-        claim_terms, relevance, counts = self._candidates(claim)
-        order = sorted(relevance, key=lambda i: (-relevance[i], i))[:limit]
-        return [self._match(i, counts[i] / len(claim_terms)) for i in order]
+        found = self._features(claim)
+        if found is None:
+            return []
+        every = 0
+        for _, mask in found.terms:
+            every |= mask
+        sums: dict[int, tuple[float, int]] = {}
+        while every:
+            bit = every & -every
+            every ^= bit
+            sums[bit.bit_length() - 1] = found.relevance(bit)
+        order = sorted(sums, key=lambda i: (-sums[i][0], i))[:limit]
+        return [self._match(i, sums[i][1] / found.size) for i in order]
 
     def _match(self, i: int, score: float) -> PassageMatch:
         passage = self.passages[i]
@@ -193,13 +285,50 @@ class PassageIndex:
     @property
     def terms(self) -> tuple[frozenset[str], ...]:
         """Each passage's terms (stems every word of the page; the index itself stems only what claims need)."""
-        for key in list(self._unstemmed):
-            self._stem_group(key)
+        self._stem_keys({w[:2] if w.isascii() else term_key(w) for w in self._words})
         out: list[set[str]] = [set() for _ in self.passages]
-        for term, ids in self._term_ids.items():
-            for i in ids:
-                out[i].add(term)
+        for term, mask in self._term_masks.items():
+            for i, found in enumerate(out):
+                if mask >> i & 1:
+                    found.add(term)
         return tuple(frozenset(t) for t in out)
+
+
+@dataclass
+class _Claim:
+    """What a claim shares with one page (see `PassageIndex._features`); passages are bits of the masks."""
+
+    size: int
+    """How many terms the claim has (on the page or not): the denominator of coverage."""
+    terms: list[tuple[float, int]]
+    """The claim's terms found on the page, in the order of their names: weight, passages."""
+    surface: list[tuple[float, int]]
+    """The claim's surface words and pairs found on the page, in the order of their names: weight, passages."""
+    bounded: list[tuple[float, int]]
+    """Per term: its weight plus those of the surface features that imply it, highest first; passages."""
+    common: float
+    """The weights of the surface features of stop words alone (any passage may hold them)."""
+
+    def relevance(self, bit: int) -> tuple[float, int]:
+        """The relevance of the passage of `bit` (summed in one order for every passage) and its count of terms."""
+        relevance = 0.0
+        count = 0
+        for weight, mask in self.terms:
+            if mask & bit:
+                relevance += weight
+                count += 1
+        for weight, mask in self.surface:
+            if mask & bit:
+                relevance += weight
+        return relevance, count
+
+    def bound(self, bit: int, start: int) -> float:
+        """At least the relevance of the passage of `bit`, which holds none of the terms before `bounded[start]`."""
+        bound = self.common
+        for weight, mask in self.bounded[start:]:
+            if mask & bit:
+                bound += weight
+        return bound
 
 
 def best_passage(claim: str, passages: Sequence[Passage], *, language: str | None = None) -> PassageMatch | None:
