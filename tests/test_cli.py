@@ -6,6 +6,7 @@ support extra), the table format without `rich`, and the console script's exit c
 
 from __future__ import annotations
 
+import gc
 import sys
 from pathlib import Path
 
@@ -62,3 +63,16 @@ def test_console_script_exits_with_the_command_exit_code(
         main()
     assert info.value.code == 2
     assert capsys.readouterr().err.startswith(f'error: cannot read {str(tmp_path / "missing.json")!r}')
+
+
+def test_console_script_restores_the_collector_thresholds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The console script runs a command with larger cyclic-collector thresholds (a one-shot process); a caller that
+    # runs it in process (this test session) gets its own back.
+    before = gc.get_threshold()
+    monkeypatch.setattr(sys, 'argv', ['pydantic-ai-citations', 'render', str(tmp_path / 'missing.json')])
+    with pytest.raises(SystemExit):
+        main()
+    assert gc.get_threshold() == before
+    capsys.readouterr()
