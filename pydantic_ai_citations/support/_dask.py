@@ -11,6 +11,7 @@ a worker splits each page once per run, not once per partition; removing the plu
 
 from __future__ import annotations
 
+import gc
 import importlib.util
 import logging
 import threading
@@ -28,6 +29,7 @@ from ._audit_run import (
     Partition,
     PartitionResult,
     check_partition,
+    freeze_heap,
     partitions,
 )
 from ._report import Pages
@@ -63,12 +65,16 @@ class _AuditRun(WorkerPlugin):
         self.options = options
         self.fmt: AuditFormat = fmt
         self.local: threading.local | None = None  # made on the worker: each thread checks with its own cache
+        self.frozen = False
 
     def setup(self, worker: object) -> None:
         self.local = threading.local()
+        self.frozen = freeze_heap()
 
     def teardown(self, worker: object) -> None:
         self.local = None  # the run is over: its caches go
+        if self.frozen:
+            gc.unfreeze()
 
     def check(self, partition: Partition) -> PartitionResult:
         local = self.local
