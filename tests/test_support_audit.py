@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import importlib.util
 import io
 import json
@@ -231,6 +232,23 @@ def test_source_is_read_lazily():
     assert written == [4, 8, 12, 16, 20, 24]  # each partition is written before the next one is read
 
 
+def test_what_was_alive_is_frozen_out_of_the_collector_while_the_audit_runs():
+    frozen: list[int] = []
+
+    def progress(_: int) -> None:
+        frozen.append(gc.get_freeze_count())
+
+    run(ANSWERS, partition_size=5, progress=progress)
+    assert min(frozen) > 0 and gc.get_freeze_count() == 0
+    gc.freeze()  # the process froze objects itself (before forking, say): the audit leaves that alone
+    try:
+        before = gc.get_freeze_count()
+        run(ANSWERS, partition_size=5)
+        assert gc.get_freeze_count() == before
+    finally:
+        gc.unfreeze()
+
+
 # --- sources -----------------------------------------------------------------------------------------------------------
 
 
@@ -401,6 +419,7 @@ def test_dask_client_gives_the_same_results(tmp_path: Path, monkeypatch: pytest.
             run([ANSWERS[0], 'oops'], client=client)  # type: ignore[list-item]
         left = cast(dict[str, list[str]], client.run(audit_plugins))  # pyright: ignore[reportUnknownMemberType]
         assert left == {w: [] for w in left} and len(left) == 2  # each run's pages and caches are gone
+    assert gc.get_freeze_count() == 0  # the workers' plugins unfroze what they froze
     with pytest.raises(TypeError, match='client must be a distributed.Client'):
         run(ANSWERS, client=object())
 
