@@ -398,6 +398,8 @@ def audit_plugins(dask_worker: Any) -> list[str]:
 def test_dask_client_gives_the_same_results(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     from distributed import Client, LocalCluster
 
+    from pydantic_ai_citations.support import _dask
+
     split: list[str] = []
 
     def counted(text: str, *, min_words: int) -> list[Passage]:
@@ -416,10 +418,13 @@ def test_dask_client_gives_the_same_results(tmp_path: Path, monkeypatch: pytest.
         assert run(path, partition_size=3, client=client) == expected  # the workers read their byte ranges
         assert run(ANSWERS, 'html', partition_size=2, client=client)[0] == run(ANSWERS, 'html')[0]
         with pytest.raises(AuditInputError, match='answer 2 is not a CitedAnswer'):
-            run([ANSWERS[0], 'oops'], client=client)  # type: ignore[list-item]
+            run([ANSWERS[0], 'oops', *ANSWERS], partition_size=1, client=client)  # type: ignore[list-item]
         left = cast(dict[str, list[str]], client.run(audit_plugins))  # pyright: ignore[reportUnknownMemberType]
         assert left == {w: [] for w in left} and len(left) == 2  # each run's pages and caches are gone
     assert gc.get_freeze_count() == 0  # the workers' plugins unfroze what they froze
+    stopped = _dask._AuditRun(pages(), AuditOptions(), 'jsonl')  # pyright: ignore[reportPrivateUsage]
+    with pytest.raises(RuntimeError, match='the audit was stopped on this worker'):
+        stopped.check(next(partitions(ANSWERS, 1)))
     with pytest.raises(TypeError, match='client must be a distributed.Client'):
         run(ANSWERS, client=object())
 
