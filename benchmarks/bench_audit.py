@@ -59,7 +59,7 @@ MEMORY_SLACK = 0.15  # the peak is the largest partition's working set: it varie
 # Ground-truth paragraphs split into sentences (benchmark-side only: the package never splits HTML with regexes).
 SENTENCE_END = re.compile(r'(?<=[.!?])\s+(?=[A-Z"“])')
 
-# One run: `single` or `dask`, the store, where outputs go, then the answer files, audited in turn (the last is timed
+# One run: `single` or `dask`, the number of Dask workers, the store, where outputs go, then the answer files, audited in turn (the last is timed
 # for throughput; the peak memory after each is reported). Prints one JSON object.
 RUN = """
 import json, logging, os, sys, time
@@ -71,14 +71,14 @@ def peak_mib():
     with open('/proc/self/status') as status:
         return next(int(line.split()[1]) for line in status if line.startswith('VmHWM:')) / 1024
 
-def main(mode, store_path, out_dir, warm, *sources):
+def main(mode, workers, store_path, out_dir, warm, *sources):
     store = SnapshotStore(store_path)
     client = cluster = None
     started = time.perf_counter()
     if mode == 'dask':
         from distributed import Client, LocalCluster
         cluster = LocalCluster(
-            n_workers=%(workers)d, threads_per_worker=1, processes=True, dashboard_address=None,
+            n_workers=int(workers), threads_per_worker=1, processes=True, dashboard_address=None,
             silence_logs=logging.WARNING,
         )
         client = Client(cluster)
@@ -110,7 +110,7 @@ def main(mode, store_path, out_dir, warm, *sources):
 
 if __name__ == '__main__':
     main(*sys.argv[1:])
-""" % {'workers': WORKERS}
+"""
 
 
 def load_pages() -> list[tuple[str, str, list[str]]]:
@@ -162,7 +162,17 @@ Run = dict[str, object]
 def audit_in(mode: str, tmp_path: Path, store: Path, sources: list[Path]) -> tuple[float, list[Run]]:
     """Start a fresh interpreter that audits `sources` in turn (`mode` 'single' or 'dask'): start-up time and runs."""
     done = subprocess.run(
-        [sys.executable, '-c', RUN, mode, str(store), str(tmp_path), str(tmp_path / 'warm.jsonl'), *map(str, sources)],
+        [
+            sys.executable,
+            '-c',
+            RUN,
+            mode,
+            str(WORKERS),
+            str(store),
+            str(tmp_path),
+            str(tmp_path / 'warm.jsonl'),
+            *map(str, sources),
+        ],
         capture_output=True,
         text=True,
         check=True,
