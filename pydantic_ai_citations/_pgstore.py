@@ -55,7 +55,7 @@ from ._store import (
 )
 
 if TYPE_CHECKING:
-    from psycopg import AsyncConnection
+    from psycopg import AsyncConnection, AsyncCursor
     from psycopg_pool import AsyncConnectionPool
 
 __all__ = ('PostgresConversationStore',)
@@ -87,13 +87,18 @@ def _pg(statement: str) -> LiteralString:
 
 async def _execute_all(conn: _Conn, statements: _Statements) -> None:
     async with conn.pipeline(), conn.cursor() as cur:  # one round trip for the lot
-        for statement, params in statements:
-            if len(params) == 1:
-                await cur.execute(_pg(statement), params[0])
-            elif params and (batch := _batch(statement, params)) is not None:
-                await cur.execute(*batch)
-            elif params:
-                await cur.executemany(_pg(statement), params)
+        await _queue(cur, statements)
+
+
+async def _queue(cur: AsyncCursor[tuple[Any, ...]], statements: _Statements) -> None:
+    """Send `statements` (in pipeline mode: their results are read at the pipeline's next sync)."""
+    for statement, params in statements:
+        if len(params) == 1:
+            await cur.execute(_pg(statement), params[0])
+        elif params and (batch := _batch(statement, params)) is not None:
+            await cur.execute(*batch)
+        elif params:
+            await cur.executemany(_pg(statement), params)
 
 
 def _batch(statement: str, rows: Sequence[tuple[object, ...]]) -> tuple[LiteralString, list[list[object]]] | None:
@@ -396,7 +401,7 @@ class PostgresConversationStore(_StoredAnswers):
             for e in new_entries
             if isinstance(e.message, ModelResponse)
         ]
-        record_statements = _record_statements(record, _dump_record(record))
+        record_statements = _record_statements(record, _dump_record(record), new=expected_revision is None)
         new_ids = {e.id for e in new_entries}
         cid = record.conversation_id
         head = record.head_id
@@ -412,9 +417,9 @@ class PostgresConversationStore(_StoredAnswers):
             ]
             # One round trip: the checks and the writes go together (the lock is held); a failed check rolls back.
             try:
-                async with conn.pipeline() as pipeline, conn.cursor() as checks:
+                async with conn.pipeline() as pipeline, conn.cursor() as checks, conn.cursor() as cur:
                     await checks.execute(_pg(sql.PG_SAVE_CHECKS), (cid, head or ''))
-                    await _execute_all(conn, statements)
+                    await _queue(cur, statements)
                     await pipeline.sync()
                     current, head_found = cast(tuple[str | None, bool], await checks.fetchone())
             except Exception as e:

@@ -602,12 +602,15 @@ def _records_query(scope: str | None, limit: int | None) -> tuple[str, list[obje
     return statement, params
 
 
-def _record_statements(record: ConversationRecord, blob: bytes) -> list[tuple[str, list[tuple[object, ...]]]]:
-    """The statements (shared `?` text) and parameter rows that put a record and its tips."""
+def _record_statements(record: ConversationRecord, blob: bytes, *, new: bool = False) -> _Statements:
+    """The statements (shared `?` text) and parameter rows that put a record and its tips.
+
+    With `new`, the conversation is known not to be stored (its write checks that): it has no tips to delete.
+    """
     cid = record.conversation_id
     return [
         (sql.UPSERT_RECORD, [(cid, record.scope, record.revision, record.updated_at.timestamp(), blob)]),
-        (sql.DELETE_TIPS, [(cid,)]),
+        (sql.DELETE_TIPS, [] if new else [(cid,)]),
         (sql.INSERT_TIP, [(cid, tip) for tip in _tips(record)]),
     ]
 
@@ -976,7 +979,7 @@ class SQLiteConversationStore(_StoredAnswers):
             _execute_all(
                 conn, _answer_statements(answer_rows, new=inserted == len(entry_rows), versions=self._versions)
             )
-            _put_record(conn, record, record_blob)
+            _put_record(conn, record, record_blob, new=expected_revision is None)
 
         await self._write(write)
 
@@ -1078,8 +1081,8 @@ def _has_entry(conn: sqlite3.Connection, entry_id: str) -> bool:
     return conn.execute(sql.HAS_ENTRY, (entry_id,)).fetchone() is not None
 
 
-def _put_record(conn: sqlite3.Connection, record: ConversationRecord, blob: bytes) -> None:
-    _execute_all(conn, _record_statements(record, blob))
+def _put_record(conn: sqlite3.Connection, record: ConversationRecord, blob: bytes, *, new: bool = False) -> None:
+    _execute_all(conn, _record_statements(record, blob, new=new))
 
 
 def _read_conversation(
