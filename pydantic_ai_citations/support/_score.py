@@ -99,18 +99,48 @@ class PassageIndex:
         self._words = words
         self._vocab: list[str] | None = None  # the page's words, sorted, when the first claim comes
         self._odd: dict[str, list[str]] = {}  # words not starting with two ASCII letters, by key
-        self._stemmed: set[str] = set()  # keys whose words are stemmed
+        self._done: set[str] = set()  # prefixes whose words are stemmed
         self._term_of: dict[str, str | None] = {}  # this page's stems (page and claim words)
         self._term_masks: dict[str, int] = {}
         self._word_features: dict[str, tuple[str | None, _Feature | None]] = {}
         self._pair_features: dict[tuple[str, str], _Feature | None] = {}
-        self._pairs: list[frozenset[tuple[str, str]] | None] = [None] * len(self.passages)
+        self._lines: list[str | None] = [None] * len(self.passages)  # a passage's words, space-separated and -framed
         n = len(self.passages)
         # BM25's IDF over the page's passages, by document frequency: near 0 in every passage, highest in one.
         self._idf = [math.log(1 + (n - df + 0.5) / (df + 0.5)) for df in range(n + 1)]
 
-    def _stem_keys(self, keys: Iterable[str]) -> None:
-        """Stem the page's words of these keys (those not stemmed yet) and add them to the term postings."""
+    def _stem(self, words: list[str]) -> None:
+        """Stem words not stemmed on this page yet; the passages of a page word join its term's."""
+        found = term_map(words, self._latin)
+        self._term_of.update(found)
+        masks = self._term_masks
+        page = self._words
+        for word, term in found.items():
+            if term is not None:
+                mask = page.get(word)
+                if mask:
+                    masks[term] = masks.get(term, 0) | mask
+
+    def _complete(self, terms: Iterable[str]) -> None:
+        """Make the postings of these terms complete: stem every page word that may have one of them."""
+        english = self._latin == 'english'
+        done = self._done
+        todo: set[str] = set()
+        for term in terms:
+            # A term keeps its word's key. An English stem also keeps all of its word's beginning but its own last
+            # letter (`cry` -> `cri`, `hoping` -> `hope`; checked on four million words): stemming the words that start
+            # with all of it but its last two letters is enough, and much less than all the words of its key.
+            prefix = term[: max(2, len(term) - 2)] if english and term.isascii() else term_key(term)
+            if prefix not in done:
+                done.add(prefix)
+                todo.update(self._starting(prefix))
+        term_of = self._term_of
+        new = [w for w in todo if w not in term_of]
+        if new:
+            self._stem(new)
+
+    def _starting(self, prefix: str) -> list[str]:
+        """The page's words starting with `prefix` (ASCII), or whose key is `prefix` (two letters, folded)."""
         vocab = self._vocab
         if vocab is None:
             vocab = self._vocab = sorted(self._words)
@@ -118,38 +148,23 @@ class PassageIndex:
                 for word in vocab:
                     if not word[:2].isascii():
                         self._odd.setdefault(term_key(word), []).append(word)
-        stemmed = self._stemmed
-        group: list[str] = []
-        for key in keys:
-            if key in stemmed:
-                continue
-            stemmed.add(key)
-            if len(key) < 2:  # a one-letter word: only itself has its key
-                if key in self._words:
-                    group.append(key)
-            elif key.isascii():  # the words starting with it, then those that fold to it (`hä` -> `ha`)
-                start = bisect_left(vocab, key)
-                group += vocab[start : bisect_left(vocab, key + '\U0010ffff', start)]
-                group += self._odd.get(key, ())
-            else:
-                group += self._odd.get(key, ())
-        if not group:
-            return
-        found = term_map(group, self._latin)
-        self._term_of.update(found)
-        masks = self._term_masks
-        words = self._words
-        for word, term in found.items():
-            if term is not None:
-                masks[term] = masks.get(term, 0) | words[word]
+        if len(prefix) < 2:  # a one-letter word: only itself has its key
+            return [prefix] if prefix in self._words else []
+        found: list[str] = []
+        if prefix.isascii():
+            start = bisect_left(vocab, prefix)
+            found = vocab[start : bisect_left(vocab, prefix + '\U0010ffff', start)]
+        if len(prefix) == 2:
+            found += self._odd.get(prefix, ())
+        return found
 
     def _learn(self, new: list[str]) -> None:
         """Terms and surface features of a claim's words not seen on this page before."""
         term_of = self._term_of
-        self._stem_keys({w[:2] if w.isascii() else term_key(w) for w in new})
-        rest = [w for w in new if w not in term_of]  # not on the page
-        if rest:
-            term_of.update(term_map(rest, self._latin))
+        fresh = [w for w in new if w not in term_of]
+        if fresh:
+            self._stem(fresh)
+        self._complete({term for w in new if (term := term_of[w]) is not None})
         idf = self._idf
         words = self._words
         for word in new:
@@ -159,27 +174,26 @@ class PassageIndex:
 
     def _pair(self, pair: tuple[str, str]) -> _Feature | None:
         """The feature of a claim's pair of adjacent words, `None` if no passage holds them next to each other."""
-        first = self._words.get(pair[0], 0)
-        both = first & self._words.get(pair[1], 0)
+        both = self._words.get(pair[0], 0) & self._words.get(pair[1], 0)
+        if not both:
+            return None
+        needle = f' {pair[0]} {pair[1]} '
+        lines = self._lines
         mask = 0
         while both:
-            low = both & -both
-            both ^= low
-            if pair in self._pairs_of(low.bit_length() - 1):
-                mask |= low
+            bit = both & -both
+            both ^= bit
+            i = bit.bit_length() - 1
+            line = lines[i]
+            if line is None:
+                line = lines[i] = f' {" ".join(self._tokens[i])} '
+            if needle in line:
+                mask |= bit
         if not mask:
             return None
         term_of = self._term_of
         term = term_of[pair[0]] if term_of[pair[0]] is not None else term_of[pair[1]]
-        return (f'{pair[0]} {pair[1]}', self._idf[mask.bit_count()], mask, term)
-
-    def _pairs_of(self, i: int) -> frozenset[tuple[str, str]]:
-        """The pairs of adjacent words of passage `i` (made the first time a claim's pair may be in it)."""
-        pairs = self._pairs[i]
-        if pairs is None:
-            words = self._tokens[i]
-            pairs = self._pairs[i] = frozenset(zip(words, words[1:], strict=False))
-        return pairs
+        return (needle[1:-1], self._idf[mask.bit_count()], mask, term)
 
     def _features(self, claim: str | frozenset[str]) -> _Claim | None:
         """What the claim shares with the page, `None` if it shares no term."""
@@ -206,7 +220,7 @@ class PassageIndex:
                     named.append(feature)
         else:
             claim_terms = claim
-            self._stem_keys({term_key(t) for t in claim_terms})
+            self._complete(claim_terms)
         masks = self._term_masks
         shared = sorted((t, masks[t]) for t in claim_terms if t in masks)  # sorted: the same sums every run
         if not shared:
@@ -285,7 +299,8 @@ class PassageIndex:
     @property
     def terms(self) -> tuple[frozenset[str], ...]:
         """Each passage's terms (stems every word of the page; the index itself stems only what claims need)."""
-        self._stem_keys({w[:2] if w.isascii() else term_key(w) for w in self._words})
+        term_of = self._term_of
+        self._stem([w for w in self._words if w not in term_of])
         out: list[set[str]] = [set() for _ in self.passages]
         for term, mask in self._term_masks.items():
             for i, found in enumerate(out):

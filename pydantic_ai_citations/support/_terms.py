@@ -99,8 +99,11 @@ def _algorithms() -> frozenset[str]:
     return frozenset(names)
 
 
+_CYRILLIC = re.compile('[\u0400-\u04ff]')
+
+
 def _is_cyrillic(word: str) -> bool:
-    return any('\u0400' <= ch <= '\u04ff' for ch in word)
+    return _CYRILLIC.search(word) is not None
 
 
 def detect_language(text: str) -> str:
@@ -123,7 +126,7 @@ class _Stemmer(Protocol):
 
 @cache
 def _stemmer(algorithm: str) -> _Stemmer:
-    """The Snowball stemmer for `algorithm` (PyStemmer's C implementation when installed; it keeps no words)."""
+    """The Snowball stemmer for `algorithm` (PyStemmer's C implementation when installed)."""
     stemmer = snowballstemmer.stemmer(algorithm)  # pyright: ignore[reportUnknownMemberType,reportUnknownVariableType]
     return cast(_Stemmer, stemmer)
 
@@ -136,8 +139,14 @@ def term_key(word: str) -> str:
     head = word[:2]
     if head.isascii():
         return head
-    folded = unicodedata.normalize('NFD', word)
-    return ''.join(ch for ch in folded if not unicodedata.combining(ch))[:2]
+    # Decomposing is per character: the first two letters come from the first two characters, unless one of them
+    # decomposes to marks alone.
+    key = _fold(head)
+    return key if len(key) >= 2 or len(word) <= 2 else _fold(word)[:2]
+
+
+def _fold(text: str) -> str:
+    return ''.join(ch for ch in unicodedata.normalize('NFD', text) if not unicodedata.combining(ch))
 
 
 def _term(word: str, latin: str) -> str | None:
@@ -158,20 +167,40 @@ def _term(word: str, latin: str) -> str | None:
 
 
 def term_map(words: Collection[str], latin: str) -> dict[str, str | None]:
-    """`term_of` of each of `words` (distinct), the ASCII ones stemmed in one call (one C call with PyStemmer).
+    """`term_of` of each of `words` (distinct), stemmed in one call per algorithm (one C call with PyStemmer).
 
     Callers keep the result as the stem cache of one page: nothing is cached here.
     """
-    stop = STOP_WORDS.get(latin, frozenset())
     out: dict[str, str | None] = dict.fromkeys(words)
-    plain = [w for w in words if w.isascii() and w not in stop and (len(w) >= 2 or w.isdigit())]
-    stems = _stemmer(latin).stemWords(plain)
-    # An ASCII word's stem is ASCII: its key is its first two letters.
-    out.update({w: s if len(s) >= 2 and s[:2] == w[:2] else w for w, s in zip(plain, stems, strict=True)})
-    for word in words:
-        if not word.isascii():
-            out[word] = _term(word, latin)
+    if ''.join(words).isascii():
+        _ascii_terms(out, words, latin)
+        return out
+    _ascii_terms(out, [w for w in words if w.isascii()], latin)
+    others = [w for w in words if not w.isascii()]
+    cyrillic = [w for w in others if _CYRILLIC.search(w)]
+    _other_terms(out, [w for w in others if not _CYRILLIC.search(w)], latin)
+    _other_terms(out, cyrillic, 'russian')
     return out
+
+
+def _ascii_terms(out: dict[str, str | None], words: Collection[str], latin: str) -> None:
+    stop = STOP_WORDS.get(latin, frozenset())
+    plain = [w for w in words if w not in stop and (len(w) > 1 or w.isdigit())]
+    stems = _stemmer(latin).stemWords(plain)
+    out.update(zip(plain, stems, strict=True))
+    for word, stem in zip(plain, stems, strict=True):
+        if len(stem) < 2 or not stem.startswith(word[:2]):  # an ASCII word's stem is ASCII: its key is its head
+            out[word] = word
+
+
+def _other_terms(out: dict[str, str | None], words: list[str], algorithm: str) -> None:
+    """`_term` of words that are not ASCII, all stemmed with `algorithm`."""
+    stop = STOP_WORDS.get(algorithm, frozenset())
+    spelled = [w.replace('ё', 'е') for w in words] if algorithm == 'russian' else words
+    kept = [(w, s) for w, s in zip(words, spelled, strict=True) if s not in stop and (len(s) > 1 or s.isdigit())]
+    stems = _stemmer(algorithm).stemWords([s for _, s in kept])
+    for (word, spelling), stem in zip(kept, stems, strict=True):
+        out[word] = stem if len(stem) >= 2 and term_key(stem) == term_key(spelling) else spelling
 
 
 def tokens(text: str) -> list[str]:
