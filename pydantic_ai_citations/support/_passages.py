@@ -77,7 +77,7 @@ _HTML_HINTS = (_BLOCKS | _CONTAINERS | {'span', 'a', 'b', 'i', 'em', 'strong', '
 }
 
 
-@dataclass
+@dataclass(slots=True)
 class _Builder:
     """Collects raw blocks (text, word count, start offset in the page's visible text) while walking."""
 
@@ -111,7 +111,7 @@ _KINDS: dict[str | None, int] = {
 }
 
 
-@dataclass
+@dataclass(slots=True)
 class _Walk(_Builder):
     """The walk's state between nodes: see the module docstring for what ends a passage."""
 
@@ -182,7 +182,10 @@ def _html_blocks(html: str) -> _Builder:
                 text = node.text_content
                 if text:
                     if not text.isspace():
-                        walk.text()
+                        if walk.pending or walk.marked < walk.depth:
+                            walk.text()
+                        walk.marked = walk.depth
+                        walk.last_br = False
                     parts.append(text)
                 continue
             if kind == _SKIP or (hidden and node.mem_id in hidden):

@@ -58,6 +58,7 @@ def coverage(claim_terms: frozenset[str], passage_terms: frozenset[str]) -> floa
 _Feature = tuple[str, float, int, 'str | None']
 """A surface feature of a claim found on the page: name, weight, passages (bit `i` for passage `i`), and the term
 every passage holding it holds too (`None` for stop words alone)."""
+_UNSEEN: _Feature = ('', 0.0, 0, None)
 
 
 class PassageIndex:
@@ -102,6 +103,7 @@ class PassageIndex:
         self._done: set[str] = set()  # prefixes whose words are stemmed
         self._term_of: dict[str, str | None] = {}  # this page's stems (page and claim words)
         self._term_masks: dict[str, int] = {}
+        self._term_weights: dict[str, tuple[str, float, int]] = {}  # terms whose postings are complete
         self._word_features: dict[str, tuple[str | None, _Feature | None]] = {}
         self._pair_features: dict[tuple[str, str], _Feature | None] = {}
         self._lines: list[str | None] = [None] * len(self.passages)  # a passage's words, space-separated and -framed
@@ -214,34 +216,39 @@ class PassageIndex:
             found.discard(None)
             claim_terms = frozenset(cast('set[str]', found))
             pairs = self._pair_features
+            seen = pairs.get
             for pair in set(zip(words, words[1:], strict=False)):
-                feature = pairs[pair] if pair in pairs else pairs.setdefault(pair, self._pair(pair))
+                feature = seen(pair, _UNSEEN)
+                if feature is _UNSEEN:
+                    feature = pairs[pair] = self._pair(pair)
                 if feature is not None:
                     named.append(feature)
         else:
             claim_terms = claim
             self._complete(claim_terms)
-        masks = self._term_masks
-        shared = sorted((t, masks[t]) for t in claim_terms if t in masks)  # sorted: the same sums every run
+        weighed = self._weighed
+        shared = sorted(weighed(t) for t in claim_terms if t in self._term_masks)  # sorted: same sums every run
         if not shared:
             return None
         # Surface features in the order of their names ('=word', 'first second'), as the sums have always run.
         named.sort(key=itemgetter(0))
-        idf = self._idf
-        bounds = {t: idf[mask.bit_count()] for t, mask in shared}
+        bounds = {t: weight for t, weight, _ in shared}
         common = 0.0
         for _, weight, _, term in named:
             if term is None:
                 common += weight
             else:
                 bounds[term] += weight
-        return _Claim(
-            len(claim_terms),
-            [(idf[mask.bit_count()], mask) for _, mask in shared],
-            [(weight, mask) for _, weight, mask, _ in named],
-            sorted(((bounds[t], mask) for t, mask in shared), reverse=True),
-            common,
-        )
+        bounded = sorted(((bounds[t], mask) for t, _, mask in shared), reverse=True)
+        return _Claim(len(claim_terms), shared, named, bounded, common)
+
+    def _weighed(self, term: str) -> tuple[str, float, int]:
+        """A term on the page (its postings complete) with its weight and passages."""
+        found = self._term_weights.get(term)
+        if found is None:
+            mask = self._term_masks[term]
+            found = self._term_weights[term] = (term, self._idf[mask.bit_count()], mask)
+        return found
 
     def best(self, claim: str | frozenset[str]) -> PassageMatch | None:
         """The most relevant passage for `claim` (text, or its precomputed terms), `None` if none shares a term.
@@ -282,7 +289,7 @@ class PassageIndex:
         if found is None:
             return []
         every = 0
-        for _, mask in found.terms:
+        for _, _, mask in found.terms:
             every |= mask
         sums: dict[int, tuple[float, int]] = {}
         while every:
@@ -315,10 +322,10 @@ class _Claim:
 
     size: int
     """How many terms the claim has (on the page or not): the denominator of coverage."""
-    terms: list[tuple[float, int]]
-    """The claim's terms found on the page, in the order of their names: weight, passages."""
-    surface: list[tuple[float, int]]
-    """The claim's surface words and pairs found on the page, in the order of their names: weight, passages."""
+    terms: list[tuple[str, float, int]]
+    """The claim's terms found on the page, in the order of their names: term, weight, passages."""
+    surface: list[_Feature]
+    """The claim's surface words and pairs found on the page, in the order of their names."""
     bounded: list[tuple[float, int]]
     """Per term: its weight plus those of the surface features that imply it, highest first; passages."""
     common: float
@@ -328,11 +335,11 @@ class _Claim:
         """The relevance of the passage of `bit` (summed in one order for every passage) and its count of terms."""
         relevance = 0.0
         count = 0
-        for weight, mask in self.terms:
+        for _, weight, mask in self.terms:
             if mask & bit:
                 relevance += weight
                 count += 1
-        for weight, mask in self.surface:
+        for _, weight, mask, _ in self.surface:
             if mask & bit:
                 relevance += weight
         return relevance, count

@@ -126,8 +126,14 @@ class _Stemmer(Protocol):
 
 @cache
 def _stemmer(algorithm: str) -> _Stemmer:
-    """The Snowball stemmer for `algorithm` (PyStemmer's C implementation when installed)."""
+    """The Snowball stemmer for `algorithm` (PyStemmer's C implementation when installed), without a word cache.
+
+    Stems are cached per page, by `PassageIndex`; PyStemmer's own cache would keep words for the life of the process,
+    and filling it costs more than stemming (a word seen for the first time takes about three times as long).
+    """
     stemmer = snowballstemmer.stemmer(algorithm)  # pyright: ignore[reportUnknownMemberType,reportUnknownVariableType]
+    if hasattr(stemmer, 'maxCacheSize'):  # pyright: ignore[reportUnknownArgumentType]
+        stemmer.maxCacheSize = 0  # pyright: ignore[reportUnknownMemberType,reportAttributeAccessIssue]
     return cast(_Stemmer, stemmer)
 
 
