@@ -277,7 +277,7 @@ def reference_best(claim: str, passages: list[Passage], language: str | None) ->
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(TEXTS, min_size=1, max_size=8), st.lists(TEXTS, min_size=1, max_size=4), st.sampled_from([None, 'ru']))
+@given(st.lists(TEXTS, min_size=1, max_size=8), st.lists(TEXTS, min_size=1, max_size=12), st.sampled_from([None, 'ru']))
 def test_the_pruned_search_chooses_what_the_full_sums_choose(texts: list[str], claims: list[str], language: str | None):
     """Relevance is summed only for passages whose bound can still win: the choice and score are the full ranking's."""
     passages = page(*texts)

@@ -59,6 +59,8 @@ _Feature = tuple[str, float, int, 'str | None']
 """A surface feature of a claim found on the page: name, weight, passages (bit `i` for passage `i`), and the term
 every passage holding it holds too (`None` for stop words alone)."""
 _UNSEEN: _Feature = ('', 0.0, 0, None)
+_FULL_AFTER = 8
+"""After this many claims on one page, the index stems all its words and lists all its pairs of adjacent words."""
 
 
 class PassageIndex:
@@ -100,7 +102,9 @@ class PassageIndex:
         self._words = words
         self._vocab: list[str] | None = None  # the page's words, sorted, when the first claim comes
         self._odd: dict[str, list[str]] = {}  # words not starting with two ASCII letters, by key
-        self._done: set[str] = set()  # prefixes whose words are stemmed
+        self._done: set[str] | None = set()  # prefixes whose words are stemmed (`None`: all words are)
+        self._claims = 0  # claims asked about so far
+        self._pair_masks: dict[tuple[str, str], int] | None = None  # every pair of the page, once many claims come
         self._term_of: dict[str, str | None] = {}  # this page's stems (page and claim words)
         self._term_masks: dict[str, int] = {}
         self._term_weights: dict[str, tuple[str, float, int]] = {}  # terms whose postings are complete
@@ -125,8 +129,10 @@ class PassageIndex:
 
     def _complete(self, terms: Iterable[str]) -> None:
         """Make the postings of these terms complete: stem every page word that may have one of them."""
-        english = self._latin == 'english'
         done = self._done
+        if done is None:
+            return
+        english = self._latin == 'english'
         todo: set[str] = set()
         for term in terms:
             # A term keeps its word's key. An English stem also keeps all of its word's beginning but its own last
@@ -176,26 +182,46 @@ class PassageIndex:
 
     def _pair(self, pair: tuple[str, str]) -> _Feature | None:
         """The feature of a claim's pair of adjacent words, `None` if no passage holds them next to each other."""
-        both = self._words.get(pair[0], 0) & self._words.get(pair[1], 0)
-        if not both:
-            return None
-        needle = f' {pair[0]} {pair[1]} '
-        lines = self._lines
-        mask = 0
-        while both:
-            bit = both & -both
-            both ^= bit
-            i = bit.bit_length() - 1
-            line = lines[i]
-            if line is None:
-                line = lines[i] = f' {" ".join(self._tokens[i])} '
-            if needle in line:
-                mask |= bit
+        first, second = pair
+        if self._pair_masks is not None:
+            mask = self._pair_masks.get(pair, 0)
+        else:
+            words = self._words
+            both = words.get(first, 0) & words.get(second, 0)
+            needle = f' {first} {second} '
+            lines = self._lines
+            mask = 0
+            while both:
+                bit = both & -both
+                both ^= bit
+                i = bit.bit_length() - 1
+                if needle in (lines[i] or self._line(i)):
+                    mask |= bit
         if not mask:
             return None
+        term = self._term_of[first]
+        return (f'{first} {second}', self._idf[mask.bit_count()], mask, self._term_of[second] if term is None else term)
+
+    def _count(self) -> None:
+        """Count a claim; a page asked about by many claims is indexed in full, which then costs less than lazily."""
+        self._claims += 1
+        if self._claims != _FULL_AFTER:
+            return
         term_of = self._term_of
-        term = term_of[pair[0]] if term_of[pair[0]] is not None else term_of[pair[1]]
-        return (needle[1:-1], self._idf[mask.bit_count()], mask, term)
+        self._stem([w for w in self._words if w not in term_of])
+        self._done = None
+        masks: dict[tuple[str, str], int] = {}
+        get = masks.get
+        for i, words in enumerate(self._tokens):
+            bit = 1 << i
+            for pair in zip(words, words[1:], strict=False):
+                masks[pair] = get(pair, 0) | bit
+        self._pair_masks = masks
+
+    def _line(self, i: int) -> str:
+        """Passage `i`'s words, each with a space on both sides (made the first time a claim's pair may be in it)."""
+        line = self._lines[i] = f' {" ".join(self._tokens[i])} '
+        return line
 
     def _features(self, claim: str | frozenset[str]) -> _Claim | None:
         """What the claim shares with the page, `None` if it shares no term."""
@@ -256,6 +282,7 @@ class PassageIndex:
         Its `score` is its coverage of the claim's terms. Ties go to the earliest passage. Given only terms, the
         ranking uses the terms alone (no surface words or word pairs).
         """
+        self._count()
         found = self._features(claim)
         if found is None:
             return None
@@ -308,6 +335,7 @@ class PassageIndex:
         """Each passage's terms (stems every word of the page; the index itself stems only what claims need)."""
         term_of = self._term_of
         self._stem([w for w in self._words if w not in term_of])
+        self._done = None
         out: list[set[str]] = [set() for _ in self.passages]
         for term, mask in self._term_masks.items():
             for i, found in enumerate(out):

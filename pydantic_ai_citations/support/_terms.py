@@ -36,6 +36,7 @@ _WORD = re.compile(r'\d{1,3}(?:,\d{3})+(?:\.\d+)?(?!\d)|\d+(?:\.\d+)+|[^\W_]+')
 # Without a comma or a point between two digits, `_WORD` finds exactly these runs, faster; and without a word that
 # starts with `0` and a digit, `_number` changes none of them. (Each check starts with a literal: a fast scan.)
 _RUN = re.compile(r'[^\W_]+')
+_PLAIN_RUN = re.compile(r'\w+')  # the same runs when there is no `_`, found faster
 _NUMBER_COMMA = re.compile(r',(?<=\d,)\d')
 _NUMBER_POINT = re.compile(r'\.(?<=\d\.)\d')
 _LEADING_ZERO = re.compile(r'0(?<![^\W_]0)\d')
@@ -213,7 +214,7 @@ def tokens(text: str) -> list[str]:
     """The lower-cased words of `text`, in order (letters and digits; punctuation splits words, not numbers)."""
     lowered = text.lower()
     if _NUMBER_COMMA.search(lowered) is None and _NUMBER_POINT.search(lowered) is None:
-        words = _RUN.findall(lowered)
+        words = (_RUN if '_' in lowered else _PLAIN_RUN).findall(lowered)
         if _LEADING_ZERO.search(lowered) is None:
             return words
     else:
