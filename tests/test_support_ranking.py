@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from pydantic_ai_citations import CitedAnswer, CitedSpan, SourceRef
 from pydantic_ai_citations.support import Passage, PassageIndex, best_passage, check_support_sync, split_passages, terms
 from pydantic_ai_citations.support._score import coverage
-from pydantic_ai_citations.support._terms import tokens
+from pydantic_ai_citations.support._terms import term_map, tokens
 
 TRAPS = (Path(__file__).parent / 'pages' / 'traps.html').read_text(encoding='utf-8')
 
@@ -287,3 +287,86 @@ def test_the_pruned_search_chooses_what_the_full_sums_choose(texts: list[str], c
         assert (None if match is None else (match.passage.index, match.score)) == reference_best(
             claim, passages, language
         )
+
+
+def test_an_english_term_keeps_the_beginning_of_its_words():
+    """`PassageIndex` looks for an English term's words among those starting with all of it but its last two letters.
+
+    The Snowball English stemmer changes at most the last letter of the beginning it keeps (`cry` -> `cri`, `hoping`
+    -> `hope`); stems that change the first two letters are not used (`lying`). Four million generated words hold it.
+    """
+    bases = [
+        'cry',
+        'hope',
+        'hop',
+        'sensible',
+        'able',
+        'active',
+        'valence',
+        'probable',
+        'relate',
+        'organ',
+        'sky',
+        'die',
+        'lie',
+        'lying',
+        'generous',
+        'happy',
+        'duplicate',
+        'realize',
+        'agree',
+        'proceed',
+        'early',
+        'gentle',
+        'ugly',
+        'news',
+        'bias',
+        'operate',
+        'possible',
+        'fulfil',
+        'control',
+        'city',
+        'study',
+        'argue',
+    ]
+    suffixes = [
+        '',
+        's',
+        'es',
+        'ed',
+        'ing',
+        'ly',
+        'ness',
+        'ation',
+        'ational',
+        'ization',
+        'ities',
+        'ility',
+        'ably',
+        'ibility',
+        'iveness',
+        'ivity',
+        'ies',
+        'ied',
+        'er',
+        'est',
+        'ful',
+        'fully',
+        'lessly',
+        'ousli',
+        'ogi',
+        'eed',
+        'edly',
+        'ingly',
+        'ence',
+        'ency',
+        'ancy',
+        'ement',
+        'alism',
+        'alize',
+        'icate',
+        'ical',
+    ]
+    words = {b + s for b in bases for s in suffixes} | {b[:-1] + s for b in bases for s in suffixes}
+    for word, term in term_map(sorted(words), 'english').items():
+        assert term is None or word.startswith(term[: max(2, len(term) - 2)]), (word, term)
