@@ -232,6 +232,33 @@ def test_source_is_read_lazily():
     assert written == [4, 8, 12, 16, 20, 24]  # each partition is written before the next one is read
 
 
+def test_split_pages_are_renewed_after_so_many_claims(monkeypatch: pytest.MonkeyPatch):
+    split: list[str] = []
+
+    def counted(text: str, *, min_words: int) -> list[Passage]:
+        split.append(text[:20])
+        return split_passages(text, min_words=min_words)
+
+    monkeypatch.setattr(_report, 'split_passages', counted)
+    expected = run(ANSWERS)
+    assert len(split) == 2
+    monkeypatch.setattr(_audit_run, 'PAGE_USES', 3)
+    split.clear()
+    assert run(ANSWERS) == expected  # the index is a cache: renewing it changes nothing
+    assert len(split) > 4
+
+    renewed = _audit_run._Renewed(dict[str, int](), 2)  # pyright: ignore[reportPrivateUsage]
+    renewed['a'] = 1
+    assert (renewed.get('a'), renewed.get('a'), renewed.get('a'), len(renewed)) == (1, 1, None, 0)
+    renewed['a'] = renewed['b'] = 2
+    del renewed['a']
+    assert (list(renewed), renewed.left) == (['b'], {'b': 2})
+    renewed['x'] = renewed['y'] = 3
+    renewed.inner.clear()  # the inner cache dropped its pages for its own limit
+    renewed['c'] = 4
+    assert renewed.left == {'c': 2}
+
+
 def test_what_was_alive_is_frozen_out_of_the_collector_while_the_audit_runs():
     frozen: list[int] = []
 
@@ -300,6 +327,10 @@ def test_byte_ranges_check_the_file(tmp_path: Path):
     path.unlink()
     with pytest.raises(AuditInputError, match='cannot be read where its answers are checked'):
         part.lines.read()
+    last = tmp_path / 'last.jsonl'
+    last.write_bytes(b'\n'.join(a.to_json() for a in ANSWERS[:3]))  # no line end after the last line
+    ranged = [p.lines.read() for p in partitions(last, 2, ranges=True) if p.lines]
+    assert ranged == [p.items for p in partitions(last, 2)] and len(ranged[1]) == 1
     bad = tmp_path / 'bad.jsonl'
     bad.write_bytes(ANSWERS[0].to_json() + b'\n\xff\xfe\n')
     with pytest.raises(AuditInputError, match='line 2 is not UTF-8 text'):
