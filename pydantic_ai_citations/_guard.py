@@ -39,7 +39,7 @@ from pydantic_ai.messages import ToolCallPart
 from pydantic_ai.tools import RunContext, ToolDefinition
 
 from ._checks import require_base_fields, require_bools
-from ._ledger import RunRegistry, record_problems, run_copy
+from ._ledger import RunRegistry, record_problems
 from ._problems import CitationProblem, shorten
 from .formats.markup import (
     MARKER_END,
@@ -408,8 +408,7 @@ def check_output_mode(
 class OutputModeCheck:
     """`check_output_mode` that warns once per capability instance, i.e. once per agent.
 
-    A capability holds one and hands the same object to the copies its `for_run` makes; no state outlives the
-    capability.
+    A capability holds one, used by all its runs; no state outlives the capability.
     """
 
     warned: bool = False
@@ -462,9 +461,7 @@ class StripCitationMarkup(AbstractCapability[object]):
     _runs: RunRegistry[list[RemovedMarkup]] = field(
         default_factory=RunRegistry[list[RemovedMarkup]], init=False, repr=False, compare=False
     )
-    """Removed markup of this (agent-level) instance's runs, by `run_id`; only runs where something was removed."""
-    _removed: list[RemovedMarkup] | None = field(default=None, init=False, repr=False, compare=False)
-    """This run's removed markup (on the instance `for_run` returns), registered on first removal."""
+    """Removed markup of this instance's runs, by `run_id`; only runs where something was removed."""
 
     @classmethod
     def of(cls, agent: AbstractAgent[Any, Any]) -> StripCitationMarkup:
@@ -490,9 +487,7 @@ class StripCitationMarkup(AbstractCapability[object]):
         return list(kept) if kept is not None else []
 
     async def for_run(self, ctx: RunContext[object]) -> StripCitationMarkup:
-        fresh = run_copy(self)  # shares the agent's once-per-agent check and its registry of each run's records
-        fresh._removed = None
-        return fresh
+        return self  # no per-run copy (see `_ledger`): a run's removed markup is kept by `run_id` in `_runs`
 
     async def prepare_model_request(
         self, ctx: RunContext[object], request_context: ModelRequestContext
@@ -555,10 +550,7 @@ class StripCitationMarkup(AbstractCapability[object]):
     def _keep(self, ctx: RunContext[object], removed: list[RemovedMarkup]) -> None:
         if not removed or ctx.run_id is None:
             return
-        if self._removed is None:
-            self._removed = []
-            self._runs.add(ctx.run_id, self._removed)
-        self._removed.extend(removed)
+        self._runs.setdefault(ctx.run_id, list[RemovedMarkup]).extend(removed)
 
 
 def _field_problems(removed: list[RemovedMarkup], where: str, policy: str) -> list[CitationProblem]:

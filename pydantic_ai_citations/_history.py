@@ -1,14 +1,15 @@
 """`CleanStaleCitations`: keeps citations in history true to their text inside agent runs.
 
 The work is done by the pure functions of `_edit` (fingerprints, `find_stale`'s pass, repairs, marker stripping);
-this module only decides when they run and where their results go. The only state is the per-run instance's
-`_RunState`, made by `for_run` and dropped with it.
+this module only decides when they run and where their results go. The only state is each run's `_RunState`, kept
+by the instance (which `for_run` returns as it is, see `_ledger`) under the run's id from its first model request
+until the run ends (`wrap_run`).
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, Literal, cast
@@ -20,12 +21,13 @@ from pydantic_ai.exceptions import UserError
 from pydantic_ai.models import Model, ModelRequestContext, ModelRequestParameters, StreamedResponse
 from pydantic_ai.models.fallback import FallbackModel
 from pydantic_ai.models.wrapper import WrapperModel
+from pydantic_ai.run import AgentRunResult
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.tools import AgentDepsT, RunContext
 
 from ._checks import require_base_fields
 from ._edit import Marked, copy_with, fingerprint_response, repair_history, strip_citation_markers, survey
-from ._ledger import record_problems, run_copy
+from ._ledger import AttemptSlots, RunRegistry, record_problems
 from ._problems import CitationProblem
 from ._wrappers import watch_streams
 
@@ -61,7 +63,14 @@ class CleanStaleCitations(AbstractCapability[AgentDepsT]):
     one (elsewhere `[1]` may be prose and is kept); also one space before a removed marker where it separated a word
     from punctuation. Citations are shifted to the shorter text; one anchored on removed markup is dropped. `'keep'`:
     send the text as stored."""
-    _state: _RunState = field(default_factory=lambda: _RunState(), init=False, repr=False, compare=False)
+    _runs: RunRegistry[_RunState] = field(
+        default_factory=lambda: RunRegistry[_RunState](), init=False, repr=False, compare=False
+    )
+    """Each running run's state, by `run_id`: made by its first model request, released when the run ends."""
+    _attempt: AttemptSlots[_RunState] = field(
+        default_factory=lambda: AttemptSlots[_RunState](), init=False, repr=False, compare=False
+    )
+    """The run of the attempt `get_wrapper_model` is about to wrap (set by `prepare_model_request`)."""
 
     def __post_init__(self) -> None:
         if self.on_edit not in ('realign', 'clear'):
@@ -71,20 +80,31 @@ class CleanStaleCitations(AbstractCapability[AgentDepsT]):
         require_base_fields(self)
 
     async def for_run(self, ctx: RunContext[AgentDepsT]) -> CleanStaleCitations[AgentDepsT]:
-        run = run_copy(self)
-        run._state = _RunState()
-        return run
+        return self  # no per-run copy (see `_ledger`): a run's state is kept by `run_id` in `_runs`
+
+    async def wrap_run(
+        self, ctx: RunContext[AgentDepsT], *, handler: Callable[[], Awaitable[AgentRunResult[Any]]]
+    ) -> AgentRunResult[Any]:
+        try:
+            return await handler()
+        finally:  # however the run ends (also a run stopped early): its state goes with it
+            self._runs.take(ctx.run_id)
+
+    def _run_state(self, ctx: RunContext[AgentDepsT]) -> _RunState:
+        if ctx.run_id is None:  # pragma: no cover - Pydantic AI gives every run an id
+            return _RunState()
+        return self._runs.setdefault(ctx.run_id, _RunState)
 
     async def before_model_request(
         self, ctx: RunContext[AgentDepsT], request_context: ModelRequestContext
     ) -> ModelRequestContext:
-        self._state.run_id = ctx.run_id
+        state = self._run_state(ctx)
         stored = ctx.messages
         marked: Marked | None = [] if self.on_provider_switch == 'strip_markers' else None
         replaced, problems = repair_history(stored, self.on_edit, marked)
         # One pass serves both hooks: `prepare_model_request` reuses the marked parts while they still describe
         # the messages it is given (checked by identity), and surveys again otherwise.
-        self._state.marked = (len(stored), marked) if marked is not None and not replaced else None
+        state.marked = (len(stored), marked) if marked is not None and not replaced else None
         if not replaced:
             return request_context
         by_identity: dict[int, ModelResponse] = {}
@@ -101,29 +121,32 @@ class CleanStaleCitations(AbstractCapability[AgentDepsT]):
     async def prepare_model_request(
         self, ctx: RunContext[AgentDepsT], request_context: ModelRequestContext
     ) -> ModelRequestContext:
-        self._state.run_id = ctx.run_id
-        self._state.ctx = ctx
-        self._state.streaming = request_context.streaming  # read by `get_wrapper_model`, called next for this attempt
+        state = self._run_state(ctx)
+        state.ctx = ctx
+        state.streaming = request_context.streaming
+        # For `get_wrapper_model`, called next for this attempt: it watches a streamed attempt's stream, and with
+        # 'strip_markers' it cleans for each model of a `FallbackModel`.
+        self._attempt.put(state if state.streaming or self.on_provider_switch == 'strip_markers' else None)
         model = request_context.model
         if self.on_provider_switch == 'keep' or isinstance(model, FallbackModel):
             return request_context  # a `FallbackModel`'s models are each cleaned by `get_wrapper_model`
-        messages, problems = _strip_for(
-            model, request_context.messages, self._state.marked_for(request_context.messages)
-        )
+        messages, problems = _strip_for(model, request_context.messages, state.marked_for(request_context.messages))
         if messages is not None:
             request_context.messages = messages  # a copy: the stored history keeps the markup
             record_problems(ctx, problems)  # to the run's `TrackCitations`
         return request_context
 
     def get_wrapper_model(self, model: Model) -> Model | None:
+        if (state := self._attempt.take()) is None:  # what `prepare_model_request` left for this attempt
+            return None
         inner = model
         if self.on_provider_switch == 'strip_markers':
             # `FallbackModel` tries its models inside one attempt, so `prepare_model_request` never sees them:
             # clean for each of them where it sends the request.
-            inner = _clean_fallback(model, self._state)
-        if not self._state.streaming:  # `Model.request` gets no stream to watch: no layer for it
+            inner = _clean_fallback(model, state)
+        if not state.streaming:  # `Model.request` gets no stream to watch: no layer for it
             return inner if inner is not model else None
-        return watch_streams(inner, self._state.streams.append)
+        return watch_streams(inner, state.streams.append)
 
     async def wrap_model_request(
         self,
@@ -136,7 +159,8 @@ class CleanStaleCitations(AbstractCapability[AgentDepsT]):
         # Fingerprinted here, after every capability's `after_model_request` (they run inside `handler`, in an
         # order set by the agent's capability list): a capability that changes the response in place (as
         # `TrackCitations` does) has done so by now.
-        streams = self._state.streams
+        state = self._runs.get(ctx.run_id)
+        streams = state.streams if state is not None else []
         stream = None
         if response.metadata is not None:
             stream = next((s for s in streams if s.metadata is response.metadata), None)
@@ -152,9 +176,8 @@ class CleanStaleCitations(AbstractCapability[AgentDepsT]):
 
 @dataclass
 class _RunState:
-    """What one run's `CleanStaleCitations` shares with the model wrappers it returns; dropped with the run."""
+    """What one run's hooks share with each other and with the model wrappers they return; dropped with the run."""
 
-    run_id: str | None = None
     ctx: RunContext[Any] | None = None
     """The run's context, so problems found by the model wrappers reach the run's `TrackCitations`."""
     streaming: bool = True

@@ -24,9 +24,10 @@ Hooks used, and why:
   `after_model_request` skips those parts. Recovery adds nothing a part already holds, so running it twice on a
   rebuilt copy never duplicates a citation.
 
-Per-run state lives on the instance `for_run` returns; the agent-level instance keeps each run's state in a bounded
-`RunRegistry` until `report(result)` / `report_run(run_id)` takes it, so reporting works from the agent-level
-instance after the run. Whether the answer is complete is decided by `_answer.incomplete_reason` alone.
+`for_run` returns the instance itself (a new instance would make Pydantic AI rebuild the run's capability tree on
+every run, see `_ledger`): it opens the run's `RunRecord` in the instance's bounded `RunRegistry`, where each hook
+finds it by `ctx.run_id`, until `report(result)` / `report_run(run_id)` takes it. Whether the answer is complete is
+decided by `_answer.incomplete_reason` alone.
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ from pydantic_ai.settings import ModelSettings
 from ._answer import run_messages
 from ._checks import require, require_base_fields, require_bools, require_mapping, require_result, shown
 from ._guard import OutputModeCheck
-from ._ledger import RunRegistry, run_copy
+from ._ledger import AttemptSlots, RunRegistry
 from ._models import describe_serving_model
 from ._observation import (
     Arrival,
@@ -160,10 +161,13 @@ class TrackCitations(AbstractCapability[Any]):
     id: str | None = 'track_citations'
     """One per agent by default; pass a distinct id to keep two."""
 
-    _run: RunRecord | None = field(default=None, init=False, repr=False, compare=False)
     _output_mode: OutputModeCheck = field(default_factory=OutputModeCheck, init=False, repr=False, compare=False)
     _runs: RunRegistry[RunRecord] = field(default_factory=RunRegistry[RunRecord], init=False, repr=False, compare=False)
-    """Runs of this (agent-level) instance whose report was not taken yet."""
+    """Runs of this instance whose report was not taken yet, each with what was recorded of it."""
+    _watch: AttemptSlots[RunRecord] = field(
+        default_factory=AttemptSlots[RunRecord], init=False, repr=False, compare=False
+    )
+    """The run of a streamed attempt whose stream `get_wrapper_model` watches (set by `prepare_model_request`)."""
 
     def __post_init__(self) -> None:
         # Checked here so that a wrong value (also from an agent spec) fails when the agent is built, not mid-run.
@@ -238,14 +242,13 @@ class TrackCitations(AbstractCapability[Any]):
         return _raw_annotations_setting
 
     async def for_run(self, ctx: RunContext[Any]) -> TrackCitations:
-        run = run_copy(self)  # shares the agent's once-per-agent output-mode check and its registry
-        run._run = RunRecord(ctx.run_id or _new_run_id())
-        self._runs.add(run._run.run_id, run._run)
-        return run
+        run_id = ctx.run_id or _new_run_id()
+        self._runs.add(run_id, RunRecord(run_id))
+        return self  # the same instance: its hooks find the run's record by `ctx.run_id`
 
-    def add_run_problems(self, problems: Iterable[CitationProblem]) -> int:
-        """Take problems the package's other capabilities found during this run (see `_ledger.record_problems`)."""
-        if (state := self._run) is None:
+    def add_run_problems(self, run_id: str | None, problems: Iterable[CitationProblem]) -> int:
+        """Take problems the package's other capabilities found during a run (see `_ledger.record_problems`)."""
+        if (state := self._runs.get(run_id)) is None:
             return 0
         with state.lock:
             new = [p for p in problems if p not in state.problems]
@@ -255,23 +258,20 @@ class TrackCitations(AbstractCapability[Any]):
     async def prepare_model_request(
         self, ctx: RunContext[Any], request_context: ModelRequestContext
     ) -> ModelRequestContext:
-        if (state := self._run) is not None:
+        if (state := self._runs.get(ctx.run_id)) is not None:
             request = RequestRecord.start(request_context)
             with state.lock:
                 state.requests.append(request)
             problem = self._output_mode(ctx, request_context)
             if problem is not None:
-                self.add_run_problems([problem])
+                self.add_run_problems(state.run_id, [problem])
+            # Only a streamed attempt is watched: for one that is not, the agent calls `Model.request`, which a
+            # `StreamWatch` only passes through, so no layer (and no per-request wrapper scope) is added.
+            self._watch.put(state if request.streamed and self.observe_stream_end else None)
         return request_context
 
     def get_wrapper_model(self, model: Model) -> Model | None:
-        if self._run is None or not self.observe_stream_end:
-            return None
-        run = self._run
-        if (request := current(run)) is not None and not request.streamed:
-            # `prepare_model_request` (just before, for this attempt) saw a request that is not streamed: the agent
-            # calls `Model.request`, which a `StreamWatch` only passes through, so no layer (and no per-request
-            # wrapper scope) is added.
+        if (run := self._watch.take()) is None:  # what `prepare_model_request` left for this attempt
             return None
 
         def watch(stream: StreamedResponse) -> None:
@@ -283,8 +283,8 @@ class TrackCitations(AbstractCapability[Any]):
     async def wrap_run_event_stream(
         self, ctx: RunContext[Any], *, stream: AsyncIterable[AgentStreamEvent]
     ) -> AsyncIterable[AgentStreamEvent]:
-        state = self._run
-        if state is None:  # pragma: no cover - only reachable on the agent-level instance
+        state = self._runs.get(ctx.run_id)
+        if state is None:  # pragma: no cover - a run this instance did not open (or whose report was taken)
             async for event in stream:
                 yield event
             return
@@ -353,7 +353,7 @@ class TrackCitations(AbstractCapability[Any]):
         sources = self.marker_sources(ctx) if callable(self.marker_sources) else self.marker_sources
         for index, part in enumerate(response.parts):  # where markers stand, before recovery removes them
             if isinstance(part, TextPart) and MARKER_START in part.content:  # (it reports unknown ids itself)
-                self.add_run_problems(check_marker_placement(part.content, part_index=index))
+                self.add_run_problems(ctx.run_id, check_marker_placement(part.content, part_index=index))
         recovery = recover_in_place(
             response,
             api=request.info.api,
@@ -367,12 +367,12 @@ class TrackCitations(AbstractCapability[Any]):
         for index, count in recovery.added.items():
             request.recovered[index] = count
             request.arrivals.setdefault(index, 'response_end' if request.streamed else 'response')
-        self.add_run_problems(recovery.problems)
+        self.add_run_problems(ctx.run_id, recovery.problems)
 
     async def after_model_request(
         self, ctx: RunContext[Any], *, request_context: ModelRequestContext, response: ModelResponse
     ) -> ModelResponse:
-        if (state := self._run) is None or (request := current(state)) is None:
+        if (state := self._runs.get(ctx.run_id)) is None or (request := current(state)) is None:
             return response
         request.response = response
         request.finished = True
@@ -381,7 +381,7 @@ class TrackCitations(AbstractCapability[Any]):
         if not _recovered_already(request, response):
             self._recover(ctx, request, response)
         if self.recover_raw and (problem := raw_annotations_problem(request.info.api, request_context.model_settings)):
-            self.add_run_problems([problem])
+            self.add_run_problems(state.run_id, [problem])
         if not request.streamed:
             record_whole_body(response)
         request.observation = observe(request)
@@ -393,7 +393,7 @@ class TrackCitations(AbstractCapability[Any]):
 
     async def after_run(self, ctx: RunContext[Any], *, result: AgentRunResult[Any]) -> AgentRunResult[Any]:
         # Telemetry: when the agent is instrumented, the run's span is current here; annotate it. No-op otherwise.
-        state = self._run
+        state = self._runs.get(ctx.run_id)
         span = trace.get_current_span()
         if state is not None and span.is_recording():
             span.set_attributes(telemetry_attributes(cited_run(state, result.all_messages())))

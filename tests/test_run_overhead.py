@@ -1,11 +1,12 @@
 """What the package's capabilities add to each request: no model wrapper for a request that is not streamed, one
-`StreamWatch` layer (shared by `TrackCitations` and `CleanStaleCitations`) for a streamed one, cheap per-run copies."""
+`StreamWatch` layer (shared by `TrackCitations` and `CleanStaleCitations`) for a streamed one, no per-run copies."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
 
+import anyio
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -69,7 +70,9 @@ async def test_a_streamed_request_gets_one_shared_stream_watch(order: str) -> No
     assert response.metadata is not None and METADATA_KEY in response.metadata  # fingerprinted through the stream
 
 
-async def test_per_run_copies_share_configuration_and_keep_their_own_state() -> None:
+async def test_each_run_uses_the_agents_instances_and_keeps_its_own_state() -> None:
+    # No per-run copies: a capability that returns a new instance from `for_run` makes Pydantic AI rebuild the run's
+    # capability tree on every run. Each run's state is kept by the instance under the run's id instead.
     track = TrackCitations(recover_raw=False)
     strip = StripCitationMarkup(policy='retry')
     clean = CleanStaleCitations(on_edit='clear')
@@ -82,20 +85,51 @@ async def test_per_run_copies_share_configuration_and_keep_their_own_state() -> 
             runs.extend(ctx.capabilities.values())
 
     agent = Agent(agent.model, capabilities=[_Collect(), track, strip, clean])
-    await agent.run('q')
-    await agent.run('q')
-    run_tracks = [c for c in runs if isinstance(c, TrackCitations)]
-    assert len(run_tracks) == 2 and run_tracks[0] is not run_tracks[1]
-    assert all(c is not track for c in run_tracks)
-    assert all(c.recover_raw is False for c in run_tracks)
-    assert run_tracks[0]._run is not run_tracks[1]._run  # pyright: ignore[reportPrivateUsage]
-    assert track._run is None  # pyright: ignore[reportPrivateUsage]
-    run_strips = [c for c in runs if isinstance(c, StripCitationMarkup)]
-    assert all(c.policy == 'retry' and c is not strip for c in run_strips)
-    run_cleans = [c for c in runs if isinstance(c, CleanStaleCitations)]
-    assert all(c.on_edit == 'clear' and c is not clean for c in run_cleans)
-    assert run_cleans[0]._state is not run_cleans[1]._state  # pyright: ignore[reportPrivateUsage]
-    assert clean._state.ctx is None  # pyright: ignore[reportPrivateUsage]
+    first, second = await agent.run('q'), await agent.run('q')
+    ours = [c for c in runs if isinstance(c, TrackCitations | StripCitationMarkup | CleanStaleCitations)]
+    assert [id(c) for c in ours] == [id(track), id(strip), id(clean)] * 2
+    assert len(track._runs) == 2  # pyright: ignore[reportPrivateUsage]  # until each report is taken
+    assert track.report(first).requests[0] is not track.report(second).requests[0]
+    assert len(track._runs) == 0  # pyright: ignore[reportPrivateUsage]
+    assert len(clean._runs) == 0  # pyright: ignore[reportPrivateUsage]  # released when each run ended
+    assert len(clean._attempt) == len(track._watch) == 0  # pyright: ignore[reportPrivateUsage]
+
+
+@dataclass
+class _Interleave(AbstractCapability[Any]):
+    """Listed last: yields to the event loop between the others' `prepare_model_request` and `get_wrapper_model`."""
+
+    async def prepare_model_request(self, ctx: RunContext[Any], request_context: Any) -> Any:
+        await anyio.sleep(0.01)
+        return request_context
+
+
+async def test_concurrent_runs_of_one_agent_each_watch_their_own_stream() -> None:
+    track, clean = TrackCitations(), CleanStaleCitations()
+    agent, _, see = _agent(track, clean, _Interleave())
+    reports: dict[str, Any] = {}
+
+    async def one(name: str, stream: bool) -> None:
+        if stream:
+            async with agent.run_stream('q') as run:
+                await run.get_output()
+        else:
+            run = await agent.run('q')
+        reports[name] = (track.report(run), run.all_messages())
+
+    async with anyio.create_task_group() as tg:
+        for n in range(6):
+            tg.start_soon(one, f'run{n}', n % 2 == 0)
+    assert sum(isinstance(m, StreamWatch) for m in see.seen) == 3
+    for name, (report, messages) in reports.items():
+        streamed = int(name[-1]) % 2 == 0
+        assert [p.arrival for p in report.requests[0].parts if p.citations] == (
+            ['response_end'] if streamed else ['response']
+        )
+        assert report.answer.complete
+        [response] = [m for m in messages if isinstance(m, ModelResponse)]
+        assert response.metadata is not None and METADATA_KEY in response.metadata
+    assert len(track._runs) == len(clean._runs) == 0  # pyright: ignore[reportPrivateUsage]
 
 
 def _poly_per_character(text: str) -> int:
