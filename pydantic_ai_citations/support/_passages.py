@@ -14,7 +14,6 @@ therefore in at most one passage, and in exactly one when its block reaches `min
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal
 
@@ -167,44 +166,43 @@ def _html_blocks(html: str) -> _Builder:
     parts = walk.parts
     # Kinds by tag id, memoised for this page: custom elements get ids of their own document.
     kinds: dict[int, int] = {}
-    # Iterative pre-order walk (deep junk must not hit the recursion limit): a stack of the open elements' child
-    # iterators, each with the kind of the element whose end its exhaustion marks.
-    stack: list[tuple[Iterator[LexborNode], int]] = []
-    children: Iterator[LexborNode] = iter((root,))
-    open_kind = _INLINE
+    # Iterative pre-order walk from child to child and sibling to sibling (deep junk must not hit the recursion
+    # limit): a stack of the open elements, each with its kind, to close it and go on with its next sibling.
+    stack: list[tuple[LexborNode, int]] = []
+    node: LexborNode | None = root
     while True:
-        for node in children:
+        while node is not None:
             tag_id = node.tag_id
             kind = kinds.get(tag_id)
             if kind is None:
                 kind = kinds[tag_id] = _KINDS.get(node.tag, _INLINE)
             if kind == _TEXT:
-                text = node.text_content
-                if text:
-                    if not text.isspace():
-                        if walk.pending or walk.marked < walk.depth:
-                            walk.text()
-                        walk.marked = walk.depth
-                        walk.last_br = False
-                    parts.append(text)
-                continue
-            if kind == _SKIP or (hidden and node.mem_id in hidden):
-                continue
-            if kind == _BR:
+                if node.is_empty_text_node:  # spaces between tags (most text nodes): no need to read them
+                    parts.append(' ')
+                else:
+                    text = node.text_content
+                    if text:
+                        if not text.isspace():
+                            if walk.pending or walk.marked < walk.depth:
+                                walk.text()
+                            walk.marked = walk.depth
+                            walk.last_br = False
+                        parts.append(text)
+            elif kind == _BR:
                 walk.br()
+            elif kind != _SKIP and not (hidden and node.mem_id in hidden):
+                if kind != _INLINE:
+                    walk.open(kind)
+                stack.append((node, kind))
+                node = node.first_child
                 continue
-            if kind != _INLINE:
-                walk.open(kind)
-            stack.append((children, open_kind))
-            children = node.iter(include_text=True)
-            open_kind = kind
+            node = None if node is root else node.next
+        if not stack:
             break
-        else:
-            if open_kind != _INLINE:
-                walk.close(open_kind)
-            if not stack:
-                break
-            children, open_kind = stack.pop()
+        node, kind = stack.pop()
+        if kind != _INLINE:
+            walk.close(kind)
+        node = None if node is root else node.next
     walk.flush()
     return walk
 
