@@ -18,7 +18,6 @@ with it, sums the relevance of only those that can still win, and stems a page's
 from __future__ import annotations
 
 import math
-from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
@@ -100,8 +99,7 @@ class PassageIndex:
             for word in found:
                 words[word] = get(word, 0) | bit
         self._words = words
-        self._vocab: list[str] | None = None  # the page's words, sorted, when the first claim comes
-        self._odd: dict[str, list[str]] = {}  # words not starting with two ASCII letters, by key
+        self._groups: dict[str, list[str]] | None = None  # the page's words by key, when the first claim comes
         self._done: set[str] | None = set()  # prefixes whose words are stemmed (`None`: all words are)
         self._claims = 0  # claims asked about so far
         self._pair_masks: dict[tuple[str, str], int] | None = None  # every pair of the page, once many claims come
@@ -149,22 +147,19 @@ class PassageIndex:
 
     def _starting(self, prefix: str) -> list[str]:
         """The page's words starting with `prefix` (ASCII), or whose key is `prefix` (two letters, folded)."""
-        vocab = self._vocab
-        if vocab is None:
-            vocab = self._vocab = sorted(self._words)
-            if not ''.join(vocab).isascii():
-                for word in vocab:
-                    if not word[:2].isascii():
-                        self._odd.setdefault(term_key(word), []).append(word)
-        if len(prefix) < 2:  # a one-letter word: only itself has its key
-            return [prefix] if prefix in self._words else []
-        found: list[str] = []
-        if prefix.isascii():
-            start = bisect_left(vocab, prefix)
-            found = vocab[start : bisect_left(vocab, prefix + '\U0010ffff', start)]
-        if len(prefix) == 2:
-            found += self._odd.get(prefix, ())
-        return found
+        groups = self._groups
+        if groups is None:
+            groups = self._groups = {}
+            for word in self._words:
+                key = word[:2] if word.isascii() else term_key(word)
+                group = groups.get(key)
+                if group is None:
+                    groups[key] = [word]
+                else:
+                    group.append(word)
+        if len(prefix) <= 2:
+            return groups.get(prefix, [])
+        return [w for w in groups.get(prefix[:2], ()) if w.startswith(prefix)]
 
     def _learn(self, new: list[str]) -> None:
         """Terms and surface features of a claim's words not seen on this page before."""
@@ -191,14 +186,19 @@ class PassageIndex:
             needle = f' {first} {second} '
             lines = self._lines
             mask = 0
+            if both and not both & (both - 1):  # one passage holds both words (the most common case)
+                i = both.bit_length() - 1
+                return self._pair_feature(pair, both) if needle in (lines[i] or self._line(i)) else None
             while both:
                 bit = both & -both
                 both ^= bit
                 i = bit.bit_length() - 1
                 if needle in (lines[i] or self._line(i)):
                     mask |= bit
-        if not mask:
-            return None
+        return self._pair_feature(pair, mask) if mask else None
+
+    def _pair_feature(self, pair: tuple[str, str], mask: int) -> _Feature:
+        first, second = pair
         term = self._term_of[first]
         return (f'{first} {second}', self._idf[mask.bit_count()], mask, self._term_of[second] if term is None else term)
 
