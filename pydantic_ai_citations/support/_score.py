@@ -67,12 +67,14 @@ class PassageIndex:
 
     Building the index reads each passage once: its words (`tokens`), and for each distinct word of the page the set
     of passages holding it (a bit set: bit `i` for passage `i`). Stemming is most of the rest of the cost, and most of
-    a page's words never meet a claim's. So the index stems the page's words one `term_key` (first two letters) at a
-    time, the first time a claim has a word with that key (one call to the Snowball stemmer, the C one when PyStemmer
-    is installed); a term always has its words' key, so every passage holding a claim's term is found. Each word is
-    stemmed once per page: the index is the page's stem cache, and it goes away with the page. Pairs of adjacent
-    words are looked up the same way: only for the pairs a claim has, among the passages holding both words. The
-    lazily filled stems, postings and features are the only state that changes, and only by growing.
+    a page's words never meet a claim's. So for each term of a claim the index stems only the page's words that may
+    have it, in one call to the Snowball stemmer (the C one when PyStemmer is installed): those of the term's
+    `term_key` (a term always has its words' first two letters), and for English only those of them that start with
+    all of the term but its last two letters (see `_complete`); every passage holding a claim's term is found. Each
+    word is stemmed once per page: the index is the page's stem cache, and it goes away with the page. Pairs of
+    adjacent words are looked up the same way: only for the pairs a claim has, among the passages holding both words.
+    A page asked about by many claims is indexed in full instead. The lazily filled stems, postings and features are
+    the only state that changes, and only by growing.
 
     A claim's relevance is summed in full only for the passages that can still win. A passage holding a surface word
     or pair of the claim also holds that word's term (stop words aside), so each term, weighted with the features
