@@ -13,8 +13,8 @@ Install with the `postgres` extra: `pip install 'pydantic-ai-citations[postgres]
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Generator, Sequence
-from contextlib import contextmanager
+from collections.abc import AsyncGenerator, Awaitable, Callable, Generator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, LiteralString, TypeAlias, TypeVar, cast
 
@@ -55,13 +55,16 @@ from ._store import (
 )
 
 if TYPE_CHECKING:
-    from psycopg import AsyncConnection, AsyncCursor
+    from psycopg import AsyncConnection, AsyncCursor, AsyncPipeline
     from psycopg_pool import AsyncConnectionPool
 
 __all__ = ('PostgresConversationStore',)
 
 _T = TypeVar('_T')
 _Conn: TypeAlias = 'AsyncConnection[tuple[Any, ...]]'
+_Write: TypeAlias = 'Callable[[_Conn, AsyncPipeline], Awaitable[_T]]'
+"""A write's statements: given the connection in pipeline mode (its transaction begun, the lock queued) and the
+pipeline, to `sync()` when it needs results before the `COMMIT`."""
 _Statements = list[tuple[str, list[tuple[object, ...]]]]
 
 
@@ -203,6 +206,15 @@ async def _load(conn: _Conn, conversation_id: str, limit: int | None, scope: str
         return False
 
 
+@asynccontextmanager
+async def _transaction(conn: _Conn) -> AsyncGenerator[None]:
+    """The transaction of `conn` (psycopg's), entered as it is (`conn.transaction()` would add pipelines that sync)."""
+    from psycopg import AsyncTransaction  # loaded with the pool already
+
+    async with AsyncTransaction(conn):
+        yield
+
+
 class _StoredBefore(Exception):
     """`write_record` was given entries that are stored already (rolls its first attempt back)."""
 
@@ -333,14 +345,17 @@ class PostgresConversationStore(_StoredAnswers):
             async with self._pool.connection() as conn:
                 return await fn(conn)
 
-    async def _write(self, conversation_id: str | None, fn: Callable[[_Conn], Awaitable[_T]]) -> _T:
+    async def _write(self, conversation_id: str | None, fn: _Write[_T]) -> _T:
         await self._ensure_open()
         with self._readable():
             return await self._write_locked(conversation_id, fn)
 
-    async def _write_locked(self, conversation_id: str | None, fn: Callable[[_Conn], Awaitable[_T]]) -> _T:
-        # In pipeline mode: `BEGIN` and the lock go out with the write's first round trip, not one trip each.
-        async with self._pool.connection() as conn, conn.pipeline(), conn.transaction():
+    async def _write_locked(self, conversation_id: str | None, fn: _Write[_T]) -> _T:
+        # One pipeline, and the transaction entered inside it: `BEGIN`, the lock and the write's statements go in one
+        # round trip (more only when `fn` reads results first), the `COMMIT` (or `ROLLBACK`) in one more when the
+        # pipeline ends. (`conn.transaction()` in pipeline mode wraps its block in two more pipelines, which sync on
+        # entering and on leaving: five round trips for the same write.)
+        async with self._pool.connection() as conn, conn.pipeline() as pipeline, _transaction(conn):
             if conversation_id is None:
                 await conn.execute('SELECT pg_advisory_xact_lock(%s, 0)', (_LOCK_CLASS,))
             else:
@@ -348,7 +363,7 @@ class PostgresConversationStore(_StoredAnswers):
                     'SELECT pg_advisory_xact_lock_shared(%s, 0), pg_advisory_xact_lock(%s, hashtext(%s))',
                     (_LOCK_CLASS, _LOCK_CLASS + 1, conversation_id),
                 )
-            return await fn(conn)
+            return await fn(conn, pipeline)
 
     async def _read(
         self, conversation_id: str, *, limit: int | None = None, scope: str | None = None
@@ -375,8 +390,9 @@ class PostgresConversationStore(_StoredAnswers):
         return await self._query(read)
 
     async def _write_statements(self, statements: _Statements) -> None:
-        async def write(conn: _Conn) -> None:
-            await _execute_all(conn, statements)
+        async def write(conn: _Conn, _: AsyncPipeline) -> None:
+            async with conn.cursor() as cur:
+                await _queue(cur, statements)
 
         await self._write(None, write)
 
@@ -406,7 +422,7 @@ class PostgresConversationStore(_StoredAnswers):
         cid = record.conversation_id
         head = record.head_id
 
-        async def write(conn: _Conn, *, new: bool) -> None:
+        async def write(conn: _Conn, pipeline: AsyncPipeline, *, new: bool) -> None:
             # New entries and their answers are inserted as new (no speculative insertion, no update to prepare):
             # one that is stored already fails this write, which is rolled back and done again as a write of stored
             # entries (their answers' index rows replaced rather than added).
@@ -416,28 +432,28 @@ class PostgresConversationStore(_StoredAnswers):
                 *record_statements,
             ]
             # One round trip: the checks and the writes go together (the lock is held); a failed check rolls back.
-            try:
-                async with conn.pipeline() as pipeline, conn.cursor() as checks, conn.cursor() as cur:
-                    await checks.execute(_pg(sql.PG_SAVE_CHECKS), (cid, head or ''))
-                    await _queue(cur, statements)
+            async with conn.cursor() as checks, conn.cursor() as cur:
+                await checks.execute(_pg(sql.PG_SAVE_CHECKS), (cid, head or ''))
+                await _queue(cur, statements)
+                try:
                     await pipeline.sync()
-                    current, head_found = cast(tuple[str | None, bool], await checks.fetchone())
-            except Exception as e:
-                if new and _is_unique_violation(e):
-                    raise _StoredBefore from e
-                raise
+                except Exception as e:
+                    if new and _is_unique_violation(e):
+                        raise _StoredBefore from e
+                    raise
+                current, head_found = cast(tuple[str | None, bool], await checks.fetchone())
             if current != expected_revision:
                 raise ConversationConflict(cid)
             if head is not None and head not in new_ids and not head_found:
                 raise ConversationConflict(cid)
 
         try:
-            await self._write(cid, lambda conn: write(conn, new=True))
+            await self._write(cid, lambda conn, pipeline: write(conn, pipeline, new=True))
         except _StoredBefore:
-            await self._write(cid, lambda conn: write(conn, new=False))
+            await self._write(cid, lambda conn, pipeline: write(conn, pipeline, new=False))
 
     async def delete_record(self, conversation_id: str, *, expected_revision: str) -> None:
-        async def delete(conn: _Conn) -> None:
+        async def delete(conn: _Conn, _: AsyncPipeline) -> None:
             row = await _fetchone(conn, sql.REVISION, (conversation_id,))
             if row is None or row[0] != expected_revision:
                 raise ConversationConflict(conversation_id)
@@ -496,7 +512,7 @@ class PostgresConversationStore(_StoredAnswers):
             ConversationConflict: The conversation changed since `expected_revision`.
         """
 
-        async def edit(conn: _Conn) -> tuple[Conversation, list[CitationProblem]]:
+        async def edit(conn: _Conn, _: AsyncPipeline) -> tuple[Conversation, list[CitationProblem]]:
             row = await _fetchone(conn, sql.RECORD_AND_SCOPE, (conversation_id,))
             if row is None or (scope is not None and row[1] != scope):
                 raise UserError(f'Conversation {conversation_id!r} is not in the store.')
@@ -512,7 +528,8 @@ class PostgresConversationStore(_StoredAnswers):
                 *_answer_statements(plan.answer_rows, new=True, versions=self._versions),
                 *_record_statements(plan.record, _dump_record(plan.record)),
             ]
-            await _execute_all(conn, statements)
+            async with conn.cursor() as cur:
+                await _queue(cur, statements)
             return plan.conversation, plan.problems
 
         return await self._write(conversation_id, edit)
