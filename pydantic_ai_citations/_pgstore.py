@@ -19,7 +19,6 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, LiteralString, TypeAlias, TypeVar, cast
 
 import anyio
-from pydantic_ai import ModelResponse
 from pydantic_ai.conversation import Conversation
 from pydantic_ai.conversation_store import (
     ConversationConflict,
@@ -37,8 +36,9 @@ from ._store import (
     SCHEMA_VERSION,
     StoreCorruptionError,
     StoredAnswer,
-    _answer_row,  # pyright: ignore[reportPrivateUsage]
+    _answer_rows,  # pyright: ignore[reportPrivateUsage]
     _answer_statements,  # pyright: ignore[reportPrivateUsage]
+    _AnswerRow,  # pyright: ignore[reportPrivateUsage]
     _ChainWalk,  # pyright: ignore[reportPrivateUsage]
     _dump_record,  # pyright: ignore[reportPrivateUsage]
     _entry_from_row,  # pyright: ignore[reportPrivateUsage]
@@ -412,11 +412,7 @@ class PostgresConversationStore(_StoredAnswers):
         expected_revision: str | None,
     ) -> None:
         entry_rows = _entry_rows(record.conversation_id, new_entries)
-        answer_rows = [
-            _answer_row(e.id, record.conversation_id, e.message)
-            for e in new_entries
-            if isinstance(e.message, ModelResponse)
-        ]
+        answers: list[_AnswerRow | None] = []
         record_statements = _record_statements(record, _dump_record(record), new=expected_revision is None)
         new_ids = {e.id for e in new_entries}
         cid = record.conversation_id
@@ -426,15 +422,15 @@ class PostgresConversationStore(_StoredAnswers):
             # New entries and their answers are inserted as new (no speculative insertion, no update to prepare):
             # one that is stored already fails this write, which is rolled back and done again as a write of stored
             # entries (their answers' index rows replaced rather than added).
-            statements: _Statements = [
-                (sql.INSERT_ENTRY if new else sql.INSERT_ENTRY_IF_NEW, entry_rows),
-                *_answer_statements(answer_rows, new=new, upsert=not new, versions=self._versions),
-                *record_statements,
-            ]
-            # One round trip: the checks and the writes go together (the lock is held); a failed check rolls back.
             async with conn.cursor() as checks, conn.cursor() as cur:
                 await checks.execute(_pg(sql.PG_SAVE_CHECKS), (cid, head or ''))
-                await _queue(cur, statements)
+                await _queue(cur, [(sql.INSERT_ENTRY if new else sql.INSERT_ENTRY_IF_NEW, entry_rows)])
+                # The server runs those (the lock held) while the answers are made here; then the rest, in the same
+                # round trip: a failed check rolls it all back.
+                if not answers:
+                    answers.extend(_answer_rows(cid, new_entries))
+                statements = _answer_statements(answers, new=new, upsert=not new, versions=self._versions)
+                await _queue(cur, [*statements, *record_statements])
                 try:
                     await pipeline.sync()
                 except Exception as e:

@@ -450,6 +450,11 @@ def _answer_row(entry_id: str, conversation_id: str, response: ModelResponse) ->
     )
 
 
+def _answer_rows(conversation_id: str, entries: Sequence[ConversationEntry]) -> list[_AnswerRow | None]:
+    """The answer rows of new entries' responses."""
+    return [_answer_row(e.id, conversation_id, e.message) for e in entries if isinstance(e.message, ModelResponse)]
+
+
 def _json(value: object) -> JsonValue:
     try:
         return _json_ta.validate_python(value)
@@ -657,11 +662,7 @@ def _plan_edit(
     return _EditPlan(
         updated,
         _entry_rows(record.conversation_id, new_entries),
-        [
-            _answer_row(e.id, record.conversation_id, e.message)
-            for e in new_entries
-            if isinstance(e.message, ModelResponse)
-        ],
+        _answer_rows(record.conversation_id, new_entries),
         conversation,
         [dataclasses.replace(p, message_index=message_index, part_index=part_index) for p in problems],
     )
@@ -961,11 +962,7 @@ class SQLiteConversationStore(_StoredAnswers):
         expected_revision: str | None,
     ) -> None:
         entry_rows = _entry_rows(record.conversation_id, new_entries)  # serialised before taking the lock
-        answer_rows = [
-            _answer_row(e.id, record.conversation_id, e.message)
-            for e in new_entries
-            if isinstance(e.message, ModelResponse)
-        ]
+        answer_rows = _answer_rows(record.conversation_id, new_entries)
         record_blob = _dump_record(record)
 
         def write(conn: sqlite3.Connection) -> None:
