@@ -14,7 +14,7 @@ Install with the `postgres` extra: `pip install 'pydantic-ai-citations[postgres]
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Awaitable, Callable, Generator, Sequence
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import asynccontextmanager, contextmanager, suppress
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, LiteralString, TypeAlias, TypeVar, cast
 
@@ -64,7 +64,8 @@ _T = TypeVar('_T')
 _Conn: TypeAlias = 'AsyncConnection[tuple[Any, ...]]'
 _Write: TypeAlias = 'Callable[[_Conn, AsyncPipeline], Awaitable[_T]]'
 """A write's statements: given the connection in pipeline mode (its transaction begun, the lock queued) and the
-pipeline, to `sync()` when it needs results before the `COMMIT`."""
+pipeline, to `sync()` at the end (so an error is raised where the transaction can still roll back) or sooner when it
+needs results."""
 _Statements = list[tuple[str, list[tuple[object, ...]]]]
 
 
@@ -363,7 +364,13 @@ class PostgresConversationStore(_StoredAnswers):
                     'SELECT pg_advisory_xact_lock_shared(%s, 0), pg_advisory_xact_lock(%s, hashtext(%s))',
                     (_LOCK_CLASS, _LOCK_CLASS + 1, conversation_id),
                 )
-            return await fn(conn, pipeline)
+            try:
+                return await fn(conn, pipeline)
+            except BaseException:
+                # An error read without a sync (a fetch) leaves the pipeline aborted: sync, so the ROLLBACK runs.
+                with suppress(Exception):
+                    await pipeline.sync()
+                raise
 
     async def _read(
         self, conversation_id: str, *, limit: int | None = None, scope: str | None = None
@@ -390,9 +397,10 @@ class PostgresConversationStore(_StoredAnswers):
         return await self._query(read)
 
     async def _write_statements(self, statements: _Statements) -> None:
-        async def write(conn: _Conn, _: AsyncPipeline) -> None:
+        async def write(conn: _Conn, pipeline: AsyncPipeline) -> None:
             async with conn.cursor() as cur:
                 await _queue(cur, statements)
+            await pipeline.sync()  # an error raised here rolls the write back (at `COMMIT` it would be the pool)
 
         await self._write(None, write)
 
@@ -449,7 +457,7 @@ class PostgresConversationStore(_StoredAnswers):
             await self._write(cid, lambda conn, pipeline: write(conn, pipeline, new=False))
 
     async def delete_record(self, conversation_id: str, *, expected_revision: str) -> None:
-        async def delete(conn: _Conn, _: AsyncPipeline) -> None:
+        async def delete(conn: _Conn, pipeline: AsyncPipeline) -> None:
             row = await _fetchone(conn, sql.REVISION, (conversation_id,))
             if row is None or row[0] != expected_revision:
                 raise ConversationConflict(conversation_id)
@@ -457,6 +465,7 @@ class PostgresConversationStore(_StoredAnswers):
             await conn.execute(_pg(sql.DELETE_TIPS), (conversation_id,))
             for statement in sql.COLLECT_GARBAGE:
                 await conn.execute(_pg(statement))
+            await pipeline.sync()
 
         await self._write(None, delete)
 
@@ -508,7 +517,7 @@ class PostgresConversationStore(_StoredAnswers):
             ConversationConflict: The conversation changed since `expected_revision`.
         """
 
-        async def edit(conn: _Conn, _: AsyncPipeline) -> tuple[Conversation, list[CitationProblem]]:
+        async def edit(conn: _Conn, pipeline: AsyncPipeline) -> tuple[Conversation, list[CitationProblem]]:
             row = await _fetchone(conn, sql.RECORD_AND_SCOPE, (conversation_id,))
             if row is None or (scope is not None and row[1] != scope):
                 raise UserError(f'Conversation {conversation_id!r} is not in the store.')
@@ -526,6 +535,7 @@ class PostgresConversationStore(_StoredAnswers):
             ]
             async with conn.cursor() as cur:
                 await _queue(cur, statements)
+            await pipeline.sync()
             return plan.conversation, plan.problems
 
         return await self._write(conversation_id, edit)

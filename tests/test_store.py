@@ -1022,6 +1022,28 @@ async def test_missing_table_is_corruption_on_both_backends(store: Store, backen
 
 
 @pytest.mark.anyio
+async def test_failed_writes_roll_back_and_leave_the_store_usable(
+    store: Store, backend: str, target: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A write failing on the server (here a table gone) rolls back where it fails: nothing written, no connection
+    handed back mid-transaction (psycopg would log it), and the store goes on working."""
+    messages: list[ModelMessage] = [ModelRequest.user_text_prompt('q'), cited('https://a.example.com/x')]
+    await store.save(Conversation(conversation_id='c', messages=messages))
+    raw_execute(backend, target, 'DROP TABLE answer_sources')
+    with pytest.raises(StoreCorruptionError, match='its schema is not the one its version says'):
+        await store.edit_answer('c', message_index=1, part_index=0, new_text='edited')
+    with pytest.raises(StoreCorruptionError, match='its schema is not the one its version says'):
+        await store.delete('c')
+    with pytest.raises(StoreCorruptionError, match='its schema is not the one its version says'):
+        await store.save(Conversation(conversation_id='n', messages=messages))
+    loaded = await store.load('c')
+    assert loaded is not None
+    assert ModelMessagesTypeAdapter.dump_json(loaded.messages) == ModelMessagesTypeAdapter.dump_json(messages)
+    assert await store.load('n') is None
+    assert [r.getMessage() for r in caplog.records if r.name.startswith('psycopg')] == []
+
+
+@pytest.mark.anyio
 async def test_write_record_with_stored_entries_replaces_their_index(store: Store) -> None:
     """A caller of the primitive passing an entry that is stored already: its answer is indexed once, not twice."""
     (first,) = await save_answers(store, [cited('https://a.example.com/x')])
