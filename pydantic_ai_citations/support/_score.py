@@ -152,8 +152,9 @@ class PassageIndex:
         groups = self._groups
         if groups is None:
             groups = self._groups = {}
+            ascii_page = ''.join(self._words).isascii()
             for word in self._words:
-                key = word[:2] if word.isascii() else term_key(word)
+                key = word[:2] if ascii_page or word.isascii() else term_key(word)
                 group = groups.get(key)
                 if group is None:
                     groups[key] = [word]
@@ -177,30 +178,33 @@ class PassageIndex:
             mask = words.get(word, 0)
             self._word_features[word] = (term, ('=' + word, idf[mask.bit_count()], mask, term) if mask else None)
 
-    def _pair(self, pair: tuple[str, str]) -> _Feature | None:
+    def _pair(self, first: str, second: str) -> _Feature | None:
         """The feature of a claim's pair of adjacent words, `None` if no passage holds them next to each other."""
-        first, second = pair
         if self._pair_masks is not None:
-            mask = self._pair_masks.get(pair, 0)
+            mask = self._pair_masks.get((first, second), 0)
+            if not mask:
+                return None
         else:
             words = self._words
-            both = words.get(first, 0) & words.get(second, 0)
+            mask = words.get(first, 0) & words.get(second, 0)  # the passages holding both words
+            if not mask:
+                return None
             needle = f' {first} {second} '
             lines = self._lines
-            mask = 0
-            if both and not both & (both - 1):  # one passage holds both words (the most common case)
-                i = both.bit_length() - 1
-                return self._pair_feature(pair, both) if needle in (lines[i] or self._line(i)) else None
-            while both:
-                bit = both & -both
-                both ^= bit
-                i = bit.bit_length() - 1
-                if needle in (lines[i] or self._line(i)):
-                    mask |= bit
-        return self._pair_feature(pair, mask) if mask else None
-
-    def _pair_feature(self, pair: tuple[str, str], mask: int) -> _Feature:
-        first, second = pair
+            if mask & (mask - 1):
+                both = mask
+                while both:
+                    bit = both & -both
+                    both ^= bit
+                    i = bit.bit_length() - 1
+                    if needle not in (lines[i] or self._line(i)):
+                        mask ^= bit
+                if not mask:
+                    return None
+            else:  # one passage holds both words (the most common case)
+                i = mask.bit_length() - 1
+                if needle not in (lines[i] or self._line(i)):
+                    return None
         term = self._term_of[first]
         return (f'{first} {second}', self._idf[mask.bit_count()], mask, self._term_of[second] if term is None else term)
 
@@ -248,7 +252,7 @@ class PassageIndex:
             for pair in set(zip(words, words[1:], strict=False)):
                 feature = seen(pair, _UNSEEN)
                 if feature is _UNSEEN:
-                    feature = pairs[pair] = self._pair(pair)
+                    feature = pairs[pair] = self._pair(*pair)
                 if feature is not None:
                     named.append(feature)
         else:
