@@ -14,9 +14,12 @@ between audits) and then times `audit_answers(path, store, out)` with the packag
 
 Throughput is answers per wall-clock second of the timed call: what a user waits for. The machine has 2 cores shared
 with other work, so a single-process run and a Dask run are timed back to back, `ROUNDS` times, and each pair gives a
-ratio; the median ratio is the figure asserted (>= 1.6x), printed with every pair's times and the load average before
-it. A pair is only as fair as the machine was quiet: under load, the Dask run's three processes compete with it for
-the 2 cores and its ratio falls, whatever the code does.
+ratio. Each run also measures the CPU time the rest of the machine used meanwhile (`/proc/stat` less the run's own
+processes), in cores. The speed-up asserted (>= 1.6x) is the median over the *quiet* pairs, where other processes
+used under `QUIET` cores during both runs; every pair is printed with its times, that figure and the load average
+before it, and with no quiet pair the speed-up is printed but not judged (the test is skipped). Why: Linux shares the
+CPU between sessions (autogroup) before processes, so while any other session keeps a core busy, the Dask run's three
+processes together get about the one core the single process gets, and the ratio is near 1x whatever the code does.
 
 CPU seconds are printed as context, not as the measure. They leave out waiting (idle workers at the end, hand-offs)
 and the driver's share of the 2 cores, and on this virtual machine they are not load-free either: the same partitions
@@ -57,6 +60,7 @@ ANSWERS = int(os.environ.get('AUDIT_BENCH_ANSWERS', '20000'))
 ROUNDS = int(os.environ.get('AUDIT_BENCH_ROUNDS', '3'))
 WORKERS = 2
 TARGET_SPEEDUP = 1.6
+QUIET = 0.15  # cores used by other processes during both runs of a pair, at most, for the pair to be judged
 MEMORY_SLACK = 0.15  # the peak is the largest partition's working set: it varies a little with the pages cited
 # Ground-truth paragraphs split into sentences (benchmark-side only: the package never splits HTML with regexes).
 SENTENCE_END = re.compile(r'(?<=[.!?])\s+(?=[A-Z"“])')
@@ -72,6 +76,12 @@ def peak_mib():
     # VmHWM: this process's own peak (ru_maxrss would include the parent's, since Linux keeps it across exec).
     with open('/proc/self/status') as status:
         return next(int(line.split()[1]) for line in status if line.startswith('VmHWM:')) / 1024
+
+def busy_seconds():
+    # CPU time the whole machine spent running anything (user, nice, system, irq, softirq), in seconds.
+    with open('/proc/stat') as stat:
+        v = [int(x) for x in stat.readline().split()[1:]]
+    return (v[0] + v[1] + v[2] + v[5] + v[6]) / os.sysconf('SC_CLK_TCK')
 
 def main(mode, workers, store_path, out_dir, warm, *sources):
     store = SnapshotStore(store_path)
@@ -92,14 +102,16 @@ def main(mode, workers, store_path, out_dir, warm, *sources):
         for source in sources:
             load = os.getloadavg()[0]
             workers = client.run(time.process_time) if client else {}
-            start, cpu = time.perf_counter(), time.process_time()
+            start, cpu, busy = time.perf_counter(), time.process_time(), busy_seconds()
             target = os.path.join(out_dir, f'{mode}-{os.path.basename(source)}')
             with open(target, 'w', encoding='utf-8') as out:
                 result = audit_answers(source, store, out, client=client)
-            seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
+            seconds, cpu, busy = time.perf_counter() - start, time.process_time() - cpu, busy_seconds() - busy
             workers = {k: v - workers[k] for k, v in client.run(time.process_time).items()} if client else {}
+            others = max(0.0, busy - cpu - sum(workers.values())) / seconds  # cores used by other processes
             runs.append({
                 'source': source, 'answers': result.answers, 'seconds': seconds, 'cpu': cpu, 'load': load,
+                'others': others,
                 'workers_cpu': list(workers.values()), 'peak_mib': peak_mib(),
                 'worker_peak_mib': list(client.run(peak_mib).values()) if client else [],
                 'summary': TypeAdapter(SupportSummary).dump_python(result.summary, mode='json'),
@@ -230,7 +242,10 @@ def test_dask_audit_is_identical_faster_and_memory_bounded(benchmark: BenchmarkF
     benchmark.pedantic(measure, rounds=1, iterations=1)
 
     ratios = [number(s, 'seconds') / number(d, 'seconds') for s, d in pairs]
-    speedup = statistics.median(ratios)
+    quiet = [
+        r for (s, d), r in zip(pairs, ratios, strict=True) if max(number(s, 'others'), number(d, 'others')) < QUIET
+    ]
+    speedup = statistics.median(quiet or ratios)
     grew = {
         'single': growth(memory['single'], 'peak_mib'),
         'dask driver': growth(memory['dask'], 'peak_mib'),
@@ -244,15 +259,19 @@ def test_dask_audit_is_identical_faster_and_memory_bounded(benchmark: BenchmarkF
         driver_cpu = number(dask, 'cpu')
         projected = number(single, 'cpu') / max(max(workers_cpu), (sum(workers_cpu) + driver_cpu) / 2)
         print(
-            f'  pair {n}: single {s:.2f} s ({ANSWERS / s:.0f} answers/s, load {number(single, "load"):.1f}), '
-            f'Dask {d:.2f} s ({ANSWERS / d:.0f} answers/s, load {number(dask, "load"):.1f}): {ratio:.2f}x; '
+            f'  pair {n}: single {s:.2f} s ({ANSWERS / s:.0f} answers/s, load {number(single, "load"):.1f}, '
+            f'others {number(single, "others"):.2f} cores), Dask {d:.2f} s ({ANSWERS / d:.0f} answers/s, '
+            f'load {number(dask, "load"):.1f}, others {number(dask, "others"):.2f} cores): {ratio:.2f}x; '
             f'CPU single {number(single, "cpu"):.2f} s, Dask workers '
             + ' + '.join(f'{c:.2f}' for c in workers_cpu)
             + f' s, driver {driver_cpu:.2f} s: {projected:.2f}x on idle cores'
         )
     print(
-        f'speed-up: median {speedup:.2f}x (pairs {min(ratios):.2f}-{max(ratios):.2f}x); outputs identical; '
-        f'cluster start-up {statistics.median(startups):.1f} s (not counted)'
+        f'speed-up: median {speedup:.2f}x over the {len(quiet)} quiet pair(s) (others < {QUIET} cores)'
+        if quiet
+        else f'speed-up: median {speedup:.2f}x over all pairs (none was quiet)',
+        f'(all pairs {min(ratios):.2f}-{max(ratios):.2f}x); outputs identical; '
+        f'cluster start-up {statistics.median(startups):.1f} s (not counted)',
     )
     for name, runs in (('single', memory['single']), ('dask', memory['dask'])):
         print(
@@ -274,9 +293,13 @@ def test_dask_audit_is_identical_faster_and_memory_bounded(benchmark: BenchmarkF
             'single_seconds': [round(number(s, 'seconds'), 2) for s, _ in pairs],
             'dask_seconds': [round(number(d, 'seconds'), 2) for _, d in pairs],
             'load_average': [(number(s, 'load'), number(d, 'load')) for s, d in pairs],
+            'other_cores': [(round(number(s, 'others'), 2), round(number(d, 'others'), 2)) for s, d in pairs],
+            'quiet_pairs': len(quiet),
             'memory_growth': {k: round(v, 3) for k, v in grew.items()},
         }
     )
     for name, value in grew.items():
         assert value <= MEMORY_SLACK, f'peak memory of the {name} grew {value:.1%} from 1x to 4x the answers'
+    if not quiet:
+        pytest.skip(f'other processes used the cores during every pair: speed-up {speedup:.2f}x not judged')
     assert speedup >= TARGET_SPEEDUP, f'Dask on {WORKERS} workers is only {speedup:.2f}x the single process (median)'
