@@ -132,6 +132,8 @@ class AttemptSlots(Generic[T]):
 
     def put(self, value: T | None) -> None:
         """Keep `value` for the current task's next `take` (`None` clears the slot)."""
+        if value is None and not self._slots:  # nothing to clear (the common case: cheap, no lock)
+            return
         key = _task()
         with self._lock:
             if value is None:
@@ -141,6 +143,8 @@ class AttemptSlots(Generic[T]):
 
     def take(self) -> T | None:
         """What the current task's `put` left, released; `None` if nothing."""
+        if not self._slots:  # nothing was left for any task
+            return None
         key = _task()
         with self._lock:
             return self._slots.pop(key, None)

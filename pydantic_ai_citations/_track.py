@@ -384,10 +384,15 @@ class TrackCitations(AbstractCapability[Any]):
             self.add_run_problems(state.run_id, [problem])
         if not request.streamed:
             record_whole_body(response)
-        request.observation = observe(request)
         if self.matrix is not None:
+            request.observation = observe(request)
             self.matrix.add_observation(request.observation)
-        for earlier in state.requests[:-1]:  # observed: a report needs only the last response (issue 15.7)
+        # Otherwise the observation is made when it is needed (`report`, telemetry), from the same record, or here
+        # for an earlier finished request before its response is released: a report needs only the last response
+        # (issue 15.7).
+        for earlier in state.requests[:-1]:
+            if earlier.finished and earlier.observation is None:
+                earlier.observation = observe(earlier)
             earlier.response = earlier.stream = None
         return response
 
