@@ -26,7 +26,7 @@ import functools
 import json
 import unicodedata
 from collections.abc import Mapping, Sequence
-from dataclasses import KW_ONLY, dataclass, field, replace
+from dataclasses import KW_ONLY, dataclass, field
 from typing import TYPE_CHECKING, Literal, TypeVar, cast
 
 import anyio
@@ -493,9 +493,6 @@ class VerifyEvidence(AbstractCapability[object]):
         if self.max_listed_ids < 0:
             raise UserError(f'VerifyEvidence: `max_listed_ids` must not be negative, got {self.max_listed_ids!r}.')
         require_base_fields(self)
-
-    async def for_run(self, ctx: RunContext[object]) -> VerifyEvidence:
-        return replace(self)
 
     async def after_output_validate(
         self,

@@ -15,7 +15,7 @@ from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.models import Model
 from pydantic_ai.models.fallback import FallbackModel
 
-from pydantic_ai_citations import CleanStaleCitations, StripCitationMarkup, TrackCitations
+from pydantic_ai_citations import CleanStaleCitations, StripCitationMarkup, TrackCitations, VerifyEvidence
 from pydantic_ai_citations._edit import _BASE, _MOD, METADATA_KEY, _poly  # pyright: ignore[reportPrivateUsage]
 from pydantic_ai_citations._wrappers import StreamWatch
 from pydantic_ai_citations.testing import CitingModel, ScriptedCitation
@@ -84,10 +84,13 @@ async def test_each_run_uses_the_agents_instances_and_keeps_its_own_state() -> N
         async def before_run(self, ctx: RunContext[Any]) -> None:
             runs.extend(ctx.capabilities.values())
 
-    agent = Agent(agent.model, capabilities=[_Collect(), track, strip, clean])
+    verify = VerifyEvidence()
+    agent = Agent(agent.model, capabilities=[_Collect(), track, strip, clean, verify])
     first, second = await agent.run('q'), await agent.run('q')
-    ours = [c for c in runs if isinstance(c, TrackCitations | StripCitationMarkup | CleanStaleCitations)]
-    assert [id(c) for c in ours] == [id(track), id(strip), id(clean)] * 2
+    ours = [
+        c for c in runs if isinstance(c, TrackCitations | StripCitationMarkup | CleanStaleCitations | VerifyEvidence)
+    ]
+    assert [id(c) for c in ours] == [id(track), id(strip), id(clean), id(verify)] * 2
     assert len(track._runs) == 2  # pyright: ignore[reportPrivateUsage]  # until each report is taken
     assert track.report(first).requests[0] is not track.report(second).requests[0]
     assert len(track._runs) == 0  # pyright: ignore[reportPrivateUsage]
