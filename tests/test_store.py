@@ -1208,6 +1208,48 @@ def test_versions_and_hosts(monkeypatch: pytest.MonkeyPatch) -> None:
     assert parent_domains('::1') == ['::1']
 
 
+def _host_by_urlsplit(url: str) -> str | None:
+    """`url_host` as `urlsplit` alone finds it (its fast path for plain URLs must agree)."""
+    from urllib.parse import urlsplit
+
+    from pydantic_ai_citations._urls import bare_host
+
+    try:
+        host = urlsplit(url).hostname
+    except ValueError:
+        return None
+    return (bare_host(host) or None) if host else None
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.sampled_from(['http://', 'https://', 'HTTPS://', ' https://', 'https:/', 'ftp://', '']),
+    st.text(st.sampled_from('aZ09.-_@:[]%/?#\\ \t\r\n\x00\u0130\uff0e\u2100é'), max_size=24),
+)
+def test_url_host_fast_path_agrees_with_urlsplit(scheme: str, rest: str) -> None:
+    url = scheme + rest
+    assert url_host(url) == _host_by_urlsplit(url)
+
+
+@pytest.mark.parametrize(
+    'url',
+    [
+        'https://Docs.Pydantic.dev/latest/',
+        'https://www.example.com',
+        'https://www.example.com?q#f',
+        'http://...',
+        'https://a.b.c.',
+        'https://example.com\t/x',
+        'https://exa\tmple.com/',
+        'https://example.com:443/',
+        'https://user@example.com/',
+        'https://example.com\\@evil.com/',
+    ],
+)
+def test_url_host_fast_path_cases(url: str) -> None:
+    assert url_host(url) == _host_by_urlsplit(url)
+
+
 @pytest.mark.anyio
 async def test_snapshots_index_where_grounding_redirects_led(store: Store, backend: str, target: str) -> None:
     from datetime import UTC, datetime
