@@ -30,7 +30,6 @@ import hashlib
 import itertools
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
-from operator import mul
 from typing import Any, Literal, TypeVar, cast
 
 from pydantic_ai import (
@@ -74,9 +73,18 @@ _CANDIDATES_PER_CHAR = 4
 _HEAD = 8
 """How many first characters of an anchored text its head hash covers (see `_Locator`)."""
 
-_MOD = (1 << 61) - 1
-_BASE = 1_000_003
-"""Polynomial hashes of anchored text: `sum(ord(c) * _BASE ** k) mod _MOD` over its characters, first highest."""
+_Scheme = tuple[int, int]
+"""`(base, modulus)` of the polynomial hashes in an anchor print: `sum(ord(c) * base ** k) mod modulus` over the
+anchored text's characters, first highest."""
+
+_FIRST: _Scheme = (1_000_003, (1 << 61) - 1)
+"""Polynomial hashes of prints in the first form (four fields), written by earlier versions: read, no longer written."""
+
+_SCHEME = 2
+_SECOND: _Scheme = (1 << 32, (1 << 61) - 2373)
+"""Polynomial hashes of prints marked `_SCHEME` (five fields). With base 2**32, a text's hash is its UTF-32
+encoding read as one integer, modulo a safe prime (2**32 has order (modulus - 1) / 2 in it, so the hash has no short
+period): two C-level calls instead of a multiplication per character."""
 
 Range = tuple[int, int]
 
@@ -466,37 +474,39 @@ def _is_cited(part: object) -> bool:
     return bool(part.citations) or bool(part.provider_details and 'citations' in part.provider_details)
 
 
-_CHUNK = 256
-_DESCENDING = tuple(pow(_BASE, k, _MOD) for k in range(_CHUNK - 1, -1, -1))
-"""`_BASE ** k mod _MOD` for k = `_CHUNK - 1` … 0: `_poly` weighs a chunk's characters with them in one C-level pass."""
+def _anchor_print(anchored: str, digest: str | None) -> list[str | int]:
+    """`[hash, length, head hash, whole hash, _SCHEME]` of an anchored text (see `fingerprint_response`).
 
-
-def _poly(text: str) -> int:
-    """The polynomial hash of `text` (see `_BASE`), computed a chunk of characters at a time.
-
-    A per-character loop in Python cost about 0.1 µs per anchored character on every fingerprinted response.
+    `digest`: `_hash(anchored)` when the caller has it (an anchor over a whole part). In the `_SECOND` scheme a
+    polynomial hash is the text's UTF-32-BE encoding read as one integer, modulo the scheme's prime.
     """
-    h = 0
-    for at in range(0, len(text), _CHUNK):
-        chunk = text[at : at + _CHUNK]
-        weights = _DESCENDING[_CHUNK - len(chunk) :]
-        h = (h * pow(_BASE, len(chunk), _MOD) + sum(map(mul, map(ord, chunk), weights))) % _MOD
-    return h
+    data = anchored.encode('utf-32-be', 'surrogatepass')
+    modulus = _SECOND[1]
+    return [
+        _hash(anchored) if digest is None else digest,
+        len(anchored),
+        f'{int.from_bytes(data[: 4 * _HEAD], "big") % modulus:x}',
+        f'{int.from_bytes(data, "big") % modulus:x}',
+        _SCHEME,
+    ]
 
 
-def _anchor_print(anchored: str) -> list[str | int]:
-    """`[hash, length, head hash, whole hash]` of an anchored text (see `fingerprint_response`)."""
-    return [_hash(anchored), len(anchored), f'{_poly(anchored[:_HEAD]):x}', f'{_poly(anchored):x}']
-
-
-def _anchor_prints(part: TextPart) -> list[list[str | int] | None]:
+def _anchor_prints(part: TextPart, digest: str) -> list[list[str | int] | None]:
+    """The anchor prints of `part`'s citations, in order; `digest` is `_hash(part.content)`."""
+    content = part.content
+    size = len(content)
     prints: list[list[str | int] | None] = []
+    made: dict[Range, list[str | int]] = {}  # citations often share an anchor
     for citation in _citations(part):
         start, end = _anchor_range(citation.anchor) if citation.anchor is not None else (None, None)
-        if start is None or end is None or end > len(part.content):
+        if start is None or end is None or end > size:
             prints.append(None)
-        else:
-            prints.append(_anchor_print(part.content[start:end]))
+            continue
+        print_ = made.get((start, end))
+        if print_ is None:
+            whole = digest if start == 0 and end == size else None
+            print_ = made[start, end] = _anchor_print(content[start:end], whole)
+        prints.append(list(print_))
     return prints
 
 
@@ -504,8 +514,9 @@ def fingerprint_response(response: ModelResponse) -> None:
     """Record, in place, a fingerprint of each cited text part of `response` in `response.metadata`.
 
     Stored under `metadata['pydantic_ai_citations']` as `{'fingerprints': {'<part index>': '<hash>'}, 'anchors':
-    {'<part index>': [[<hash of anchored text>, <length>, <head hash>, <whole hash>] | None, ...]}}` (the last two
-    are short polynomial hashes, in hex, that let a repair find moved anchored text in one pass), plus `'out_of_range': {'<part index>':
+    {'<part index>': [[<hash of anchored text>, <length>, <head hash>, <whole hash>, 2] | None, ...]}}` (two short
+    polynomial hashes, in hex, that let a repair find moved anchored text in one pass, then their scheme, `_SCHEME`;
+    prints of four fields, written by earlier versions in the `_FIRST` scheme, are still read), plus `'out_of_range': {'<part index>':
     [[<citation index>, <start>, <end>], ...]}` when an anchor does not fit its text, and `'markup': {'<part index>':
     [[<start>, <end>], ...]}`, the ranges of raw citation markup that `strip_citation_markers` removes (so that text
     its fingerprint vouches for is cleaned later without reading it again; parts not listed hold none): JSON-safe,
@@ -522,11 +533,14 @@ def fingerprint_response(response: ModelResponse) -> None:
             continue
         assert isinstance(part, TextPart)
         key = str(index)
-        prints[key] = _hash(part.content)
+        prints[key] = digest = _hash(part.content)
         if _may_have_markup(part.content, part.citations) and (cuts := _markup(part).cuts):
             markup[key] = [[start, end] for start, end in cuts]
-        anchors[key] = _anchor_prints(part)
-        bad = _anchor_findings(part.citations, len(part.content))
+        anchors[key] = found = _anchor_prints(part, digest)
+        cited = cast(object, part.citations)
+        # Every citation printed: all anchors fit (the usual case), so none is out of range.
+        printed = isinstance(cited, list) and len(cast(list[object], cited)) == len(found) and None not in found
+        bad = () if printed else _anchor_findings(part.citations, len(part.content))
         if bad:
             out_of_range[key] = [[ci, start, end] for _, ci, start, end in bad]
     if not prints:
@@ -727,11 +741,13 @@ def find_stale(messages: Sequence[ModelMessage]) -> list[CitationProblem]:
 class _Locator:
     """Finds, in an edited text, the unique range whose text an anchor fingerprint describes; linear in the text.
 
-    A fingerprint `[hash, length, head, poly]` carries two polynomial hashes (of the anchored text's first
-    `_HEAD` characters and of all of it): one pass over the text indexes every window of `_HEAD` characters (or
-    fewer, for short anchors) by its head hash, and each candidate is checked in constant time against the whole
-    text's polynomial hash (from prefix hashes), then against the SHA-256 print. Candidates checked per part are
-    capped in proportion to the text, so a text built to make every position a candidate stays linear too.
+    A fingerprint `[hash, length, head, poly, scheme]` carries two polynomial hashes (of the anchored text's first
+    `_HEAD` characters and of all of it, in the scheme's base and modulus): one pass over the text indexes every
+    window of `_HEAD` characters (or fewer, for short anchors) by its head hash, and each candidate is checked in
+    constant time against the whole text's polynomial hash (from prefix hashes), then against the SHA-256 print.
+    Candidates checked per part are capped in proportion to the text, so a text built to make every position a
+    candidate stays linear too. Fingerprints of the first form (`[hash, length, head, poly]`, `_FIRST` scheme) are
+    read the same way.
 
     A fingerprint from before heads were stored (`[hash, length]`) is searched by hashing every window, within a
     fixed budget of characters hashed per part; past it, anchors are not searched (and their citations dropped).
@@ -739,14 +755,14 @@ class _Locator:
 
     def __init__(self, text: str, prints: Sequence[object]) -> None:
         self.text = text
-        self._prefix: list[int] | None = None
-        self._powers: dict[int, int] = {}
-        self._heads: dict[int, dict[int, list[int]]] = {}  # width -> head hash -> window starts
-        self._wanted: dict[int, set[int]] = {}  # width -> the head hashes of the fingerprints given
+        self._prefix: dict[_Scheme, list[int]] = {}
+        self._powers: dict[tuple[_Scheme, int], int] = {}
+        self._heads: dict[tuple[_Scheme, int], dict[int, list[int]]] = {}  # -> head hash -> window starts
+        self._wanted: dict[tuple[_Scheme, int], set[int]] = {}  # the head hashes of the fingerprints given
         for print_ in prints:
             parsed = _parse_print(print_, len(text))
             if parsed is not None and parsed[2] is not None:
-                self._wanted.setdefault(min(parsed[1], _HEAD), set()).add(parsed[2])
+                self._wanted.setdefault((parsed[2][2], min(parsed[1], _HEAD)), set()).add(parsed[2][0])
         self._candidates = _CANDIDATES_PER_CHAR * (len(text) + 1)
         self._legacy_work = _MAX_LOCATE_WORK
 
@@ -755,20 +771,22 @@ class _Locator:
         parsed = _parse_print(print_, len(self.text))
         if parsed is None:
             return None
-        digest, length, head, poly = parsed
-        if head is None or poly is None:
+        digest, length, rolling = parsed
+        if rolling is None:
             return self._find_legacy(digest, length)
-        prefix = self._prefix_hashes()
-        power = self._power(length)
+        head, poly, scheme = rolling
+        modulus = scheme[1]
+        prefix = self._prefix_hashes(scheme)
+        power = self._power(scheme, length)
         found: Range | None = None
-        for start in self._starts(min(length, _HEAD)).get(head, ()):
+        for start in self._starts(scheme, min(length, _HEAD)).get(head, ()):
             end = start + length
             if end > len(self.text):
                 continue
             self._candidates -= 1
             if self._candidates < 0:
                 return None
-            if (prefix[end] - prefix[start] * power) % _MOD == poly and _hash(self.text[start:end]) == digest:
+            if (prefix[end] - prefix[start] * power) % modulus == poly and _hash(self.text[start:end]) == digest:
                 if found is not None:
                     return None  # not unique
                 found = (start, end)
@@ -787,50 +805,59 @@ class _Locator:
                 found = (start, start + length)
         return found
 
-    def _prefix_hashes(self) -> list[int]:
-        if self._prefix is None:
-            prefix = [0]
+    def _prefix_hashes(self, scheme: _Scheme) -> list[int]:
+        prefix = self._prefix.get(scheme)
+        if prefix is None:
+            base, modulus = scheme
+            prefix = self._prefix[scheme] = [0]
             h = 0
             for code in map(ord, self.text):
-                h = (h * _BASE + code) % _MOD
+                h = (h * base + code) % modulus
                 prefix.append(h)
-            self._prefix = prefix
-        return self._prefix
+        return prefix
 
-    def _power(self, length: int) -> int:
-        power = self._powers.get(length)
+    def _power(self, scheme: _Scheme, length: int) -> int:
+        power = self._powers.get((scheme, length))
         if power is None:
-            power = self._powers[length] = pow(_BASE, length, _MOD)
+            power = self._powers[scheme, length] = pow(scheme[0], length, scheme[1])
         return power
 
-    def _starts(self, width: int) -> dict[int, list[int]]:
-        index = self._heads.get(width)
+    def _starts(self, scheme: _Scheme, width: int) -> dict[int, list[int]]:
+        index = self._heads.get((scheme, width))
         if index is None:
-            prefix = self._prefix_hashes()
-            power = self._power(width)
-            wanted = self._wanted.get(width, set())
-            index = self._heads[width] = {}
+            prefix = self._prefix_hashes(scheme)
+            power = self._power(scheme, width)
+            modulus = scheme[1]
+            wanted = self._wanted.get((scheme, width), set())
+            index = self._heads[scheme, width] = {}
             for start in [
-                p for p in range(len(self.text) - width + 1) if (prefix[p + width] - prefix[p] * power) % _MOD in wanted
+                p
+                for p in range(len(self.text) - width + 1)
+                if (prefix[p + width] - prefix[p] * power) % modulus in wanted
             ]:
-                index.setdefault((prefix[start + width] - prefix[start] * power) % _MOD, []).append(start)
+                index.setdefault((prefix[start + width] - prefix[start] * power) % modulus, []).append(start)
         return index
 
 
-def _parse_print(print_: object, size: int) -> tuple[str, int, int | None, int | None] | None:
-    """`(hash, length, head hash, whole hash)` of a stored anchor fingerprint (heads `None` in the old form)."""
-    if not isinstance(print_, list) or len(cast(list[object], print_)) not in (2, 4):
+def _parse_print(print_: object, size: int) -> tuple[str, int, tuple[int, int, _Scheme] | None] | None:
+    """`(hash, length, (head hash, whole hash, scheme))` of a stored anchor fingerprint, if well-formed.
+
+    The heads are `None` in the form without them; a print in a scheme this version does not know is not read.
+    """
+    if not isinstance(print_, list) or len(cast(list[object], print_)) not in (2, 4, 5):
         return None
     fields = cast(list[object], print_)
     digest, length = fields[0], fields[1]
     if not isinstance(digest, str) or not isinstance(length, int) or length <= 0 or length > size:
         return None
     if len(fields) == 2:
-        return digest, length, None, None
+        return digest, length, None
+    if len(fields) == 5 and (fields[4] != _SCHEME or fields[4].__class__ is not int):
+        return None  # a scheme this version does not know
     head, poly = fields[2], fields[3]
     if not (isinstance(head, str) and isinstance(poly, str) and _is_hex(head) and _is_hex(poly)):
         return None
-    return digest, length, int(head, 16), int(poly, 16)
+    return digest, length, (int(head, 16), int(poly, 16), _SECOND if len(fields) == 5 else _FIRST)
 
 
 def _is_hex(value: str) -> bool:

@@ -788,3 +788,49 @@ def test_edit_response_keeps_other_parts_fingerprints() -> None:
     part = repaired[0].parts[1]
     assert isinstance(part, TextPart)
     assert anchored(part) == WITHOUT_B  # located by the old anchor prints
+
+
+FIRST_FORM_PRINTS = {
+    'fingerprints': {'0': '41a1548b2a834a22'},
+    'anchors': {
+        '0': [
+            ['9cbd3f99358e1097', 23, '154bb388c5598151', 'b32cc32d0e1af0'],
+            ['f57e13723c96a1c1', 10, '301d7ff5d0fcdf', '18c34fbaa7dcffe2'],
+        ]
+    },
+    'markup': {},
+}
+"""`metadata['pydantic_ai_citations']` of 'Pydantic validates data. It is fast.' (anchors 0..23 and 25..35) as
+earlier versions stored it: anchor prints of four fields, polynomial hashes in base 1,000,003 modulo 2**61 - 1."""
+
+
+@pytest.mark.anyio
+async def test_a_stored_history_with_first_form_anchor_prints_is_repaired() -> None:
+    stored = ModelResponse(
+        parts=[
+            TextPart(
+                'Note: Pydantic validates data. It is fast!',  # edited by the app after it was stored
+                citations=[
+                    Citation([web('https://a.example/1')], anchor=ContentCitationAnchor(start=0, end=23)),
+                    Citation([web('https://b.example/2')], anchor=ContentCitationAnchor(start=25, end=35)),
+                ],
+            )
+        ],
+        metadata={METADATA_KEY: FIRST_FORM_PRINTS},
+    )
+    history = ModelMessagesTypeAdapter.validate_json(
+        ModelMessagesTypeAdapter.dump_json([ModelRequest([UserPromptPart('q')]), stored])
+    )
+    agent = Agent(
+        FunctionModel(lambda _m, _i: ModelResponse(parts=[TextPart('ok')])), capabilities=[CleanStaleCitations()]
+    )
+    result = await agent.run('more', message_history=history)
+    repaired = result.all_messages()[1]
+    assert isinstance(repaired, ModelResponse)
+    part = repaired.parts[0]
+    assert isinstance(part, TextPart)
+    assert anchored(part) == {'https://a.example/1': 'Pydantic validates data', 'https://b.example/2': 'It is fast'}
+    assert [(c.anchor.start, c.anchor.end) for c in part.citations or [] if c.anchor] == [(6, 29), (31, 41)]
+    assert find_stale(result.all_messages()) == []
+    assert repaired.metadata is not None
+    assert [len(p) for p in repaired.metadata[METADATA_KEY]['anchors']['0']] == [5, 5]  # printed afresh

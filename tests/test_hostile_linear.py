@@ -277,6 +277,8 @@ def test_locator_needs_a_unique_well_formed_print():
         [print_[0], 0],
         'abc',
         [print_[0], 3, 'a'],
+        [*print_[:4], 3],  # a scheme this version does not know
+        [*print_[:4], 2.0],
     ):
         assert _Locator('-- abc', [bad]).find(bad) is None
 

@@ -16,7 +16,7 @@ from pydantic_ai.models import Model
 from pydantic_ai.models.fallback import FallbackModel
 
 from pydantic_ai_citations import CleanStaleCitations, StripCitationMarkup, TrackCitations, VerifyEvidence
-from pydantic_ai_citations._edit import _BASE, _MOD, METADATA_KEY, _poly  # pyright: ignore[reportPrivateUsage]
+from pydantic_ai_citations._edit import _HEAD, _SECOND, METADATA_KEY, _anchor_print  # pyright: ignore[reportPrivateUsage]
 from pydantic_ai_citations._wrappers import StreamWatch
 from pydantic_ai_citations.testing import CitingModel, ScriptedCitation
 
@@ -135,17 +135,23 @@ async def test_concurrent_runs_of_one_agent_each_watch_their_own_stream() -> Non
     assert len(track._runs) == len(clean._runs) == 0  # pyright: ignore[reportPrivateUsage]
 
 
-def _poly_per_character(text: str) -> int:
+def _poly_per_character(text: str) -> str:
+    base, modulus = _SECOND
     h = 0
     for code in map(ord, text):
-        h = (h * _BASE + code) % _MOD
-    return h
+        h = (h * base + code) % modulus
+    return f'{h:x}'
 
 
-@given(st.text(st.characters(codec=None), max_size=700))
-def test_the_chunked_anchor_hash_is_the_per_character_polynomial(text: str) -> None:
-    assert _poly(text) == _poly_per_character(text)
-    assert _poly(text * 3) == _poly_per_character(text * 3)  # several chunks
+@given(st.text(st.characters(codec=None), min_size=1, max_size=700))
+def test_the_anchor_hashes_are_the_per_character_polynomial(text: str) -> None:
+    for anchored in (text, text * 3, text + '\ud800'):  # lone surrogates, e.g. from JSON escapes
+        _, length, head, whole, _ = _anchor_print(anchored, None)
+        assert (length, head, whole) == (
+            len(anchored),
+            _poly_per_character(anchored[:_HEAD]),
+            _poly_per_character(anchored),
+        )
 
 
 async def test_a_streamed_fallback_request_is_cleaned_and_watched_through_one_layer() -> None:
