@@ -1308,3 +1308,90 @@ def test_nul_characters_round_trip_and_are_found_on_both_backends(backend: str, 
             await close(store)
 
     anyio.run(check)
+
+
+INDEXED_QUERIES = [
+    pytest.param(sql.RECORD_AND_SCOPE, ('c',), id='load: the record'),
+    pytest.param(sql.CHAIN, ('e', 5), id='load: the history'),
+    pytest.param(sql.REVISION, ('c',), id='revision'),
+    pytest.param(sql.HAS_ENTRY, ('e',), id='entry stored'),
+    pytest.param(sql.ENTRY, ('e',), id='read_entry'),
+    pytest.param(sql.RECORDS + sql.RECORDS_IN_SCOPE + sql.RECORDS_ORDER + sql.LIMIT, ('s', 3), id='records in scope'),
+    pytest.param(sql.ANSWERS + sql.BY_ENTRY + sql.BY_STORED, ('e',), id='answer'),
+    pytest.param(sql.ANSWERS + sql.CITING_URL + sql.BY_STORED, ('https://a.example/',), id='answers citing a URL'),
+    pytest.param(sql.ANSWERS + sql.CITING_DOMAIN + sql.BY_STORED, ('example.com',), id='answers citing a domain'),
+    pytest.param(sql.ANSWERS + sql.WITH_PROBLEM + sql.BY_STORED, ('unresolved_marker',), id='answers with a problem'),
+    pytest.param(sql.ANSWERS + sql.AFTER_ENTRY + sql.BY_ENTRY_ID + sql.LIMIT, ('e', 3), id='iter_answers'),
+    pytest.param(sql.DELETE_SOURCES, ('e',), id="an answer's sources replaced"),
+    pytest.param(sql.DELETE_PROBLEMS, ('e',), id="an answer's problems replaced"),
+    pytest.param(sql.DELETE_TIPS, ('c',), id='tips replaced'),
+    pytest.param(sql.INDEX_RESOLVED, ('example.com', 'https://a.example/', 'example.com'), id='index_snapshots'),
+]
+"""Every statement a read or a write runs, but `delete`'s garbage collection (which reads what is left whole) and
+the listing of all records (`read_records` without a scope: newest first, along its index)."""
+CTES = ('c', 'r', 'chain', 'reach')
+
+
+def query_plan(backend: str, target: str, statement: str, params: tuple[object, ...]) -> list[str]:
+    """The plan of `statement` on the test's database; PostgreSQL's with sequential scans priced out (it would scan
+    a small table whole even when an index serves the query)."""
+    if backend == 'sqlite':
+        with sqlite3.connect(target) as conn:
+            return [row[3] for row in conn.execute(f'EXPLAIN QUERY PLAN {statement}', params)]
+    import psycopg
+
+    with psycopg.connect(target, autocommit=True) as conn:
+        conn.execute('SET enable_seqscan = off')
+        rows = conn.execute(f'EXPLAIN {POSTGRES.sql(statement)}', params).fetchall()  # pyright: ignore[reportArgumentType]
+        return [row[0] for row in rows]
+
+
+def whole_reads(backend: str, plan: list[str]) -> list[str]:
+    """The steps of `plan` that read a table, or an index, whole instead of looking keys up."""
+    if backend == 'sqlite':  # `SEARCH` looks keys up; `SCAN` reads a table (or an index) whole
+        return [line for line in plan if line.startswith('SCAN ') and line.split()[1] not in CTES]
+    found: list[str] = []
+    node = ''
+    for line in [*plan, '->']:  # a node's line starts with `->` (but the first), its details follow it
+        if '->' in line or not node:
+            if 'Seq Scan' in node or ('Index' in node and 'Scan' in node and 'Index Cond' not in node):
+                found.append(node.splitlines()[0])  # read whole (an index scan without a condition: filtered)
+            node = line
+        else:
+            node += '\n' + line
+    return found
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(('statement', 'params'), INDEXED_QUERIES)
+async def test_every_query_is_indexed(store: Store, backend: str, target: str, statement: str, params: Any) -> None:
+    assert whole_reads(backend, query_plan(backend, target, statement, params)) == []
+
+
+@pytest.mark.anyio
+async def test_latest_records_walk_their_index(store: Store, backend: str, target: str) -> None:
+    """`read_records` without a scope lists records newest first along `conversations_updated`: no sort of them all."""
+    plan = query_plan(backend, target, sql.RECORDS + sql.RECORDS_ORDER + sql.LIMIT, (3,))
+    assert [line for line in plan if 'conversations_updated' in line] != [], plan
+    assert [line for line in plan if 'TEMP B-TREE' in line or 'Sort' in line] == [], plan
+
+
+@pytest.mark.anyio
+async def test_query_plans_tell_a_whole_read(store: Store, backend: str, target: str) -> None:
+    """The check above sees a query that no index serves (here: the URL index dropped)."""
+    raw_execute(backend, target, 'DROP INDEX answer_sources_url')
+    plan = query_plan(backend, target, sql.ANSWERS + sql.CITING_URL, ('https://a.example/',))
+    assert whole_reads(backend, plan) != [], plan
+
+
+@pytest.mark.anyio
+async def test_postgres_load_and_save_checks_are_indexed(pg_dsn: str) -> None:
+    target = fresh_schema(pg_dsn)
+    store = PostgresConversationStore(target)
+    try:
+        await store.open()
+        for statement, params in ((sql.PG_LOAD, ('c', 5)), (sql.PG_SAVE_CHECKS, ('c', 'e'))):
+            plan = query_plan('postgres', target, statement, params)
+            assert whole_reads('postgres', plan) == [], plan
+    finally:
+        await store.close()
