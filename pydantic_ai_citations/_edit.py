@@ -81,10 +81,10 @@ _FIRST: _Scheme = (1_000_003, (1 << 61) - 1)
 """Polynomial hashes of prints in the first form (four fields), written by earlier versions: read, no longer written."""
 
 _SCHEME = 2
-_SECOND: _Scheme = (1 << 32, (1 << 61) - 2373)
-"""Polynomial hashes of prints marked `_SCHEME` (five fields). With base 2**32, a text's hash is its UTF-32
-encoding read as one integer, modulo a safe prime (2**32 has order (modulus - 1) / 2 in it, so the hash has no short
-period): two C-level calls instead of a multiplication per character."""
+_SECOND: _Scheme = (1 << 8, (1 << 61) - 2373)
+"""Polynomial hashes of prints marked `_SCHEME` (five fields), modulo a safe prime in which 2**8 has order
+(modulus - 1) / 2 (no short period). With base 2**8 an ASCII text's hash is its bytes read as one integer: C-level
+calls instead of a multiplication per character (see `_rolling`)."""
 
 Range = tuple[int, int]
 
@@ -474,19 +474,33 @@ def _is_cited(part: object) -> bool:
     return bool(part.citations) or bool(part.provider_details and 'citations' in part.provider_details)
 
 
+def _rolling(text: str) -> int:
+    """The `_SECOND` polynomial hash of `text`, computed by `int.from_bytes`.
+
+    In base 2**8, an ASCII text's hash is its bytes as one big-endian integer; a wider text's is the sum of its
+    UTF-32 code points' three low byte planes, each read as one integer, shifted by 0, 8 and 16 bits.
+    """
+    modulus = _SECOND[1]
+    if text.isascii():  # O(1) on CPython's compact strings
+        return int.from_bytes(text.encode(), 'big') % modulus
+    data = text.encode('utf-32-be', 'surrogatepass')
+    low, middle, high = data[3::4], data[2::4], data[1::4]  # code points are below 2**21: the top byte is zero
+    return (
+        int.from_bytes(low, 'big') + (int.from_bytes(middle, 'big') << 8) + (int.from_bytes(high, 'big') << 16)
+    ) % modulus
+
+
 def _anchor_print(anchored: str, digest: str | None) -> list[str | int]:
     """`[hash, length, head hash, whole hash, _SCHEME]` of an anchored text (see `fingerprint_response`).
 
-    `digest`: `_hash(anchored)` when the caller has it (an anchor over a whole part). In the `_SECOND` scheme a
-    polynomial hash is the text's UTF-32-BE encoding read as one integer, modulo the scheme's prime.
+    `digest`: `_hash(anchored)` when the caller has it (an anchor over a whole part).
     """
-    data = anchored.encode('utf-32-be', 'surrogatepass')
-    modulus = _SECOND[1]
+    whole = _rolling(anchored)
     return [
         _hash(anchored) if digest is None else digest,
         len(anchored),
-        f'{int.from_bytes(data[: 4 * _HEAD], "big") % modulus:x}',
-        f'{int.from_bytes(data, "big") % modulus:x}',
+        f'{whole if len(anchored) <= _HEAD else _rolling(anchored[:_HEAD]):x}',
+        f'{whole:x}',
         _SCHEME,
     ]
 

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from pydantic_ai import Citation, ContentCitationAnchor, MarkerCitationAnchor, ModelResponse, TextPart
@@ -281,6 +282,25 @@ def test_locator_needs_a_unique_well_formed_print():
         [*print_[:4], 2.0],
     ):
         assert _Locator('-- abc', [bad]).find(bad) is None
+
+
+@pytest.mark.parametrize('anchored', ['naïve café', 'Straße 𝔘 ok', 'a\ud800b'], ids=['latin-1', 'astral', 'surrogate'])
+def test_locator_finds_wide_characters(anchored: str) -> None:
+    text = f'{anchored} tail'
+    response = ModelResponse(
+        parts=[
+            TextPart(
+                text,
+                citations=[
+                    Citation([Web('https://a.example/')], anchor=ContentCitationAnchor(start=0, end=len(anchored)))
+                ],
+            )
+        ]
+    )
+    fingerprint_response(response)
+    assert response.metadata is not None
+    print_ = response.metadata['pydantic_ai_citations']['anchors']['0'][0]
+    assert _Locator(f'-- é {text}', [print_]).find(print_) == (5, 5 + len(anchored))
 
 
 def test_locator_reads_prints_from_before_heads_within_a_budget():
