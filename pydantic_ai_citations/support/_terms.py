@@ -34,12 +34,16 @@ __all__ = (
 # Numbers are one word each (see `_number`): `1,000` is `1000`; decimals and versions stay whole (`3.5`, `1.2.3`).
 _WORD = re.compile(r'\d{1,3}(?:,\d{3})+(?:\.\d+)?(?!\d)|\d+(?:\.\d+)+|[^\W_]+')
 # Without a comma or a point between two digits, `_WORD` finds exactly these runs, faster; and without a word that
-# starts with `0` and a digit, `_number` changes none of them. (Each check starts with a literal: a fast scan.)
+# starts with `0` and another letter or digit, `_number` changes none of them. (Each check starts with a literal.)
 _RUN = re.compile(r'[^\W_]+')
 _PLAIN_RUN = re.compile(r'\w+')  # the same runs when there is no `_`, found faster
 _NUMBER_COMMA = re.compile(r',(?<=\d,)\d')
 _NUMBER_POINT = re.compile(r'\.(?<=\d\.)\d')
-_LEADING_ZERO = re.compile(r'0(?<![^\W_]0)\d')
+_LEADING_ZERO = re.compile(r'0(?<![^\W_]0)[^\W_]')  # not `\d` after the `0`: `0²` is all digits to `str.isdigit`
+# An ASCII text's runs are found faster by turning every other ASCII character into a space and splitting. Common
+# typographic punctuation (none of it a letter or digit) is turned into spaces first, so most English texts are ASCII.
+_SPACES = str.maketrans(dict.fromkeys((chr(c) for c in range(128) if not chr(c).isalnum()), ' '))  # a constant
+_MARKS = '’‘“”—–…«»\xa0•·'
 
 
 def _words(text: str) -> list[str]:
@@ -146,6 +150,8 @@ def term_key(word: str) -> str:
     head = word[:2]
     if head.isascii():
         return head
+    if unicodedata.is_normalized('NFD', head) and not any(unicodedata.combining(ch) for ch in head):
+        return head  # nothing to fold (most Cyrillic words): what `_fold` would return, without building it
     # Decomposing is per character: the first two letters come from the first two characters, unless one of them
     # decomposes to marks alone.
     key = _fold(head)
@@ -214,12 +220,23 @@ def tokens(text: str) -> list[str]:
     """The lower-cased words of `text`, in order (letters and digits; punctuation splits words, not numbers)."""
     lowered = text.lower()
     if _NUMBER_COMMA.search(lowered) is None and _NUMBER_POINT.search(lowered) is None:
-        words = (_RUN if '_' in lowered else _PLAIN_RUN).findall(lowered)
+        words = _runs(lowered)
         if _LEADING_ZERO.search(lowered) is None:
             return words
     else:
         words = _WORD.findall(lowered)
     return [_number(w) if w[0].isdigit() else w for w in words]
+
+
+def _runs(lowered: str) -> list[str]:
+    """The runs of letters and digits of a lower-cased text (`_RUN`)."""
+    if not lowered.isascii():
+        for mark in _MARKS:
+            if mark in lowered:
+                lowered = lowered.replace(mark, ' ')
+        if not lowered.isascii():
+            return (_RUN if '_' in lowered else _PLAIN_RUN).findall(lowered)
+    return lowered.translate(_SPACES).split()
 
 
 def _number(word: str) -> str:
