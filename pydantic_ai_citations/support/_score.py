@@ -18,6 +18,7 @@ with it, sums the relevance of only those that can still win, and stems a page's
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
@@ -57,7 +58,7 @@ def coverage(claim_terms: frozenset[str], passage_terms: frozenset[str]) -> floa
 _Feature = tuple[str, float, int, 'str | None']
 """A surface feature of a claim found on the page: name, weight, passages (bit `i` for passage `i`), and the term
 every passage holding it holds too (`None` for stop words alone)."""
-_UNSEEN: _Feature = ('', 0.0, 0, None)
+_LAST = chr(0x10FFFF)  # the last code point: not a letter or digit, so in no word
 _FULL_AFTER = 8
 """After this many claims on one page, the index stems all its words and lists all its pairs of adjacent words."""
 
@@ -101,14 +102,15 @@ class PassageIndex:
             for word in found:
                 words[word] = get(word, 0) | bit
         self._words = words
-        self._groups: dict[str, list[str]] | None = None  # the page's words by key, when the first claim comes
+        self._vocabulary: list[str] | None = None  # the page's words, sorted, when the first claim comes
+        self._folded: dict[str, list[str]] | None = None  # words whose key is not their head, by key (if any)
         self._done: set[str] | None = set()  # prefixes whose words are stemmed (`None`: all words are)
         self._claims = 0  # claims asked about so far
         self._pair_masks: dict[tuple[str, str], int] | None = None  # every pair of the page, once many claims come
         self._term_of: dict[str, str | None] = {}  # this page's stems (page and claim words)
         self._term_masks: dict[str, int] = {}
         self._term_weights: dict[str, tuple[str, float, int]] = {}  # terms whose postings are complete
-        self._word_features: dict[str, tuple[str | None, _Feature | None]] = {}
+        self._word_features: dict[str, _Feature | None] = {}  # a claim word's, `None` if not on the page
         self._pair_features: dict[tuple[str, str], _Feature | None] = {}
         self._lines: list[str | None] = [None] * len(self.passages)  # a passage's words, space-separated and -framed
         n = len(self.passages)
@@ -148,35 +150,55 @@ class PassageIndex:
             self._stem(new)
 
     def _starting(self, prefix: str) -> list[str]:
-        """The page's words starting with `prefix` (ASCII), or whose key is `prefix` (two letters, folded)."""
-        groups = self._groups
-        if groups is None:
-            groups = self._groups = {}
-            ascii_page = ''.join(self._words).isascii()
-            for word in self._words:
-                key = word[:2] if ascii_page or word.isascii() else term_key(word)
-                group = groups.get(key)
+        """The page's words starting with `prefix`, and for a key (two letters or fewer) those whose key it is."""
+        vocabulary = self._vocabulary
+        if vocabulary is None:
+            vocabulary = self._vocabulary = sorted(self._words)  # one C call: cheaper than grouping words in Python
+        # The words starting with `prefix` lie between it and it followed by the last code point (never in a word).
+        found = vocabulary[bisect_left(vocabulary, prefix) : bisect_left(vocabulary, prefix + _LAST)]
+        if len(prefix) <= 2:
+            folded = self._folded
+            if folded is None:
+                folded = self._folded = self._fold_keys()
+            found += folded.get(prefix, ())
+        return found
+
+    def _fold_keys(self) -> dict[str, list[str]]:
+        """The page's words whose key is not their first two letters (diacritics: `été` has the key `et`), by key."""
+        out: dict[str, list[str]] = {}
+        words = self._words
+        if ''.join(words).isascii():
+            return out
+        heads: dict[str, list[str]] = {}  # words by first two letters, where those are not ASCII
+        for word in words:
+            head = word[:2]
+            if not head.isascii():
+                group = heads.get(head)
                 if group is None:
-                    groups[key] = [word]
+                    heads[head] = [word]
                 else:
                     group.append(word)
-        if len(prefix) <= 2:
-            return groups.get(prefix, [])
-        return [w for w in groups.get(prefix[:2], ()) if w.startswith(prefix)]
+        for head, group in heads.items():
+            if term_key(head) != head:  # folds (a head folded to one letter takes the next from the word)
+                for word in group:
+                    out.setdefault(term_key(word), []).append(word)
+        return out
 
-    def _learn(self, new: list[str]) -> None:
+    def _learn(self, new: set[str]) -> None:
         """Terms and surface features of a claim's words not seen on this page before."""
         term_of = self._term_of
-        fresh = [w for w in new if w not in term_of]
+        fresh = new.difference(term_of)
         if fresh:
-            self._stem(fresh)
-        self._complete({term for w in new if (term := term_of[w]) is not None})
+            self._stem(list(fresh))
+        terms = set(map(term_of.__getitem__, new))
+        terms.discard(None)
+        self._complete(cast('set[str]', terms))
         idf = self._idf
         words = self._words
+        features = self._word_features
         for word in new:
-            term = term_of[word]
-            mask = words.get(word, 0)
-            self._word_features[word] = (term, ('=' + word, idf[mask.bit_count()], mask, term) if mask else None)
+            mask = words.get(word)
+            features[word] = ('=' + word, idf[mask.bit_count()], mask, term_of[word]) if mask else None
 
     def _pair(self, first: str, second: str) -> _Feature | None:
         """The feature of a claim's pair of adjacent words, `None` if no passage holds them next to each other."""
@@ -231,37 +253,35 @@ class PassageIndex:
 
     def _features(self, claim: str | frozenset[str]) -> _Claim | None:
         """What the claim shares with the page, `None` if it shares no term."""
-        named: list[_Feature] = []
         if isinstance(claim, str):
             words = tokens(claim)
             distinct = set(words)
             known = self._word_features
-            new = [w for w in distinct if w not in known]
+            new = distinct.difference(known)  # (`difference` reads only this set: `- keys()` reads the dict)
             if new:
                 self._learn(new)
-            found: set[str | None] = set()
-            for word in distinct:
-                term, feature = known[word]
-                found.add(term)
-                if feature is not None:
-                    named.append(feature)
+            # Set and map operations run in C: most claims meet only words and pairs the page has seen before.
+            named = list(filter(None, map(known.__getitem__, distinct)))
+            found = set(map(self._term_of.__getitem__, distinct))
             found.discard(None)
-            claim_terms = frozenset(cast('set[str]', found))
-            pairs = self._pair_features
-            seen = pairs.get
-            for pair in set(zip(words, words[1:], strict=False)):
-                feature = seen(pair, _UNSEEN)
-                if feature is _UNSEEN:
-                    feature = pairs[pair] = self._pair(*pair)
-                if feature is not None:
-                    named.append(feature)
+            claim_terms = cast('set[str]', found)
+            pairs = set(zip(words, words[1:], strict=False))
+            seen = self._pair_features
+            for pair in pairs.difference(seen):
+                seen[pair] = self._pair(*pair)
+            named += filter(None, map(seen.__getitem__, pairs))
         else:
+            named = []
             claim_terms = claim
             self._complete(claim_terms)
-        weighed = self._weighed
-        shared = sorted(weighed(t) for t in claim_terms if t in self._term_masks)  # sorted: same sums every run
-        if not shared:
+        on_page = claim_terms & self._term_masks.keys()
+        if not on_page:
             return None
+        weights = self._term_weights
+        for term in on_page.difference(weights):
+            mask = self._term_masks[term]  # complete: its words were stemmed when the claim's words were learned
+            weights[term] = (term, self._idf[mask.bit_count()], mask)
+        shared = sorted(map(weights.__getitem__, on_page))  # sorted: same sums every run
         # Surface features in the order of their names ('=word', 'first second'), as the sums have always run.
         named.sort(key=itemgetter(0))
         bounds = {t: weight for t, weight, _ in shared}
@@ -273,14 +293,6 @@ class PassageIndex:
                 bounds[term] += weight
         bounded = sorted(((bounds[t], mask) for t, _, mask in shared), reverse=True)
         return _Claim(len(claim_terms), shared, named, bounded, common)
-
-    def _weighed(self, term: str) -> tuple[str, float, int]:
-        """A term on the page (its postings complete) with its weight and passages."""
-        found = self._term_weights.get(term)
-        if found is None:
-            mask = self._term_masks[term]
-            found = self._term_weights[term] = (term, self._idf[mask.bit_count()], mask)
-        return found
 
     def best(self, claim: str | frozenset[str]) -> PassageMatch | None:
         """The most relevant passage for `claim` (text, or its precomputed terms), `None` if none shares a term.
