@@ -23,6 +23,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
 from typing import cast
+from unicodedata import is_normalized
 
 from pydantic import TypeAdapter
 
@@ -169,18 +170,11 @@ class PassageIndex:
         words = self._words
         if ''.join(words).isascii():
             return out
-        heads: dict[str, list[str]] = {}  # words by first two letters, where those are not ASCII
-        for word in words:
-            head = word[:2]
-            if not head.isascii():
-                group = heads.get(head)
-                if group is None:
-                    heads[head] = [word]
-                else:
-                    group.append(word)
-        for head, group in heads.items():
-            if term_key(head) != head:  # folds (a head folded to one letter takes the next from the word)
-                for word in group:
+        # Words hold no combining marks (they are not letters or digits): a head folds only if decomposing changes it.
+        folding = {head for head in {word[:2] for word in words} if not is_normalized('NFD', head)}
+        if folding:
+            for word in words:
+                if word[:2] in folding:
                     out.setdefault(term_key(word), []).append(word)
         return out
 

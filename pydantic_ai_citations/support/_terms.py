@@ -150,12 +150,15 @@ def term_key(word: str) -> str:
     head = word[:2]
     if head.isascii():
         return head
-    if unicodedata.is_normalized('NFD', head) and not any(unicodedata.combining(ch) for ch in head):
+    if unicodedata.is_normalized('NFD', head) and not _MARK.search(head):
         return head  # nothing to fold (most Cyrillic words): what `_fold` would return, without building it
     # Decomposing is per character: the first two letters come from the first two characters, unless one of them
     # decomposes to marks alone.
     key = _fold(head)
     return key if len(key) >= 2 or len(word) <= 2 else _fold(word)[:2]
+
+
+_MARK = re.compile(r'[^\w\s]')  # (a combining mark is neither: `_fold` drops exactly the marks)
 
 
 def _fold(text: str) -> str:
