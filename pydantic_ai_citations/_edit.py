@@ -29,8 +29,8 @@ import difflib
 import hashlib
 import itertools
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
-from typing import Any, Literal, TypeVar, cast
+from dataclasses import replace
+from typing import Any, Literal, NamedTuple, TypeVar, cast
 
 from pydantic_ai import (
     Citation,
@@ -280,16 +280,19 @@ def _realign(
     reason: str,
     move_raw: Callable[[int, int], Range | None] | None = None,
     text_changed: bool = True,
+    report: bool = True,
 ) -> tuple[TextPart, list[CitationProblem]]:
     """Rebuild `part` on `new_text`, each anchored citation moved by `move` (or dropped and reported).
 
     Raw ranges in `provider_details['citations']` go with the citation at the same range; others are moved by
     `move_raw` (or, without it, removed), whatever the part's citations are: each removed entry is reported.
+    `report=False` builds no problem for a dropped citation (for a caller that reports the whole change itself).
     """
     problems: list[CitationProblem] = []
     old_citations = _citations(part)
     kept: list[Citation] = []
     moved: dict[Range, Range | None] = {}
+    dropped = False
     for index, citation in enumerate(old_citations):
         anchor = citation.anchor
         if anchor is None:
@@ -300,15 +303,17 @@ def _realign(
         if new_range is None or start is None or end is None:
             if start is not None and end is not None:
                 moved.setdefault((start, end), None)  # its raw entry goes with it (the citation is reported)
-            problems.append(
-                CitationProblem(
-                    'citation_dropped_after_edit',
-                    f'Citation {index} was dropped: {reason}.',
-                    citation_index=index,
-                    start=start,
-                    end=end,
+            dropped = True
+            if report:
+                problems.append(
+                    CitationProblem(
+                        'citation_dropped_after_edit',
+                        f'Citation {index} was dropped: {reason}.',
+                        citation_index=index,
+                        start=start,
+                        end=end,
+                    )
                 )
-            )
             continue
         moved[(start, end)] = new_range
         if new_range == (start, end):
@@ -316,7 +321,7 @@ def _realign(
             continue
         anchor_type = MarkerCitationAnchor if isinstance(anchor, MarkerCitationAnchor) else ContentCitationAnchor
         kept.append(copy_with(citation, anchor=anchor_type(start=new_range[0], end=new_range[1])))
-    changed = bool(problems) or any(old != new for old, new in moved.items())
+    changed = dropped or any(old != new for old, new in moved.items())
     raw_step = _RawStep(len(old_citations), len(kept) == len(old_citations), moved, move_raw or _nowhere, changed)
     details = _details_in_step(part, raw_step, text_changed or changed, problems)
     new_part = copy_with(part, content=new_text, id=None, citations=kept or None, provider_details=details)
@@ -347,8 +352,7 @@ def _nowhere(start: int, end: int) -> Range | None:
     return None
 
 
-@dataclass(frozen=True)
-class _RawStep:
+class _RawStep(NamedTuple):
     """What `_raw_in_step` needs to keep raw citation data in step with the realigned citations."""
 
     n_citations: int
@@ -393,13 +397,13 @@ def _citations(part: TextPart) -> list[Citation]:
     return []
 
 
-def _anchor_range(anchor: object) -> tuple[int | None, int | None]:
+def _anchor_range(anchor: Any) -> tuple[int | None, int | None]:
     if anchor.__class__ is MarkerCitationAnchor or anchor.__class__ is ContentCitationAnchor:
-        start, end = cast(MarkerCitationAnchor, anchor).start, cast(MarkerCitationAnchor, anchor).end
+        start, end = anchor.start, anchor.end
         if start.__class__ is int and end.__class__ is int and 0 <= start < end:
             return start, end
-    start: object = getattr(anchor, 'start', None)
-    end: object = getattr(anchor, 'end', None)
+    start = getattr(anchor, 'start', None)
+    end = getattr(anchor, 'end', None)
     if isinstance(start, int) and isinstance(end, int) and 0 <= start < end:
         return start, end
     return None, None
@@ -411,6 +415,10 @@ def _range_holder(entry: object) -> dict[str, object] | None:
     OpenAI Responses and xAI keep them at the top level, OpenAI Chat under `url_citation`. Google's `segment`
     offsets are UTF-8 bytes and are deliberately not read here.
     """
+    if entry.__class__ is dict:  # the common case first: offsets at the top level of a plain dict
+        top: Any = entry
+        if isinstance(top.get('start_index'), int) and isinstance(top.get('end_index'), int):
+            return top
     if not isinstance(entry, dict):
         return None
     entry = cast(dict[str, object], entry)
@@ -431,15 +439,15 @@ def _raw_in_step(raw: object, step: _RawStep, problems: list[CitationProblem]) -
     if not isinstance(raw, list):
         return None
     entries = cast(list[object], raw)
-    holders = [_range_holder(e) for e in entries]
+    holders: list[Any] = [_range_holder(e) for e in entries]
     if all(h is not None for h in holders):
         out: list[object] = []
+        moved = step.moved
         for i, (item, holder) in enumerate(zip(entries, holders, strict=True)):
-            assert holder is not None
-            old = (cast(int, holder['start_index']), cast(int, holder['end_index']))
-            new = step.moved[old] if old in step.moved else step.move_raw(*old)
+            old: Range = (holder['start_index'], holder['end_index'])
+            new = moved[old] if old in moved else step.move_raw(*old)
             if new is None:
-                if old not in step.moved:
+                if old not in moved:
                     problems.append(_raw_dropped(i, old))
                 continue
             new_holder = {**holder, 'start_index': new[0], 'end_index': new[1]}
@@ -629,14 +637,16 @@ def _may_have_markup(content: object, citations: object) -> bool:
 _NOTHING: tuple[Any, Any] = (None, None)
 
 
-def _read_ours(metadata: Any) -> tuple[Any, Any]:
-    """(fingerprints, parts that may hold markup) from a response's metadata, if readable.
+def _read_ours(metadata: Any, with_markup: bool) -> tuple[Any, Any]:
+    """(fingerprints, parts that may hold markup) from a response's metadata, if readable; the second only if asked.
 
     Untyped JSON data, read through `Any` on the hot path (`cast()` is a call).
     """
     try:
         ours = metadata[METADATA_KEY]
-        prints, markup = ours['fingerprints'], ours.get('markup')
+        prints = ours['fingerprints']
+        # Without `with_markup`, a dict's `get` is skipped (it cannot fail); anything else is still asked.
+        markup = ours.get('markup') if with_markup or ours.__class__ is not dict else None
     except (KeyError, TypeError, AttributeError, IndexError):
         return _NOTHING
     return (prints if prints.__class__ is dict and prints else None, markup if markup.__class__ is dict else None)
@@ -660,10 +670,12 @@ def _survey_response(message_index: int, response: ModelResponse, found: list[Fo
     """Check one response's text parts against its fingerprints; note parts that may hold markup in `marked`.
 
     The hot path of `find_stale` and `CleanStaleCitations`: one hash per fingerprinted part, and one look at each
-    anchor (citations changed in place since the fingerprint are seen: nothing is remembered between passes).
+    anchor (citations changed in place since the fingerprint are seen: nothing is remembered between passes). On a
+    long history this pass is bound by memory reads, not by Python: it reads nothing it does not need (the markup
+    ranges only when `marked` is asked for).
     """
     metadata: Any = response.metadata
-    prints, markup = _read_ours(metadata) if metadata else _NOTHING
+    prints, markup = _read_ours(metadata, marked is not None) if metadata else _NOTHING
     seen = 0
     for part_index, part in enumerate(response.parts):
         if not isinstance(part, TextPart):
@@ -671,22 +683,24 @@ def _survey_response(message_index: int, response: ModelResponse, found: list[Fo
         content, citations = part.content, part.citations
         key = _KEYS[part_index] if part_index < 64 else str(part_index)
         value = prints.get(key) if prints else None
-        vouched = False
-        if value is not None:
-            seen += 1
-            try:  # `_vouched`, inlined for its common case: this loop runs over every part of a long history
-                vouched = value == _sha256(content.encode()).hexdigest()[:16]
-            except (UnicodeEncodeError, AttributeError):
-                vouched = _vouched(content, value)
-            if not vouched:
-                findings = _STALE
-            elif _all_before(citations, len(content)):
-                findings = ()
-            else:
-                findings = _anchor_findings(citations, len(content))
-        else:
-            findings = _anchor_findings(citations, len(content)) if citations else ()
-        if findings:
+        if value is None:  # never fingerprinted: only its anchors can be checked
+            if citations and (findings := _anchor_findings(citations, len(content))):
+                found.append((message_index, part_index, part, findings))
+            if marked is not None and _may_have_markup(content, citations):
+                marked.append((message_index, response, part_index, part, None))
+            continue
+        seen += 1
+        try:  # `_vouched`, inlined for its common case: this loop runs over every part of a long history
+            vouched = value == _sha256(content.encode()).hexdigest()[:16]
+        except (UnicodeEncodeError, AttributeError):
+            vouched = _vouched(content, value)
+        if not vouched:
+            found.append((message_index, part_index, part, _STALE))
+        elif (
+            citations
+            and not _all_before(citations, len(content))
+            and (findings := _anchor_findings(citations, len(content)))
+        ):
             found.append((message_index, part_index, part, findings))
         if marked is None:
             continue
@@ -1003,20 +1017,39 @@ def strip_citation_markers(part: TextPart, markup: object = None) -> tuple[TextP
         stripped = _markup(part)
         cuts, new_text = list(stripped.cuts), stripped.text
     else:
-        bounds = [0, *itertools.chain.from_iterable(cuts), len(text)]
-        new_text = ''.join(text[bounds[k] : bounds[k + 1]] for k in range(0, len(bounds), 2))
+        new_text = _cut(text, cuts)
     if not cuts:
         return part, []
-    if _all_before(part.citations, cuts[0][0]) and _raw_before(part.provider_details, cuts[0][0]):
+    first = cuts[0][0]
+    citations, details = part.citations, part.provider_details
+    if _all_before(citations, first) and _raw_before(details, first):
         # Markers after the cited words, the common case: nothing moves.
-        details = dict(part.provider_details) if part.provider_details is not None else None
-        citations = list(part.citations) if part.citations else None
-        return copy_with(part, content=new_text, id=None, citations=citations, provider_details=details), cuts
+        return copy_with(
+            part,
+            content=new_text,
+            id=None,
+            citations=list(citations) if citations else None,
+            provider_details=dict(details) if details is not None else None,
+        ), cuts
     move = _cut_mapper(cuts)
     new_part, _ = _realign(
-        part, new_text, lambda _index, start, end: move(start, end), reason='its markup was removed', move_raw=move
+        part,
+        new_text,
+        lambda _index, start, end: move(start, end),
+        reason='its markup was removed',
+        move_raw=move,
+        report=False,  # the caller reports the cuts
     )
     return new_part, cuts
+
+
+def _cut(text: str, cuts: list[Range]) -> str:
+    """`text` without the ranges `cuts` (sorted, disjoint, inside `text`)."""
+    if len(cuts) == 1 and text.__class__ is str:
+        start, end = cuts[0]
+        return text[:start] + text[end:]
+    bounds = [0, *itertools.chain.from_iterable(cuts), len(text)]
+    return ''.join([text[bounds[k] : bounds[k + 1]] for k in range(0, len(bounds), 2)])
 
 
 def _raw_before(details: Any, position: int) -> bool:
@@ -1027,23 +1060,24 @@ def _raw_before(details: Any, position: int) -> bool:
     if not isinstance(raw, list):
         return False
     for entry in cast(list[object], raw):
-        holder = _range_holder(entry)
-        if holder is not None and cast(int, holder['end_index']) > position:
+        holder: Any = _range_holder(entry)
+        if holder is not None and holder['end_index'] > position:
             return False
     return True
 
 
 def _all_before(citations: Any, position: int) -> bool:
-    """Whether every citation is unanchored or anchored (validly) before `position`: removing text after it changes none."""
+    """Whether every citation is unanchored or anchored (validly) before `position`: removing text after it changes none.
+
+    Also the survey's check that every anchor fits its text (`position` its length): integer comparisons only.
+    """
     try:
         for citation in citations or ():
             anchor = citation.anchor
-            if anchor is not None and not (
-                anchor.start.__class__ is int
-                and anchor.end.__class__ is int
-                and 0 <= anchor.start < anchor.end <= position
-            ):
-                return False
+            if anchor is not None:
+                start, end = anchor.start, anchor.end
+                if not (start.__class__ is int and end.__class__ is int and 0 <= start < end <= position):
+                    return False
     except AttributeError:
         return False
     return True
