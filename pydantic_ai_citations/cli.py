@@ -54,6 +54,14 @@ def _parser(command: str | None = None) -> argparse.ArgumentParser:
         '(its own row; skipped with a message when the key is not set)',
     )
     matrix.add_argument('--no-probes', action='store_true', help='skip the built-in probes')
+    matrix.add_argument(
+        '--jobs',
+        type=int,
+        choices=(1, 2),
+        default=2,
+        help='processes for the built-in probes (default: 2 where the machine has two cores or more; 1 probes every '
+        'row in this process)',
+    )
     matrix.add_argument('-q', '--quiet', action='store_true', help='no progress lines on stderr')
     matrix.set_defaults(func=_matrix_command)
     render = subparsers.add_parser(
@@ -131,10 +139,9 @@ def _missing_support(args: argparse.Namespace) -> int:
 
 
 def _matrix_command(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
-    import anyio
+    from .matrix._split import measure_matrix, start_child
 
-    from .matrix import build_matrix
-
+    child = start_child(args.jobs, probes=not args.no_probes)  # first: it imports while this process does
     out = stdout or sys.stdout
     err = stderr or sys.stderr
 
@@ -142,8 +149,12 @@ def _matrix_command(args: argparse.Namespace, *, stdout: TextIO | None = None, s
         if not args.quiet:
             print(f'… {line}', file=err, flush=True)
 
-    matrix = anyio.run(
-        lambda: build_matrix(probes=not args.no_probes, recordings=args.recordings, live=args.live, progress=progress)
+    matrix = measure_matrix(
+        probes=not args.no_probes,
+        recordings=args.recordings,
+        live=args.live,
+        progress=progress,
+        child=child,
     )
     unusable = matrix.unusable_lines()
     written = _write_matrix(matrix, args, out, err)
@@ -180,7 +191,7 @@ def run(argv: Sequence[str] | None = None) -> int:
 
 def main() -> None:
     """Console-script entry point."""
-    with _one_process_run():
+    with one_process_run():
         code = run()
     sys.exit(code)
 
@@ -190,7 +201,7 @@ _GC_THRESHOLDS = (10_000, 10, 10)
 
 
 @contextmanager
-def _one_process_run() -> Generator[None]:
+def one_process_run() -> Generator[None]:
     """Tune the cyclic garbage collector for one command in a process that ends with it.
 
     The provider SDKs a matrix run imports leave some 450,000 long-lived objects, and at the default thresholds the

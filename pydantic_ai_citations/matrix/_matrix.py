@@ -35,7 +35,7 @@ import re
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import TypeAdapter
 
@@ -222,6 +222,15 @@ class CapabilityMatrix:
         self._unusable: list[Failure] = []
         self._lock = threading.Lock()
         self._family: str | None = None
+
+    def __getstate__(self) -> dict[str, object]:
+        # Picklable (e.g. sent back by the process that probed half the rows): everything but the lock.
+        with self._lock:
+            return {'rows': self._rows, 'unusable': self._unusable, 'family': self._family}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self._rows, self._unusable, self._family = state['rows'], state['unusable'], state['family']
+        self._lock = threading.Lock()
 
     def for_family(self, family: str) -> CapabilityMatrix:
         """A view of this matrix (same rows, same lock) whose calls default to one model family's runs."""
