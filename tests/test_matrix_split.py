@@ -106,3 +106,28 @@ def test_a_matrix_pickles_with_its_rows_and_a_new_lock(serial: str):
     assert copy.to_json() == matrix.to_json()
     copy.add('cohere', 'citations', 'yes', 'observed')  # the lock works
     assert copy.to_json() != matrix.to_json()
+
+
+def test_no_second_process_where_none_can_start(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(sys, 'executable', '')
+    assert split.start_child(2) is None
+    monkeypatch.undo()
+
+    def refuse(*args: object, **kwargs: object) -> subprocess.Popen[bytes]:
+        raise OSError('no processes here')
+
+    monkeypatch.setattr(subprocess, 'Popen', refuse)
+    assert split.start_child(2) is None
+
+
+def test_the_second_process_is_not_left_running_when_this_one_fails(monkeypatch: pytest.MonkeyPatch):
+    from pydantic_ai_citations.matrix import _probes
+
+    async def broken(**kwargs: object) -> CapabilityMatrix:
+        raise RuntimeError('probing failed')
+
+    monkeypatch.setattr(_probes, 'build_matrix', broken)
+    child = _fake_child('import time; time.sleep(60)')
+    with pytest.raises(RuntimeError, match='probing failed'):
+        split.measure_matrix(child=child)
+    assert child.returncode is not None  # killed and reaped, not waited for

@@ -39,19 +39,22 @@ recordings and live models. Chosen so that the two halves take about as long."""
 
 def start_child(processes: int, *, probes: bool = True) -> subprocess.Popen[bytes] | None:
     """Start the process that probes `CHILD_APIS`, if `processes` >= 2, there are probes and two cores or more."""
-    if processes < 2 or not probes or (os.cpu_count() or 1) < 2:
+    if processes < 2 or not probes or (os.cpu_count() or 1) < 2 or not sys.executable:
         return None
     # The same package as this process, wherever the working directory is.
     root = str(Path(__file__).resolve().parents[2])
     path = os.environ.get('PYTHONPATH')
     env = {**os.environ, 'PYTHONPATH': root + (os.pathsep + path if path else '')}
-    return subprocess.Popen(
-        [sys.executable, '-m', __name__],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=env,
-    )
+    try:
+        return subprocess.Popen(
+            [sys.executable, '-m', __name__],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+        )
+    except OSError:  # no process can be started here: every row is probed in this one
+        return None
 
 
 def measure_matrix(
@@ -80,7 +83,12 @@ def measure_matrix(
         return anyio.run(lambda: build_matrix(probes=probes, recordings=recordings, live=live, progress=progress))
     own: list[ApiLabel] = [api for api in FIXTURE_APIS if api not in CHILD_APIS]
     theirs_apis: list[ApiLabel] = [api for api in FIXTURE_APIS if api in CHILD_APIS]
-    matrix = anyio.run(lambda: build_matrix(apis=own, recordings=recordings, live=live, progress=progress))
+    try:
+        matrix = anyio.run(lambda: build_matrix(apis=own, recordings=recordings, live=live, progress=progress))
+    except BaseException:  # interrupted, or a bug: the second process is not left running
+        child.kill()
+        child.communicate()
+        raise
     received, failure = _collect(child)
     say = progress or _quiet
     if received is None:
