@@ -30,11 +30,11 @@ if TYPE_CHECKING:
     from ._guard import (
         CitationMarkupError,
         CitationsDisabledWarning,
-        RemovedMarkup,
         StripCitationMarkup,
         removed_markup,
     )
     from ._history import CleanStaleCitations
+    from ._json_markup import RemovedMarkup
     from ._pgstore import PostgresConversationStore
     from ._problems import CitationProblem, ProblemCode
     from ._redact import redact
@@ -89,7 +89,7 @@ _HOMES: dict[str, str] = {
     'FinalAnswer': '_stream',
     # structured output
     'removed_markup': '_guard',
-    'RemovedMarkup': '_guard',
+    'RemovedMarkup': '_json_markup',
     'CitationMarkupError': '_guard',
     'CitationsDisabledWarning': '_guard',
     'Claim': '_evidence',

@@ -53,7 +53,7 @@ from pydantic_ai.tools import RunContext
 
 from ._answer import CitedAnswer, last_response
 from ._checks import require, require_base_fields, require_bools, require_mapping, shown
-from ._guard import FieldPath, format_path
+from ._json_markup import FieldPath, format_path
 from ._ledger import record_problems
 from ._problems import CitationProblem, shorten
 

@@ -34,7 +34,7 @@ from pydantic_ai_citations import (
     TrackCitations,
     removed_markup,
 )
-from pydantic_ai_citations._guard import (
+from pydantic_ai_citations._json_markup import (
     clean_partial_output,
     format_path,
     removed_markup_ta,
@@ -636,7 +636,7 @@ def test_bracket_unterminated_stops_at_line_end_and_next_bracket():
 
 
 def test_raw_args_shapes():
-    from pydantic_ai_citations._guard import strip_raw_markup
+    from pydantic_ai_citations._json_markup import strip_raw_markup
 
     array = json.dumps([f'x {OAI}.'])  # JSON that is not an object, not fenced
     new, result = strip_raw_markup(array)
@@ -700,10 +700,10 @@ def _nested(depth: int, leaf: object) -> object:
 
 
 def test_raw_values_too_deep_to_walk_are_left_for_pydantic_ai(monkeypatch: pytest.MonkeyPatch):
-    from pydantic_ai_citations import _guard
+    from pydantic_ai_citations import _json_markup
 
     deep_dict = cast(dict[str, object], _nested(sys.getrecursionlimit() + 10, 'x ' + OAI))
-    assert _guard.strip_raw_markup(deep_dict) == (deep_dict, None)
+    assert _json_markup.strip_raw_markup(deep_dict) == (deep_dict, None)
     assert clean_partial_output(deep_dict) is deep_dict
 
     # JSON text that parses but whose walk runs out of stack (the parser and the walk need about the same depth, so
@@ -711,9 +711,9 @@ def test_raw_values_too_deep_to_walk_are_left_for_pydantic_ai(monkeypatch: pytes
     def too_deep(value: object) -> object:
         raise RecursionError
 
-    monkeypatch.setattr(_guard, 'strip_json_markup', too_deep)
+    monkeypatch.setattr(_json_markup, 'strip_json_markup', too_deep)
     text = '{"a": "x ' + OAI.replace('\ue200', '\\ue200') + '"}'
-    assert _guard.strip_raw_markup(text) == (text, None)
+    assert _json_markup.strip_raw_markup(text) == (text, None)
 
 
 def test_clean_partial_output_shapes():

@@ -9,7 +9,7 @@ from typing import Any, cast
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pydantic_ai_citations._guard import (
+from pydantic_ai_citations._json_markup import (
     strip_json_markup,
     strip_raw_markup,
 )

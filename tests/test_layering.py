@@ -21,7 +21,7 @@ import pydantic_ai_citations
 
 PACKAGE = 'pydantic_ai_citations'
 ROOT = Path(pydantic_ai_citations.__file__).parent
-VALUES = ('_answer', '_problems', '_render', '_redact', '_urls', '_edit')
+VALUES = ('_answer', '_problems', '_render', '_redact', '_urls', '_edit', '_json_markup')
 """The values modules (`_edit` once it exists)."""
 CAPABILITY_BASES = frozenset({'AbstractCapability', 'WrapperCapability'})
 

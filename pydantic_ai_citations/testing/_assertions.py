@@ -23,7 +23,7 @@ from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from .._answer import CitedAnswer, answer_parts, last_response, run_messages
 from .._checks import shown
-from .._guard import format_path, strip_json_markup
+from .._json_markup import format_path, strip_json_markup
 from .._problems import shorten
 from .._render import render_markdown
 from .._replay import Recording, load_recording
