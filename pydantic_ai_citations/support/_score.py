@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import reduce
+from itertools import accumulate
 from operator import itemgetter
 from typing import cast
 from unicodedata import is_normalized
@@ -56,9 +58,17 @@ def coverage(claim_terms: frozenset[str], passage_terms: frozenset[str]) -> floa
     return len(claim_terms & passage_terms) / len(claim_terms)
 
 
+_Term = tuple[str, float, int]
+"""A claim's term found on the page: the term, its weight and its passages (bit `i` for passage `i`)."""
 _Feature = tuple[str, float, int, 'str | None']
 """A surface feature of a claim found on the page: name, weight, passages (bit `i` for passage `i`), and the term
 every passage holding it holds too (`None` for stop words alone)."""
+_Word = tuple['str | None', '_Term | None', '_Feature | None']
+"""What a claim word brings to one page, worked out the first time the page meets it: its term (`None` for a stop word
+or a lone letter), that term on the page (`None` if no passage holds it) and the word itself as a surface feature
+(`None` if no passage holds it)."""
+_TERM, _ON_PAGE, _SURFACE = itemgetter(0), itemgetter(1), itemgetter(2)  # the parts of a `_Word`
+_MASK = itemgetter(2)  # the passages of a `_Term` or a `_Feature`
 _LAST = chr(0x10FFFF)  # the last code point: not a letter or digit, so in no word
 _FULL_AFTER = 8
 """After this many claims on one page, the index stems all its words and lists all its pairs of adjacent words."""
@@ -82,7 +92,11 @@ class PassageIndex:
     or pair of the claim also holds that word's term (stop words aside), so each term, weighted with the features
     that imply it, bounds what a passage gains by holding it. Terms are visited from the highest bound down (the
     rarest first), and a passage is summed only while the bounds of the terms left could still reach the best sum
-    so far (the MaxScore method of search engines). The choice is the one the full sums give, to the last bit.
+    so far (the MaxScore method of search engines). The choice is the one the full sums give, to the last bit. Before
+    any of that, a passage holding every feature the claim shares with the page wins outright (no passage lacking one
+    can sum as much): most claims that keep the words of one passage, in order, are settled by a few bit operations.
+    A claim word's term, its term's weight and postings, and its surface feature are worked out once per page (the
+    first time a claim has the word) and read back with map and set operations after that.
     """
 
     def __init__(self, passages: Sequence[Passage], *, language: str | None = None) -> None:
@@ -110,13 +124,17 @@ class PassageIndex:
         self._pair_masks: dict[tuple[str, str], int] | None = None  # every pair of the page, once many claims come
         self._term_of: dict[str, str | None] = {}  # this page's stems (page and claim words)
         self._term_masks: dict[str, int] = {}
-        self._term_weights: dict[str, tuple[str, float, int]] = {}  # terms whose postings are complete
-        self._word_features: dict[str, _Feature | None] = {}  # a claim word's, `None` if not on the page
+        self._on_page: dict[str, _Term] = {}  # terms whose postings are complete and not empty
+        self._known: dict[str, _Word] = {}  # every claim word met so far
         self._pair_features: dict[tuple[str, str], _Feature | None] = {}
         self._lines: list[str | None] = [None] * len(self.passages)  # a passage's words, space-separated and -framed
         n = len(self.passages)
         # BM25's IDF over the page's passages, by document frequency: near 0 in every passage, highest in one.
         self._idf = [math.log(1 + (n - df + 0.5) / (df + 0.5)) for df in range(n + 1)]
+        # Up to this many features, the float sum of all of a claim's features exceeds any sum that lacks one: the
+        # smallest weight stays above the rounding error of m sums of m weights each (2 m**2 u w_max < w_min, u the
+        # unit roundoff; about 100,000 features for 10,000 passages). Claims have a few dozen.
+        self._sure = math.isqrt(int(self._idf[-1] / (4 * 2**-53 * self._idf[1]))) if n else 0
 
     def _stem(self, words: list[str]) -> None:
         """Stem words not stemmed on this page yet; the passages of a page word join its term's."""
@@ -179,56 +197,88 @@ class PassageIndex:
         return out
 
     def _learn(self, new: set[str]) -> None:
-        """Terms and surface features of a claim's words not seen on this page before."""
+        """Work out what the claim words not met on this page before bring to it (see `_Word`)."""
         term_of = self._term_of
         fresh = new.difference(term_of)
         if fresh:
             self._stem(list(fresh))
-        terms = set(map(term_of.__getitem__, new))
-        terms.discard(None)
-        self._complete(cast('set[str]', terms))
+        found = set(map(term_of.__getitem__, new))
+        found.discard(None)
+        terms = cast('set[str]', found)
+        self._complete(terms)
+        on_page = self._enter(terms)
         idf = self._idf
         words = self._words
-        features = self._word_features
+        known = self._known
         for word in new:
+            term = term_of[word]
             mask = words.get(word)
-            features[word] = ('=' + word, idf[mask.bit_count()], mask, term_of[word]) if mask else None
+            known[word] = (
+                term,
+                None if term is None else on_page.get(term),
+                ('=' + word, idf[mask.bit_count()], mask, term) if mask else None,
+            )
+
+    def _enter(self, terms: Iterable[str]) -> dict[str, _Term]:
+        """Weigh these terms, whose postings are complete (see `_complete`), if the page has them; all weighed terms."""
+        on_page = self._on_page
+        masks = self._term_masks
+        idf = self._idf
+        for term in terms:
+            if term not in on_page:
+                mask = masks.get(term)
+                if mask:
+                    on_page[term] = (term, idf[mask.bit_count()], mask)
+        return on_page
+
+    def _pairs(self, words: list[str]) -> Iterator[_Feature]:
+        """The claim's pairs of adjacent words that some passage holds next to each other, as surface features."""
+        pairs = set(zip(words, words[1:], strict=False))
+        seen = self._pair_features
+        new = pairs.difference(seen)
+        if new:
+            listed = self._pair_masks
+            if listed is None:
+                for pair in new:
+                    seen[pair] = self._pair(*pair)
+            else:
+                # Every pair of the page is listed: most of a claim's new pairs are not, and are told apart in C.
+                found = listed.keys() & new
+                seen.update(dict.fromkeys(new - found))
+                for pair in found:
+                    seen[pair] = self._pair_feature(*pair, listed[pair])
+        return filter(None, map(seen.__getitem__, pairs))
 
     def _pair(self, first: str, second: str) -> _Feature | None:
         """The feature of a claim's pair of adjacent words, `None` if no passage holds them next to each other."""
-        if self._pair_masks is not None:
-            mask = self._pair_masks.get((first, second), 0)
-            if not mask:
-                return None
-        else:
-            words = self._words
-            mask = words.get(first, 0) & words.get(second, 0)  # the passages holding both words
-            if not mask:
-                return None
-            needle = f' {first} {second} '
-            lines = self._lines
-            if mask & (mask - 1):
-                both = mask
-                while both:
-                    bit = both & -both
-                    both ^= bit
-                    i = bit.bit_length() - 1
-                    if needle not in (lines[i] or self._line(i)):
-                        mask ^= bit
-                if not mask:
-                    return None
-            else:  # one passage holds both words (the most common case)
-                i = mask.bit_length() - 1
+        words = self._words
+        mask = words.get(first, 0) & words.get(second, 0)  # the passages holding both words
+        if not mask:
+            return None
+        needle = f' {first} {second} '
+        lines = self._lines
+        if mask & (mask - 1):
+            both = mask
+            while both:
+                bit = both & -both
+                both ^= bit
+                i = bit.bit_length() - 1
                 if needle not in (lines[i] or self._line(i)):
-                    return None
+                    mask ^= bit
+            if not mask:
+                return None
+        else:  # one passage holds both words (the most common case)
+            i = mask.bit_length() - 1
+            if needle not in (lines[i] or self._line(i)):
+                return None
+        return self._pair_feature(first, second, mask)
+
+    def _pair_feature(self, first: str, second: str, mask: int) -> _Feature:
         term = self._term_of[first]
         return (f'{first} {second}', self._idf[mask.bit_count()], mask, self._term_of[second] if term is None else term)
 
-    def _count(self) -> None:
-        """Count a claim; a page asked about by many claims is indexed in full, which then costs less than lazily."""
-        self._claims += 1
-        if self._claims != _FULL_AFTER:
-            return
+    def _index_all(self) -> None:
+        """Stem all the page's words and list all its pairs: for a page asked about by many claims, cheaper than lazily."""
         term_of = self._term_of
         self._stem([w for w in self._words if w not in term_of])
         self._done = None
@@ -250,43 +300,30 @@ class PassageIndex:
         if isinstance(claim, str):
             words = tokens(claim)
             distinct = set(words)
-            known = self._word_features
+            known = self._known
             new = distinct.difference(known)  # (`difference` reads only this set: `- keys()` reads the dict)
             if new:
                 self._learn(new)
-            # Set and map operations run in C: most claims meet only words and pairs the page has seen before.
-            named = list(filter(None, map(known.__getitem__, distinct)))
-            found = set(map(self._term_of.__getitem__, distinct))
-            found.discard(None)
-            claim_terms = cast('set[str]', found)
-            pairs = set(zip(words, words[1:], strict=False))
-            seen = self._pair_features
-            for pair in pairs.difference(seen):
-                seen[pair] = self._pair(*pair)
-            named += filter(None, map(seen.__getitem__, pairs))
+            # Map, filter and set operations run in C: most claims meet only words and pairs the page has met before.
+            found = list(map(known.__getitem__, distinct))
+            claim_terms: set[str | None] = set(map(_TERM, found))
+            claim_terms.discard(None)
+            shared: set[_Term | None] = set(map(_ON_PAGE, found))
+            shared.discard(None)
+            if not shared:
+                return None
+            surface: list[_Feature] = list(filter(None, map(_SURFACE, found)))
+            surface += self._pairs(words)
+            size = len(claim_terms)
         else:
-            named = []
-            claim_terms = claim
-            self._complete(claim_terms)
-        on_page = claim_terms & self._term_masks.keys()
-        if not on_page:
-            return None
-        weights = self._term_weights
-        for term in on_page.difference(weights):
-            mask = self._term_masks[term]  # complete: its words were stemmed when the claim's words were learned
-            weights[term] = (term, self._idf[mask.bit_count()], mask)
-        shared = sorted(map(weights.__getitem__, on_page))  # sorted: same sums every run
-        # Surface features in the order of their names ('=word', 'first second'), as the sums have always run.
-        named.sort(key=itemgetter(0))
-        bounds = {t: weight for t, weight, _ in shared}
-        common = 0.0
-        for _, weight, _, term in named:
-            if term is None:
-                common += weight
-            else:
-                bounds[term] += weight
-        bounded = sorted(((bounds[t], mask) for t, _, mask in shared), reverse=True)
-        return _Claim(len(claim_terms), shared, named, bounded, common)
+            self._complete(claim)
+            on_page = self._enter(claim)
+            shared = {on_page[t] for t in claim if t in on_page}
+            if not shared:
+                return None
+            surface = []
+            size = len(claim)
+        return _Claim(size, sorted(cast('set[_Term]', shared)), surface)  # sorted: same sums every run
 
     def best(self, claim: str | frozenset[str]) -> PassageMatch | None:
         """The most relevant passage for `claim` (text, or its precomputed terms), `None` if none shares a term.
@@ -294,49 +331,38 @@ class PassageIndex:
         Its `score` is its coverage of the claim's terms. Ties go to the earliest passage. Given only terms, the
         ranking uses the terms alone (no surface words or word pairs).
         """
-        self._count()
+        self._claims += 1
+        if self._claims == _FULL_AFTER:
+            self._index_all()
         found = self._features(claim)
         if found is None:
             return None
-        bounded = found.bounded
-        left = [found.common] * (len(bounded) + 1)  # bound of a passage holding none of the terms before k
-        for k in range(len(bounded) - 1, -1, -1):
-            left[k] = left[k + 1] + bounded[k][0]
-        best, best_relevance, best_count = 0, -1.0, 0
-        floor = -1.0  # below this no sum reaches the best, whatever the rounding
-        seen = 0
-        for k, (_, mask) in enumerate(bounded):
-            if left[k] < floor:
-                break
-            candidates = mask & ~seen
-            seen |= mask
-            while candidates:
-                bit = candidates & -candidates
-                candidates ^= bit
-                if found.bound(bit, k) < floor:
-                    continue
-                relevance, count = found.relevance(bit)
-                i = bit.bit_length() - 1
-                if relevance > best_relevance or (relevance == best_relevance and i < best):
-                    best, best_relevance, best_count = i, relevance, count
-                    floor = best_relevance - 1e-9 * (1 + best_relevance)
-        return self._match(best, best_count / found.size)
+        # A passage holding every feature the claim shares with the page (every term, surface word and pair) sums all
+        # their weights: no passage missing one reaches it, and those holding them all tie (ties to the earliest).
+        # Claims that keep words of one passage (quotes, trimmed sentences) mostly end here, with nothing to rank.
+        held = reduce(int.__and__, map(_MASK, found.terms), reduce(int.__and__, map(_MASK, found.surface), -1))
+        if held and len(found.terms) + len(found.surface) <= self._sure:
+            i = (held & -held).bit_length() - 1
+            return self._match(i, len(found.terms) / found.size)
+        i = found.search()
+        return self._match(i, found.count(1 << i) / found.size)
 
     def ranked(self, claim: str, *, limit: int = 5) -> list[PassageMatch]:
         """Up to `limit` passages sharing a term with `claim`, most relevant first (candidates for a judge)."""
         found = self._features(claim)
         if found is None:
             return []
+        found.surface.sort()
         every = 0
         for _, _, mask in found.terms:
             every |= mask
-        sums: dict[int, tuple[float, int]] = {}
+        sums: dict[int, float] = {}
         while every:
             bit = every & -every
             every ^= bit
             sums[bit.bit_length() - 1] = found.relevance(bit)
-        order = sorted(sums, key=lambda i: (-sums[i][0], i))[:limit]
-        return [self._match(i, sums[i][1] / found.size) for i in order]
+        order = sorted(sums, key=lambda i: (-sums[i], i))[:limit]
+        return [self._match(i, found.count(1 << i) / found.size) for i in order]
 
     def _match(self, i: int, score: float) -> PassageMatch:
         passage = self.passages[i]
@@ -362,35 +388,74 @@ class _Claim:
 
     size: int
     """How many terms the claim has (on the page or not): the denominator of coverage."""
-    terms: list[tuple[str, float, int]]
-    """The claim's terms found on the page, in the order of their names: term, weight, passages."""
+    terms: list[_Term]
+    """The claim's terms found on the page, in the order of their names."""
     surface: list[_Feature]
-    """The claim's surface words and pairs found on the page, in the order of their names."""
-    bounded: list[tuple[float, int]]
-    """Per term: its weight plus those of the surface features that imply it, highest first; passages."""
-    common: float
-    """The weights of the surface features of stop words alone (any passage may hold them)."""
+    """The claim's surface words and pairs found on the page; sorted by name before any relevance is summed."""
 
-    def relevance(self, bit: int) -> tuple[float, int]:
-        """The relevance of the passage of `bit` (summed in one order for every passage) and its count of terms."""
+    def search(self) -> int:
+        """The passage of the highest relevance (ties to the earliest), summed in full only where it can still win.
+
+        A passage holding a surface feature holds the term it implies, so each term, weighted with the features that
+        imply it, bounds what a passage gains by holding it. Terms are visited from the highest bound down, and a
+        passage is summed only while the bounds of the terms left could still reach the best sum so far (MaxScore).
+        """
+        surface = self.surface
+        surface.sort()  # in the order of their names (unique), as the sums have always run
+        bounds = {t: weight for t, weight, _ in self.terms}
+        common = 0.0  # stop words alone: any passage may hold them
+        for _, weight, _, term in surface:
+            if term is None:
+                common += weight
+            else:
+                bounds[term] += weight
+        bounded = sorted(((bounds[t], mask) for t, _, mask in self.terms), reverse=True)
+        # left[k]: the most a passage holding none of the terms before k can reach (summed from the end, in C).
+        left = list(accumulate(reversed([bound for bound, _ in bounded]), initial=common))
+        left.reverse()
+        best, best_relevance = -1, -1.0
+        floor = -1.0  # below this no sum reaches the best, whatever the rounding
+        seen = 0
+        for k, (_, mask) in enumerate(bounded):
+            if left[k] < floor:
+                break
+            candidates = mask & ~seen
+            seen |= mask
+            while candidates:
+                bit = candidates & -candidates
+                candidates ^= bit
+                if best >= 0 and _bound(bounded, k, bit, common) < floor:  # (the first passage is always summed)
+                    continue
+                relevance = self.relevance(bit)
+                i = bit.bit_length() - 1
+                if relevance > best_relevance or (relevance == best_relevance and i < best):
+                    best, best_relevance = i, relevance
+                    floor = relevance - 1e-9 * (1 + relevance)
+        return best
+
+    def relevance(self, bit: int) -> float:
+        """The relevance of the passage of `bit`, summed in one order for every passage (`surface` sorted)."""
         relevance = 0.0
-        count = 0
         for _, weight, mask in self.terms:
             if mask & bit:
                 relevance += weight
-                count += 1
         for _, weight, mask, _ in self.surface:
             if mask & bit:
                 relevance += weight
-        return relevance, count
+        return relevance
 
-    def bound(self, bit: int, start: int) -> float:
-        """At least the relevance of the passage of `bit`, which holds none of the terms before `bounded[start]`."""
-        bound = self.common
-        for weight, mask in self.bounded[start:]:
-            if mask & bit:
-                bound += weight
-        return bound
+    def count(self, bit: int) -> int:
+        """How many of the claim's terms the passage of `bit` holds."""
+        return sum(1 for _, _, mask in self.terms if mask & bit)
+
+
+def _bound(bounded: list[tuple[float, int]], start: int, bit: int, common: float) -> float:
+    """At least the relevance of the passage of `bit`, which holds none of the terms before `bounded[start]`."""
+    bound = common
+    for weight, mask in bounded[start:]:
+        if mask & bit:
+            bound += weight
+    return bound
 
 
 def best_passage(claim: str, passages: Sequence[Passage], *, language: str | None = None) -> PassageMatch | None:
