@@ -18,6 +18,7 @@ import dataclasses
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field, replace
+from operator import attrgetter
 from typing import Literal, Protocol, TypedDict, cast
 
 from pydantic import JsonValue, TypeAdapter
@@ -194,7 +195,7 @@ class CitedAnswer:
         reason = incomplete_reason(found[1] if found is not None else None)
         if reason is None and complete is False:
             reason = 'The run did not complete; text and citations may be missing (citations often arrive last).'
-        return _build(messages, incomplete=reason)
+        return _build(found, incomplete=reason)
 
     @classmethod
     def from_result(cls, result: _HasMessages) -> CitedAnswer:
@@ -295,9 +296,9 @@ class _Builder:
             )
             return None
         assert isinstance(source, WebCitationSource | DocumentCitationSource)
-        excerpts = _as_str_list(source.excerpts)
-        if key in self.by_key:
-            number = self.by_key[key]
+        excerpts = _as_str_list(source.excerpts) if source.excerpts else []
+        number = self.by_key.get(key)
+        if number is not None:
             existing = self.sources[number - 1]
             new_excerpts = [e for e in excerpts if e not in existing.excerpts]
             if new_excerpts or (existing.title is None and source.title):
@@ -313,10 +314,7 @@ class _Builder:
             return number
         number = len(self.sources) + 1
         self.by_key[key] = number
-        deduped: list[str] = []
-        for excerpt in excerpts:
-            if excerpt not in deduped:
-                deduped.append(excerpt)
+        deduped = list(dict.fromkeys(excerpts)) if excerpts else excerpts
         if isinstance(source, WebCitationSource):
             ref = SourceRef(
                 number, 'web', url=source.url, title=source.title, excerpts=deduped, provider_name=provider_name
@@ -455,9 +453,8 @@ def run_messages(result: _HasMessages, partial: ModelResponse | None = None) -> 
     return [*messages, response], True
 
 
-def _build(messages: Sequence[ModelMessage], *, incomplete: str | None) -> CitedAnswer:
-    """The answer of `messages`; `incomplete` is the verdict's reason when it is not complete."""
-    found = last_response(messages)
+def _build(found: tuple[int, ModelResponse] | None, *, incomplete: str | None) -> CitedAnswer:
+    """The answer whose response `last_response` found; `incomplete` is the verdict's reason when it is not complete."""
     message_index = found[0] if found is not None else None
     b = _Builder()
     complete = incomplete is None
@@ -630,8 +627,9 @@ def _add_part(b: _Builder, part: TextPart, text: _Text, message_index: int, part
             b.unanchored.extend(numbers)
             continue
         # Read defensively: parts built with `model_construct` or by hand may hold anything.
-        start = text.shift(cast(object, anchor.start))
-        end = text.shift(cast(object, anchor.end))
+        start, end = cast(object, anchor.start), cast(object, anchor.end)
+        if text.cuts:
+            start, end = text.shift(start), text.shift(end)
         if not (isinstance(start, int) and isinstance(end, int) and 0 <= start < end <= len(content)):
             b.problems.append(
                 CitationProblem(
@@ -782,7 +780,9 @@ def _check_raw_entry(
 
 
 def _dedupe_spans(b: _Builder) -> list[CitedSpan]:
-    spans = sorted(b.spans, key=lambda s: (s.start, s.end, s.message_index, s.part_index, s.citation_index))
+    if len(b.spans) < 2:
+        return list(b.spans)  # nothing to sort, repeat or overlap
+    spans = sorted(b.spans, key=_span_order)
     kept: list[CitedSpan] = []
     seen: set[tuple[int, int, str, tuple[int, ...]]] = set()
     for span in spans:
@@ -821,6 +821,9 @@ def _dedupe_spans(b: _Builder) -> list[CitedSpan]:
                     )
                 )
     return kept
+
+
+_span_order = attrgetter('start', 'end', 'message_index', 'part_index', 'citation_index')
 
 
 def _source_key(source: object) -> str | None:

@@ -435,13 +435,13 @@ class PostgresConversationStore(_StoredAnswers):
                 # sooner, while later statements are sent (the server answers while the client is still sending).
                 try:
                     await checks.execute(_pg(sql.PG_SAVE_CHECKS), (cid, head or ''))
-                    await _queue(cur, [(sql.INSERT_ENTRY if new else sql.INSERT_ENTRY_IF_NEW, entry_rows)])
-                    # The server runs those (the lock held) while the answers are made here; then the rest, in the
-                    # same round trip: a failed check rolls it all back.
+                    entries = (sql.INSERT_ENTRY if new else sql.INSERT_ENTRY_IF_NEW, entry_rows)
+                    await _queue(cur, [entries, *record_statements])
+                    # The server runs those (the lock held) while the answers are made here; then the answers, in
+                    # the same round trip: a failed check rolls it all back.
                     if not answers:
                         answers.extend(_answer_rows(cid, new_entries))
-                    statements = _answer_statements(answers, new=new, upsert=not new, versions=self._versions)
-                    await _queue(cur, [*statements, *record_statements])
+                    await _queue(cur, _answer_statements(answers, new=new, upsert=not new, versions=self._versions))
                     await pipeline.sync()
                 except Exception as e:
                     if new and _is_unique_violation(e):

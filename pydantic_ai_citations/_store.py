@@ -27,7 +27,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import KW_ONLY, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, cast
 
 import anyio.to_thread
 import pydantic
@@ -392,10 +392,12 @@ def _source_keys(answer: CitedAnswer) -> _SourceKeys:
     for source in answer.sources:
         if not source.url:
             continue
-        host = url_host(_key(source.url))
-        urls.append((_key(source.url), host))
-        if host is not None:
-            domains.update(dict.fromkeys(parent_domains(host)[1:]))
+        url = _key(source.url)
+        host = url_host(url)
+        urls.append((url, host))
+        if host is not None and '.' in host:  # (a one-label host is under no other domain)
+            for domain in parent_domains(host)[1:]:
+                domains[domain] = None
         if (
             host == GROUNDING_HOST
             and is_grounding_redirect(source.url)
@@ -408,8 +410,9 @@ def _source_keys(answer: CitedAnswer) -> _SourceKeys:
     return _SourceKeys(urls, list(domains), [_key(s.document_id) for s in answer.sources if s.document_id])
 
 
-@dataclass(frozen=True)
-class _AnswerRow:
+class _AnswerRow(NamedTuple):
+    """What a save stores for one answer (a tuple: a save makes one per response)."""
+
     entry_id: str
     conversation_id: str
     answer: bytes
@@ -441,7 +444,7 @@ def _answer_row(entry_id: str, conversation_id: str, response: ModelResponse) ->
         entry_id,
         conversation_id,
         answer.to_json(),
-        _json_ta.dump_json(raw),
+        _json_ta.dump_json(raw) if raw else b'[]',  # (most responses have no raw citation data)
         response.provider_name and _key(response.provider_name),
         response.model_name and _key(response.model_name),
         response.timestamp.isoformat() if isinstance(response.timestamp, datetime) else None,  # pyright: ignore[reportUnnecessaryIsInstance]

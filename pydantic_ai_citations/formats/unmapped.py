@@ -112,6 +112,8 @@ def _json(value: object) -> JsonValue:
 
 def recover(response: ModelResponse) -> Recovery:
     """Recover every citation format this module knows from one `ModelResponse` (pure; `response` is unchanged)."""
+    if not _may_hold_unmapped(response):
+        return Recovery({}, [], [])  # most responses: each recovery below would find nothing
     found = [
         recovery
         for recovery in (
@@ -125,6 +127,20 @@ def recover(response: ModelResponse) -> Recovery:
     for recovery in found[1:]:
         out = out.merged(recovery)
     return out
+
+
+def _may_hold_unmapped(response: ModelResponse) -> bool:
+    """Whether a recovery below can find anything in `response`.
+
+    Each reads only text parts with `provider_details` (container files, search result locations), native tool
+    returns (xAI, Groq) or an xAI response (search results dropped).
+    """
+    if response.provider_name == 'xai':
+        return True
+    return any(
+        isinstance(part, NativeToolReturnPart) or (isinstance(part, TextPart) and part.provider_details)
+        for part in response.parts
+    )
 
 
 # -- OpenAI container_file_citation ---------------------------------------------------------------------------
