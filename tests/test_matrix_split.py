@@ -65,7 +65,7 @@ def test_two_processes_measure_the_same_matrix(
             'import sys; sys.stdout.write("not a pickle")', 'unreadable result: UnpicklingError', id='garbage'
         ),
         pytest.param(
-            'import pickle, sys; sys.stdout.buffer.write(pickle.dumps(([], {})))',
+            'import pickle, sys; sys.stdout.buffer.write(pickle.dumps(([], {}, [])))',
             'unreadable result',
             id='not-a-matrix',
         ),

@@ -26,7 +26,9 @@ import os
 import time
 import warnings
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -121,6 +123,36 @@ KNOWN_UNMAPPED: dict[tuple[ApiLabel, str], str] = {
 _HANDOFF_TARGET: ApiLabel = 'openai-chat'
 _HANDOFF_FALLBACK: ApiLabel = 'anthropic-messages'
 
+DeferredHandoff = tuple[ApiLabel, str, list[ModelMessage]]
+"""A hand-off probe left for another process: the row's API and model family, and the cited history to send."""
+
+_DEFERRED: ContextVar[list[DeferredHandoff] | None] = ContextVar(
+    'pydantic_ai_citations_deferred_handoffs', default=None
+)
+
+
+@contextmanager
+def deferring_handoffs() -> Generator[list[DeferredHandoff]]:
+    """Within this block, the fixture probes leave their hand-offs in the list yielded, and `build_matrix` explains no gaps.
+
+    For the second process of a split matrix run (`_split`): the hand-off target's SDK is then imported by the first
+    process only, which runs them (`run_handoffs`) and explains the gaps of the merged matrix.
+    """
+    deferred: list[DeferredHandoff] = []
+    token = _DEFERRED.set(deferred)
+    try:
+        yield deferred
+    finally:
+        _DEFERRED.reset(token)
+
+
+async def run_handoffs(matrix: CapabilityMatrix, deferred: Sequence[DeferredHandoff]) -> None:
+    """Run hand-off probes that another process left (`deferring_handoffs`), into `matrix`."""
+    with sharing_sdk_setup():
+        for api, family, messages in deferred:
+            row = matrix.for_family(family)
+            await _guarded(row, api, 'probe', 'handoff', _probe_handoff(row, api, messages, 'probe'))
+
 
 class _ProbeOutput(BaseModel):
     answer: str
@@ -170,7 +202,8 @@ async def build_matrix(
     for name in live:
         say(f'live {name}')
         await probe_live(matrix, name, progress=say)
-    explain_gaps(matrix)
+    if _DEFERRED.get() is None:  # (a process whose hand-offs run elsewhere leaves the gaps to the merged matrix)
+        explain_gaps(matrix)
     return matrix
 
 
@@ -223,7 +256,8 @@ async def probe_api(matrix: CapabilityMatrix, api: ApiLabel) -> None:
     its runs fill its own row when it answers differently.
     """
     for family in ('', *fixture_families(api)):
-        await _probe_fixtures(matrix.for_family(_fixture_family(api, family)), api, family)
+        row_family = _fixture_family(api, family)
+        await _probe_fixtures(matrix.for_family(row_family), api, family, row_family)
 
 
 def _fixture_family(api: ApiLabel, family: str) -> str:
@@ -236,7 +270,7 @@ def _fixture_family(api: ApiLabel, family: str) -> str:
         return ''
 
 
-async def _probe_fixtures(matrix: CapabilityMatrix, api: ApiLabel, family: str) -> None:
+async def _probe_fixtures(matrix: CapabilityMatrix, api: ApiLabel, family: str, row_family: str) -> None:
     matrix.ensure_row(api)
     available = set(scenarios(api, family))
     cited_outcome: _RunOutcome | None = None
@@ -280,7 +314,12 @@ async def _probe_fixtures(matrix: CapabilityMatrix, api: ApiLabel, family: str) 
                 f'with item ids sent (`openai_send_reasoning_ids`, the default for reasoning models): '
                 f'{scratch.cell(api, "replay")}',
             )
-        await _guarded(matrix, api, 'probe', 'handoff', _probe_handoff(matrix, api, cited_outcome, 'probe'))
+        if (deferred := _DEFERRED.get()) is not None:
+            deferred.append((api, row_family, cited_outcome.messages))
+        else:
+            await _guarded(
+                matrix, api, 'probe', 'handoff', _probe_handoff(matrix, api, cited_outcome.messages, 'probe')
+            )
     if structured is not None:
         await _guarded(matrix, api, 'probe', 'structured', _probe_structured(matrix, api, structured))
     else:
@@ -458,7 +497,9 @@ async def _probe_replay(
     matrix.add(api, 'replay', 'yes' if _has_citation_data(sent[-1]) else 'only when untouched', evidence)
 
 
-async def _probe_handoff(matrix: CapabilityMatrix, api: ApiLabel, cited: _RunOutcome, evidence: Evidence) -> None:
+async def _probe_handoff(
+    matrix: CapabilityMatrix, api: ApiLabel, messages: list[ModelMessage], evidence: Evidence
+) -> None:
     """Send the cited answer's history to another provider's real model class and read what it receives."""
     target_api = (
         _HANDOFF_TARGET
@@ -467,13 +508,11 @@ async def _probe_handoff(matrix: CapabilityMatrix, api: ApiLabel, cited: _RunOut
     )
     target = load_fixture(target_api, 'followup')
     sent: list[dict[str, JsonValue]] = []
-    await _run(
-        target.model(sent=sent), 'Thanks!', streamed=False, settings=target.model_settings, history=cited.messages
-    )
+    await _run(target.model(sent=sent), 'Thanks!', streamed=False, settings=target.model_settings, history=messages)
     if not sent:
         raise RecordingError(str(target.path), 'the hand-off request was not captured')
     body = sent[-1]
-    answer = CitedAnswer.from_messages(cited.messages)
+    answer = CitedAnswer.from_messages(messages)
     # Citation markup as the package's grammar reads it (numbered markers too), and what citations are anchored on as
     # markers (an OpenAI link), each piece as JSON would write it.
     pieces = [
@@ -799,7 +838,9 @@ async def probe_recording(matrix: CapabilityMatrix, path: str | Path) -> None:
         await _guarded(
             matrix, api, 'recording', f'{path} replay', _probe_replay(matrix, api, first, follow, 'recording')
         )
-    await _guarded(matrix, api, 'recording', f'{path} handoff', _probe_handoff(matrix, api, outcome, 'recording'))
+    await _guarded(
+        matrix, api, 'recording', f'{path} handoff', _probe_handoff(matrix, api, outcome.messages, 'recording')
+    )
 
 
 async def probe_live(matrix: CapabilityMatrix, name: str, *, progress: Progress | None = None) -> None:

@@ -4,6 +4,8 @@ A default matrix run is mostly imports and first uses of the provider SDKs that 
 (about 4 of its 7-8 seconds of CPU on a 2-core machine), and each row needs only a few of them. So the rows are split
 in two halves whose SDKs barely overlap: the command starts a second Python process for one half (`CHILD_APIS`)
 before it imports anything costly itself, probes the other half, and merges the rows the second process sends back.
+The second process leaves its rows' hand-off probes (their cited histories sent to OpenAI Chat) to this one, which has
+the OpenAI SDK loaded anyway, and the gaps are explained on the merged matrix.
 
 The result is the same matrix, cell for cell, as `build_matrix` in one process (a test compares them). The second
 process's progress lines are shown when its rows arrive. If it fails, dies or sends nothing readable, its half is
@@ -25,12 +27,12 @@ from typing import TYPE_CHECKING, cast
 if TYPE_CHECKING:
     from .._models import ApiLabel
     from ._matrix import CapabilityMatrix
-    from ._probes import Progress
+    from ._probes import DeferredHandoff, Progress
 
 __all__ = ('CHILD_APIS', 'measure_matrix', 'start_child')
 
 CHILD_APIS: frozenset[ApiLabel] = frozenset(
-    {'bedrock-converse', 'google-gemini', 'google-vertex', 'xai', 'mistral', 'cohere'}
+    {'bedrock-converse', 'google-gemini', 'google-vertex', 'xai', 'mistral', 'cohere', 'groq'}
 )
 """The rows the second process probes: boto3, google-genai, xai-sdk, mistral and cohere are imported there only. This
 process keeps the rows on the Anthropic and Groq SDKs, the OpenAI Chat rows that hand off to Anthropic, and any
@@ -77,7 +79,7 @@ def measure_matrix(
     import anyio
 
     from ._fixtures import FIXTURE_APIS
-    from ._probes import build_matrix, explain_gaps
+    from ._probes import build_matrix, explain_gaps, run_handoffs
 
     if child is None or not probes:
         return anyio.run(lambda: build_matrix(probes=probes, recordings=recordings, live=live, progress=progress))
@@ -94,11 +96,13 @@ def measure_matrix(
     if received is None:
         say(f'note: the second probing process failed ({failure}); probing its rows here')
         theirs = anyio.run(lambda: build_matrix(apis=theirs_apis, progress=progress))
+        merged = matrix.merge(theirs)
     else:
-        lines, theirs = received
+        lines, theirs, handoffs = received
         for line in lines:
             say(line)
-    merged = matrix.merge(theirs)
+        merged = matrix.merge(theirs)
+        anyio.run(run_handoffs, merged, handoffs)  # the second process leaves its hand-offs to this one
     explain_gaps(merged)
     return merged
 
@@ -107,8 +111,10 @@ def _quiet(_line: str) -> None:
     pass
 
 
-def _collect(child: subprocess.Popen[bytes]) -> tuple[tuple[list[str], CapabilityMatrix] | None, str]:
-    """The child's progress lines and matrix, or `None` and why there are none."""
+def _collect(
+    child: subprocess.Popen[bytes],
+) -> tuple[tuple[list[str], CapabilityMatrix, list[DeferredHandoff]] | None, str]:
+    """The child's progress lines, matrix and hand-offs left to run, or `None` and why there are none."""
     from ._matrix import CapabilityMatrix
 
     out, err = child.communicate()
@@ -117,12 +123,16 @@ def _collect(child: subprocess.Popen[bytes]) -> tuple[tuple[list[str], Capabilit
         return None, f'exit status {child.returncode}: {last[0][:200]}'
     try:
         # Trusted data: written by this package's own code in a process this one started a moment ago.
-        lines, matrix = pickle.loads(out)
+        lines, matrix, handoffs = pickle.loads(out)
     except Exception as e:
         return None, f'unreadable result: {type(e).__name__}'
-    if not isinstance(matrix, CapabilityMatrix) or not isinstance(lines, list):
+    if not (isinstance(matrix, CapabilityMatrix) and isinstance(lines, list) and isinstance(handoffs, list)):
         return None, 'unreadable result'
-    return ([str(line) for line in cast(list[object], lines)], matrix), ''
+    return (
+        [str(line) for line in cast(list[object], lines)],
+        matrix,
+        cast(list['DeferredHandoff'], handoffs),
+    ), ''
 
 
 def _child_main() -> None:  # pragma: no cover  # runs in the second process; tests check what it sends
@@ -130,13 +140,13 @@ def _child_main() -> None:  # pragma: no cover  # runs in the second process; te
 
     from ..cli import one_process_run
     from ._fixtures import FIXTURE_APIS
-    from ._probes import build_matrix
+    from ._probes import build_matrix, deferring_handoffs
 
     lines: list[str] = []
-    with one_process_run():
+    with one_process_run(), deferring_handoffs() as handoffs:
         apis: list[ApiLabel] = [api for api in FIXTURE_APIS if api in CHILD_APIS]
         matrix = anyio.run(lambda: build_matrix(apis=apis, progress=lines.append))
-        sys.stdout.buffer.write(pickle.dumps((lines, matrix), protocol=pickle.HIGHEST_PROTOCOL))
+        sys.stdout.buffer.write(pickle.dumps((lines, matrix, handoffs), protocol=pickle.HIGHEST_PROTOCOL))
         sys.stdout.flush()
 
 
