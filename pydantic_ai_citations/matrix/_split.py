@@ -4,8 +4,8 @@ A default matrix run is mostly imports and first uses of the provider SDKs that 
 (about 4 of its 7-8 seconds of CPU on a 2-core machine), and each row needs only a few of them. So the rows are split
 in two halves whose SDKs barely overlap: the command starts a second Python process for one half (`CHILD_APIS`)
 before it imports anything costly itself, probes the other half, and merges the rows the second process sends back.
-The second process leaves its rows' hand-off probes (their cited histories sent to OpenAI Chat) to this one, which has
-the OpenAI SDK loaded anyway, and the gaps are explained on the merged matrix.
+The second process leaves its rows' hand-off probes (their cited histories sent to OpenAI Chat or Anthropic) to this
+one, which has those SDKs loaded anyway, and the gaps are explained on the merged matrix.
 
 The result is the same matrix, cell for cell, as `build_matrix` in one process (a test compares them). The second
 process's progress lines are shown when its rows arrive. If it fails, dies or sends nothing readable, its half is
@@ -34,9 +34,9 @@ __all__ = ('CHILD_APIS', 'measure_matrix', 'start_child')
 CHILD_APIS: frozenset[ApiLabel] = frozenset(
     {'bedrock-converse', 'google-gemini', 'google-vertex', 'xai', 'mistral', 'cohere', 'groq'}
 )
-"""The rows the second process probes: boto3, google-genai, xai-sdk, mistral and cohere are imported there only. This
-process keeps the rows on the Anthropic and Groq SDKs, the OpenAI Chat rows that hand off to Anthropic, and any
-recordings and live models. Chosen so that the two halves take about as long."""
+"""The rows the second process probes: boto3, google-genai, xai-sdk, mistral, cohere and groq are imported there only.
+This process keeps the rows on the Anthropic and OpenAI SDKs (which every hand-off targets), runs the second process's
+hand-offs, and probes any recordings and live models. Chosen so that the two halves take about as long."""
 
 
 def start_child(processes: int, *, probes: bool = True) -> subprocess.Popen[bytes] | None:
