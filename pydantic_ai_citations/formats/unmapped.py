@@ -114,6 +114,7 @@ def recover(response: ModelResponse) -> Recovery:
     """Recover every citation format this module knows from one `ModelResponse` (pure; `response` is unchanged)."""
     if not _may_hold_unmapped(response):
         return Recovery({}, [], [])  # most responses: each recovery below would find nothing
+    # (A recovery added here reads what `_may_hold_unmapped` checks for, or that check is extended with it.)
     found = [
         recovery
         for recovery in (

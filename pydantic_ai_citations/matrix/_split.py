@@ -92,23 +92,18 @@ def measure_matrix(
         child.communicate()
         raise
     received, failure = _collect(child)
-    say = progress or _quiet
+    say: Progress = progress or (lambda _line: None)
     if received is None:
         say(f'note: the second probing process failed ({failure}); probing its rows here')
-        theirs = anyio.run(lambda: build_matrix(apis=theirs_apis, progress=progress))
-        merged = matrix.merge(theirs)
+        lines, theirs, handoffs = [], anyio.run(lambda: build_matrix(apis=theirs_apis, progress=progress)), []
     else:
         lines, theirs, handoffs = received
-        for line in lines:
-            say(line)
-        merged = matrix.merge(theirs)
-        anyio.run(run_handoffs, merged, handoffs)  # the second process leaves its hand-offs to this one
+    for line in lines:
+        say(line)
+    merged = matrix.merge(theirs)
+    anyio.run(run_handoffs, merged, handoffs)  # the second process leaves its hand-offs to this one
     explain_gaps(merged)
     return merged
-
-
-def _quiet(_line: str) -> None:
-    pass
 
 
 def _collect(
