@@ -666,30 +666,31 @@ _sha256 = hashlib.sha256
 _KEYS = tuple(str(i) for i in range(64))
 
 
-def _survey_response(message_index: int, response: ModelResponse, found: list[Found], marked: Marked | None) -> None:
-    """Check one response's text parts against its fingerprints; note parts that may hold markup in `marked`.
+def _survey_response(
+    message_index: int, response: ModelResponse, found: list[Found], marked: Marked | None, anchors: bool
+) -> None:
+    """Check one fingerprinted response's text parts against its fingerprints; note parts that may hold markup.
 
     The hot path of `find_stale` and `CleanStaleCitations`: one hash per fingerprinted part, and one look at each
     anchor (citations changed in place since the fingerprint are seen: nothing is remembered between passes). On a
     long history this pass is bound by memory reads, not by Python: it reads nothing it does not need (the markup
-    ranges only when `marked` is asked for).
+    ranges only when `marked` is asked for, the anchors only with `anchors`).
     """
-    metadata: Any = response.metadata
-    prints, markup = _read_ours(metadata, marked is not None) if metadata else _NOTHING
+    prints, markup = _read_ours(response.metadata, marked is not None)
+    if prints is None:  # metadata, but no fingerprints of ours
+        _survey_unprinted(message_index, response, found, marked, anchors)
+        return
     seen = 0
     for part_index, part in enumerate(response.parts):
         if not isinstance(part, TextPart):
             continue
-        content, citations = part.content, part.citations
         key = _KEYS[part_index] if part_index < 64 else str(part_index)
-        value = prints.get(key) if prints else None
+        value = prints.get(key)
         if value is None:  # never fingerprinted: only its anchors can be checked
-            if citations and (findings := _anchor_findings(citations, len(content))):
-                found.append((message_index, part_index, part, findings))
-            if marked is not None and _may_have_markup(content, citations):
-                marked.append((message_index, response, part_index, part, None))
+            _survey_unprinted_part(message_index, response, part_index, part, found, marked, anchors)
             continue
         seen += 1
+        content = part.content
         try:  # `_vouched`, inlined for its common case: this loop runs over every part of a long history
             vouched = value == _sha256(content.encode()).hexdigest()[:16]
         except (UnicodeEncodeError, AttributeError):
@@ -697,7 +698,8 @@ def _survey_response(message_index: int, response: ModelResponse, found: list[Fo
         if not vouched:
             found.append((message_index, part_index, part, _STALE))
         elif (
-            citations
+            anchors
+            and (citations := part.citations)
             and not _all_before(citations, len(content))
             and (findings := _anchor_findings(citations, len(content)))
         ):
@@ -707,10 +709,35 @@ def _survey_response(message_index: int, response: ModelResponse, found: list[Fo
         if vouched and markup is not None:
             if key in markup:  # as fingerprinted: the text is the one its markup was found in
                 marked.append((message_index, response, part_index, part, markup[key]))
-        elif _may_have_markup(content, citations):
+        elif _may_have_markup(content, part.citations):
             marked.append((message_index, response, part_index, part, None))
-    if prints and seen < len(prints):
+    if seen < len(prints):
         found.extend(_gone(message_index, response, prints))
+
+
+def _survey_unprinted(
+    message_index: int, response: ModelResponse, found: list[Found], marked: Marked | None, anchors: bool
+) -> None:
+    """`_survey_response` for a response without fingerprints: only anchors and markup can be checked."""
+    for part_index, part in enumerate(response.parts):
+        if isinstance(part, TextPart):
+            _survey_unprinted_part(message_index, response, part_index, part, found, marked, anchors)
+
+
+def _survey_unprinted_part(
+    message_index: int,
+    response: ModelResponse,
+    part_index: int,
+    part: TextPart,
+    found: list[Found],
+    marked: Marked | None,
+    anchors: bool,
+) -> None:
+    content, citations = part.content, part.citations
+    if anchors and citations and (findings := _anchor_findings(citations, len(content))):
+        found.append((message_index, part_index, part, findings))
+    if marked is not None and _may_have_markup(content, citations):
+        marked.append((message_index, response, part_index, part, None))
 
 
 def _gone(message_index: int, response: ModelResponse, prints: dict[str, object]) -> Iterator[Found]:
@@ -722,12 +749,21 @@ def _gone(message_index: int, response: ModelResponse, prints: dict[str, object]
             yield message_index, index, None, _STALE
 
 
-def survey(messages: Sequence[ModelMessage], marked: Marked | None = None) -> list[Found]:
-    """One pass over a history: the parts with findings; with `marked`, also appends the parts that may hold markup."""
+def survey(messages: Sequence[ModelMessage], marked: Marked | None = None, *, anchors: bool = True) -> list[Found]:
+    """One pass over a history: the parts with findings; with `marked`, also appends the parts that may hold markup.
+
+    `anchors=False` looks for stale parts only (no `anchor_out_of_range` findings), for callers that act on nothing
+    else: the check of each anchor is a third of the pass.
+    """
     found: list[Found] = []
+    look = anchors or marked is not None  # at responses without fingerprints
     for message_index, message in enumerate(messages):
-        if isinstance(message, ModelResponse):
-            _survey_response(message_index, message, found, marked)
+        if not isinstance(message, ModelResponse):
+            continue
+        if message.metadata:
+            _survey_response(message_index, message, found, marked, anchors)
+        elif look:
+            _survey_unprinted(message_index, message, found, marked, anchors)
     return found
 
 
@@ -930,9 +966,8 @@ def repair_history(
     raw citation markup are appended to it (see `survey`).
     """
     grouped: dict[int, list[tuple[int, TextPart | None]]] = {}
-    for message_index, part_index, part, findings in survey(messages, marked):
-        if findings[0][0] == 'stale_after_edit':
-            grouped.setdefault(message_index, []).append((part_index, part))
+    for message_index, part_index, part, _findings in survey(messages, marked, anchors=False):
+        grouped.setdefault(message_index, []).append((part_index, part))
     replaced: dict[int, ModelResponse] = {}
     problems: list[CitationProblem] = []
     action = 'cleared' if on_edit == 'clear' else 'realigned'

@@ -199,7 +199,7 @@ def _candidates(messages: Sequence[ModelMessage], marked: Marked | None) -> Mark
         if all(i < n and messages[i] is m and m.parts[j] is p for i, m, j, p, _ in marked):
             return marked
     fresh: Marked = []
-    survey(messages, fresh)
+    survey(messages, fresh, anchors=False)
     return fresh
 
 

@@ -18,6 +18,7 @@ from pydantic_ai import (
     ModelResponse,
     ModelResponsePart,
     TextPart,
+    ToolCallPart,
     UserPromptPart,
     WebCitationSource,
 )
@@ -771,6 +772,36 @@ def test_fingerprinted_markup_is_used_and_checked() -> None:
     # Stored ranges that do not fit the text are not trusted: the text is scanned again.
     for bad in ([[5, 300]], [[9, 5]], [[5, 10], [7, 12]], 'x', [['a', 'b']]):
         assert strip_citation_markers(part, bad)[0].content == 'Fact. More.'
+
+
+def test_stale_only_survey_skips_anchor_findings_and_nothing_else() -> None:
+    """`survey(..., anchors=False)`, the pass behind `CleanStaleCitations`, finds the same stale parts and marks the
+    same parts as the full survey, without the anchor checks it does not act on."""
+    bad_anchor = Citation([web('https://a')], anchor=ContentCitationAnchor(start=0, end=999))
+    printed_bad = ModelResponse(parts=[TextPart('Fact. \ue200cite\ue202turn0search0\ue201', citations=[bad_anchor])])
+    fingerprint_response(printed_bad)
+    edited = ModelResponse(parts=[cited_part()])
+    fingerprint_response(edited)
+    part = edited.parts[0]
+    assert isinstance(part, TextPart)
+    part.content = part.content.replace('fast', 'slow')
+    unprinted = ModelResponse(parts=[TextPart('Fact (cite index="0-1">x</cite>', citations=[bad_anchor])])
+    foreign = ModelResponse(parts=[TextPart('Fact \ue200cite\ue201', citations=[bad_anchor])], metadata={'app': 1})
+    tool_call = ModelResponse(parts=[ToolCallPart('search', {'q': 'x'})])
+    history: list[ModelMessage] = [ModelRequest(parts=[UserPromptPart('q')]), printed_bad, edited, unprinted, foreign]
+    history.append(tool_call)
+    full_marked: list[Any] = []
+    full = survey_parts(history, full_marked)
+    assert [(f[0], f[3][0][0]) for f in full] == [
+        (1, 'anchor_out_of_range'),
+        (2, 'stale_after_edit'),
+        (3, 'anchor_out_of_range'),
+        (4, 'anchor_out_of_range'),
+    ]
+    stale_marked: list[Any] = []
+    assert [(f[0], f[3][0][0]) for f in survey_parts(history, stale_marked, anchors=False)] == [(2, 'stale_after_edit')]
+    assert [m[0] for m in stale_marked] == [m[0] for m in full_marked] == [1, 3, 4]
+    assert survey_parts(history, anchors=False) == survey_parts(history, stale_marked, anchors=False)
 
 
 def test_edit_response_keeps_other_parts_fingerprints() -> None:
