@@ -18,8 +18,9 @@ with it, sums the relevance of only those that can still win, and stems a page's
 from __future__ import annotations
 
 import math
+import operator
 from bisect import bisect_left
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import reduce
 from itertools import accumulate
@@ -70,6 +71,9 @@ or a lone letter), that term on the page (`None` if no passage holds it), the wo
 of its term; `-1`, every passage, if neither is on the page)."""
 _TERM, _ON_PAGE, _SURFACE, _HELD = itemgetter(0), itemgetter(1), itemgetter(2), itemgetter(3)  # the parts of a `_Word`
 _MASK = itemgetter(2)  # the passages of a `_Term` or a `_Feature`
+# The passages in both masks: `operator.and_` is a C function, cheaper to call than `int.__and__` (typeshed leaves it
+# untyped).
+_both = cast('Callable[[int, int], int]', operator.and_)  # pyright: ignore[reportUnknownMemberType]
 _LAST = chr(0x10FFFF)  # the last code point: not a letter or digit, so in no word
 _FULL_AFTER = 8
 """After this many claims on one page, the index stems all its words and lists all its pairs of adjacent words."""
@@ -346,9 +350,9 @@ class PassageIndex:
             # all their weights: no passage missing one reaches it, and those holding them all tie (ties to the
             # earliest). Claims that keep words of one passage (quotes, trimmed sentences) mostly end here, with
             # nothing to rank and no features listed. A claim of n words has at most 3 n features.
-            held = reduce(int.__and__, map(_HELD, found), -1)
+            held = reduce(_both, map(_HELD, found), -1)
             if held:
-                held = reduce(int.__and__, self._pair_masks_of(words), held)
+                held = reduce(_both, self._pair_masks_of(words), held)
             if held and 3 * len(words) <= self._sure:
                 shared: set[_Term | None] = set(map(_ON_PAGE, found))
                 shared.discard(None)
@@ -362,7 +366,7 @@ class PassageIndex:
             features = self._features(claim)
         if features is None:
             return None
-        held = reduce(int.__and__, map(_MASK, features.terms), reduce(int.__and__, map(_MASK, features.surface), -1))
+        held = reduce(_both, map(_MASK, features.terms), reduce(_both, map(_MASK, features.surface), -1))
         if held and len(features.terms) + len(features.surface) <= self._sure:
             i = (held & -held).bit_length() - 1
             return self._match(i, len(features.terms) / features.size)
