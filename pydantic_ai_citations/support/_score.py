@@ -23,8 +23,8 @@ from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import reduce
-from itertools import accumulate
-from operator import itemgetter
+from itertools import accumulate, compress
+from operator import itemgetter, not_
 from typing import cast
 from unicodedata import is_normalized
 
@@ -71,6 +71,7 @@ or a lone letter), that term on the page (`None` if no passage holds it), the wo
 of its term; `-1`, every passage, if neither is on the page)."""
 _TERM, _ON_PAGE, _SURFACE, _HELD = itemgetter(0), itemgetter(1), itemgetter(2), itemgetter(3)  # the parts of a `_Word`
 _MASK = itemgetter(2)  # the passages of a `_Term` or a `_Feature`
+_NEEDLE = ' {} {} '.format  # a pair of adjacent words as `_line` spells it
 # The passages in both masks: `operator.and_` is a C function, cheaper to call than `int.__and__` (typeshed leaves it
 # untyped).
 _both = cast('Callable[[int, int], int]', operator.and_)  # pyright: ignore[reportUnknownMemberType]
@@ -351,16 +352,20 @@ class PassageIndex:
             # earliest). Claims that keep words of one passage (quotes, trimmed sentences) mostly end here, with
             # nothing to rank and no features listed. A claim of n words has at most 3 n features.
             held = reduce(_both, map(_HELD, found), -1)
-            if held:
-                held = reduce(_both, self._pair_masks_of(words), held)
             if held and 3 * len(words) <= self._sure:
                 shared: set[_Term | None] = set(map(_ON_PAGE, found))
                 shared.discard(None)
                 if not shared:
                     return None
-                claim_terms: set[str | None] = set(map(_TERM, found))
-                claim_terms.discard(None)
-                return self._match((held & -held).bit_length() - 1, len(shared) / len(claim_terms))
+                listed = self._pair_masks
+                if listed is not None:
+                    held = reduce(_both, filter(None, map(listed.get, zip(words, words[1:], strict=False))), held)
+                elif not self._holds_pairs(words, held & -held):  # (the first passage holding every word or its term)
+                    held = 0
+                if held:
+                    claim_terms: set[str | None] = set(map(_TERM, found))
+                    claim_terms.discard(None)
+                    return self._match((held & -held).bit_length() - 1, len(shared) / len(claim_terms))
             features = self._claim(words, found)
         else:
             features = self._features(claim)
@@ -373,12 +378,26 @@ class PassageIndex:
         i = features.search()
         return self._match(i, features.count(1 << i) / features.size)
 
-    def _pair_masks_of(self, words: list[str]) -> Iterable[int]:
-        """The passages holding each pair of adjacent words of the claim that some passage holds (in any order)."""
-        listed = self._pair_masks
-        if listed is None:
-            return map(_MASK, self._pairs(words))
-        return filter(None, map(listed.get, zip(words, words[1:], strict=False)))
+    def _holds_pairs(self, words: list[str], bit: int) -> bool:
+        """Whether the passage of `bit` holds every pair of adjacent words of the claim that some passage holds.
+
+        The pairs it holds are found in its line, in C; only a pair it lacks whose two words are both in another passage
+        is looked up (once per page, as `_pairs` does).
+        """
+        i = bit.bit_length() - 1
+        line = self._lines[i] or self._line(i)
+        lacking = compress(
+            zip(words, words[1:], strict=False), map(not_, map(line.__contains__, map(_NEEDLE, words, words[1:])))
+        )
+        page = self._words
+        seen = self._pair_features
+        for pair in lacking:
+            if page.get(pair[0], 0) & page.get(pair[1], 0) & ~bit:  # (else no passage holds it: this one does not)
+                if pair not in seen:
+                    seen[pair] = self._pair(*pair)
+                if seen[pair] is not None:
+                    return False
+        return True
 
     def ranked(self, claim: str, *, limit: int = 5) -> list[PassageMatch]:
         """Up to `limit` passages sharing a term with `claim`, most relevant first (candidates for a judge)."""
