@@ -100,9 +100,13 @@ class PassageIndex:
     rarest first), and a passage is summed only while the bounds of the terms left could still reach the best sum
     so far (the MaxScore method of search engines). The choice is the one the full sums give, to the last bit. Before
     any of that, a passage holding every feature the claim shares with the page wins outright (no passage lacking one
-    can sum as much): most claims that keep the words of one passage, in order, are settled by a few bit operations.
-    A claim word's term, its term's weight and postings, and its surface feature are worked out once per page (the
-    first time a claim has the word) and read back with map and set operations after that.
+    can sum as much): most claims that keep the words of one passage, in order, are settled by a few bit operations,
+    with none of their features listed. Each claim word brings one mask (the passages holding it, or its term when no
+    passage holds the word), and the first passage in all of them is the one to check for the claim's pairs: in the
+    page's listed pairs once there are many claims, before that in the passage's own line, where only a pair it lacks
+    whose two words meet in another passage needs looking up. A claim word's term, its term's weight and postings, its
+    surface feature and its mask are worked out once per page (the first time a claim has the word) and read back with
+    map and set operations after that.
     """
 
     def __init__(self, passages: Sequence[Passage], *, language: str | None = None) -> None:
