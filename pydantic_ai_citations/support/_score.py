@@ -18,12 +18,13 @@ with it, sums the relevance of only those that can still win, and stems a page's
 from __future__ import annotations
 
 import math
+import operator
 from bisect import bisect_left
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import reduce
-from itertools import accumulate
-from operator import itemgetter
+from itertools import accumulate, compress
+from operator import itemgetter, not_
 from typing import cast
 from unicodedata import is_normalized
 
@@ -63,12 +64,17 @@ _Term = tuple[str, float, int]
 _Feature = tuple[str, float, int, 'str | None']
 """A surface feature of a claim found on the page: name, weight, passages (bit `i` for passage `i`), and the term
 every passage holding it holds too (`None` for stop words alone)."""
-_Word = tuple['str | None', '_Term | None', '_Feature | None']
+_Word = tuple['str | None', '_Term | None', '_Feature | None', int]
 """What a claim word brings to one page, worked out the first time the page meets it: its term (`None` for a stop word
-or a lone letter), that term on the page (`None` if no passage holds it) and the word itself as a surface feature
-(`None` if no passage holds it)."""
-_TERM, _ON_PAGE, _SURFACE = itemgetter(0), itemgetter(1), itemgetter(2)  # the parts of a `_Word`
+or a lone letter), that term on the page (`None` if no passage holds it), the word itself as a surface feature
+(`None` if no passage holds it), and the passages holding both (those of the word if any passage holds it, else those
+of its term; `-1`, every passage, if neither is on the page)."""
+_TERM, _ON_PAGE, _SURFACE, _HELD = itemgetter(0), itemgetter(1), itemgetter(2), itemgetter(3)  # the parts of a `_Word`
 _MASK = itemgetter(2)  # the passages of a `_Term` or a `_Feature`
+_NEEDLE = ' {} {} '.format  # a pair of adjacent words as `_line` spells it
+# The passages in both masks: `operator.and_` is a C function, cheaper to call than `int.__and__` (typeshed leaves it
+# untyped).
+_both = cast('Callable[[int, int], int]', operator.and_)  # pyright: ignore[reportUnknownMemberType]
 _LAST = chr(0x10FFFF)  # the last code point: not a letter or digit, so in no word
 _FULL_AFTER = 8
 """After this many claims on one page, the index stems all its words and lists all its pairs of adjacent words."""
@@ -94,9 +100,13 @@ class PassageIndex:
     rarest first), and a passage is summed only while the bounds of the terms left could still reach the best sum
     so far (the MaxScore method of search engines). The choice is the one the full sums give, to the last bit. Before
     any of that, a passage holding every feature the claim shares with the page wins outright (no passage lacking one
-    can sum as much): most claims that keep the words of one passage, in order, are settled by a few bit operations.
-    A claim word's term, its term's weight and postings, and its surface feature are worked out once per page (the
-    first time a claim has the word) and read back with map and set operations after that.
+    can sum as much): most claims that keep the words of one passage, in order, are settled by a few bit operations,
+    with none of their features listed. Each claim word brings one mask (the passages holding it, or its term when no
+    passage holds the word), and the first passage in all of them is the one to check for the claim's pairs: in the
+    page's listed pairs once there are many claims, before that in the passage's own line, where only a pair it lacks
+    whose two words meet in another passage needs looking up. A claim word's term, its term's weight and postings, its
+    surface feature and its mask are worked out once per page (the first time a claim has the word) and read back with
+    map and set operations after that.
     """
 
     def __init__(self, passages: Sequence[Passage], *, language: str | None = None) -> None:
@@ -213,11 +223,11 @@ class PassageIndex:
         for word in new:
             term = term_of[word]
             mask = words.get(word)
-            known[word] = (
-                term,
-                None if term is None else on_page.get(term),
-                ('=' + word, idf[mask.bit_count()], mask, term) if mask else None,
-            )
+            shared = None if term is None else on_page.get(term)
+            if mask:  # (a passage holding the word holds its term)
+                known[word] = (term, shared, ('=' + word, idf[mask.bit_count()], mask, term), mask)
+            else:
+                known[word] = (term, shared, None, -1 if shared is None else shared[2])
 
     def _enter(self, terms: Iterable[str]) -> dict[str, _Term]:
         """Weigh these terms, whose postings are complete (see `_complete`), if the page has them; all weighed terms."""
@@ -295,35 +305,39 @@ class PassageIndex:
         line = self._lines[i] = f' {" ".join(self._tokens[i])} '
         return line
 
+    def _read(self, words: list[str]) -> list[_Word]:
+        """What each distinct word of a claim brings to the page (see `_Word`); the words not met before are learnt."""
+        distinct = set(words)
+        known = self._known
+        new = distinct.difference(known)  # (`difference` reads only this set: `- keys()` reads the dict)
+        if new:
+            self._learn(new)
+        # Map, filter and set operations run in C: most claims meet only words and pairs the page has met before.
+        return list(map(known.__getitem__, distinct))
+
     def _features(self, claim: str | frozenset[str]) -> _Claim | None:
         """What the claim shares with the page, `None` if it shares no term."""
         if isinstance(claim, str):
             words = tokens(claim)
-            distinct = set(words)
-            known = self._known
-            new = distinct.difference(known)  # (`difference` reads only this set: `- keys()` reads the dict)
-            if new:
-                self._learn(new)
-            # Map, filter and set operations run in C: most claims meet only words and pairs the page has met before.
-            found = list(map(known.__getitem__, distinct))
-            claim_terms: set[str | None] = set(map(_TERM, found))
-            claim_terms.discard(None)
-            shared: set[_Term | None] = set(map(_ON_PAGE, found))
-            shared.discard(None)
-            if not shared:
-                return None
-            surface: list[_Feature] = list(filter(None, map(_SURFACE, found)))
-            surface += self._pairs(words)
-            size = len(claim_terms)
-        else:
-            self._complete(claim)
-            on_page = self._enter(claim)
-            shared = {on_page[t] for t in claim if t in on_page}
-            if not shared:
-                return None
-            surface = []
-            size = len(claim)
-        return _Claim(size, sorted(cast('set[_Term]', shared)), surface)  # sorted: same sums every run
+            return self._claim(words, self._read(words))
+        self._complete(claim)
+        on_page = self._enter(claim)
+        shared = {on_page[t] for t in claim if t in on_page}
+        if not shared:
+            return None
+        return _Claim(len(claim), sorted(shared), [])  # sorted: same sums every run
+
+    def _claim(self, words: list[str], found: list[_Word]) -> _Claim | None:
+        """What the claim of `words` (`found`: what its distinct words bring, from `_read`) shares with the page."""
+        claim_terms: set[str | None] = set(map(_TERM, found))
+        claim_terms.discard(None)
+        shared: set[_Term | None] = set(map(_ON_PAGE, found))
+        shared.discard(None)
+        if not shared:
+            return None
+        surface: list[_Feature] = list(filter(None, map(_SURFACE, found)))
+        surface += self._pairs(words)
+        return _Claim(len(claim_terms), sorted(cast('set[_Term]', shared)), surface)  # sorted: same sums every run
 
     def best(self, claim: str | frozenset[str]) -> PassageMatch | None:
         """The most relevant passage for `claim` (text, or its precomputed terms), `None` if none shares a term.
@@ -334,18 +348,60 @@ class PassageIndex:
         self._claims += 1
         if self._claims == _FULL_AFTER:
             self._index_all()
-        found = self._features(claim)
-        if found is None:
+        if isinstance(claim, str):
+            words = tokens(claim)
+            found = self._read(words)
+            # A passage holding every feature the claim shares with the page (every term, surface word and pair) sums
+            # all their weights: no passage missing one reaches it, and those holding them all tie (ties to the
+            # earliest). Claims that keep words of one passage (quotes, trimmed sentences) mostly end here, with
+            # nothing to rank and no features listed. A claim of n words has at most 3 n features.
+            held = reduce(_both, map(_HELD, found), -1)
+            if held and 3 * len(words) <= self._sure:
+                shared: set[_Term | None] = set(map(_ON_PAGE, found))
+                shared.discard(None)
+                if not shared:
+                    return None
+                listed = self._pair_masks
+                if listed is not None:
+                    held = reduce(_both, filter(None, map(listed.get, zip(words, words[1:], strict=False))), held)
+                elif not self._holds_pairs(words, held & -held):  # (the first passage holding every word or its term)
+                    held = 0
+                if held:
+                    claim_terms: set[str | None] = set(map(_TERM, found))
+                    claim_terms.discard(None)
+                    return self._match((held & -held).bit_length() - 1, len(shared) / len(claim_terms))
+            features = self._claim(words, found)
+        else:
+            features = self._features(claim)
+        if features is None:
             return None
-        # A passage holding every feature the claim shares with the page (every term, surface word and pair) sums all
-        # their weights: no passage missing one reaches it, and those holding them all tie (ties to the earliest).
-        # Claims that keep words of one passage (quotes, trimmed sentences) mostly end here, with nothing to rank.
-        held = reduce(int.__and__, map(_MASK, found.terms), reduce(int.__and__, map(_MASK, found.surface), -1))
-        if held and len(found.terms) + len(found.surface) <= self._sure:
+        held = reduce(_both, map(_MASK, features.terms), reduce(_both, map(_MASK, features.surface), -1))
+        if held and len(features.terms) + len(features.surface) <= self._sure:
             i = (held & -held).bit_length() - 1
-            return self._match(i, len(found.terms) / found.size)
-        i = found.search()
-        return self._match(i, found.count(1 << i) / found.size)
+            return self._match(i, len(features.terms) / features.size)
+        i = features.search()
+        return self._match(i, features.count(1 << i) / features.size)
+
+    def _holds_pairs(self, words: list[str], bit: int) -> bool:
+        """Whether the passage of `bit` holds every pair of adjacent words of the claim that some passage holds.
+
+        The pairs it holds are found in its line, in C; only a pair it lacks whose two words are both in another passage
+        is looked up (once per page, as `_pairs` does).
+        """
+        i = bit.bit_length() - 1
+        line = self._lines[i] or self._line(i)
+        lacking = compress(
+            zip(words, words[1:], strict=False), map(not_, map(line.__contains__, map(_NEEDLE, words, words[1:])))
+        )
+        page = self._words
+        seen = self._pair_features
+        for pair in lacking:
+            if page.get(pair[0], 0) & page.get(pair[1], 0) & ~bit:  # (else no passage holds it: this one does not)
+                if pair not in seen:
+                    seen[pair] = self._pair(*pair)
+                if seen[pair] is not None:
+                    return False
+        return True
 
     def ranked(self, claim: str, *, limit: int = 5) -> list[PassageMatch]:
         """Up to `limit` passages sharing a term with `claim`, most relevant first (candidates for a judge)."""
