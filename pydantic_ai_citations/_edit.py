@@ -1066,6 +1066,11 @@ def strip_citation_markers(part: TextPart, markup: object = None) -> tuple[TextP
             citations=list(citations) if citations else None,
             provider_details=dict(details) if details is not None else None,
         ), cuts
+    kept = _kept_or_cut(citations, cuts)
+    if kept is not None and (raw := _raw_kept_or_cut(details, cuts))[0]:
+        # Markers after the cited words, some citations anchored on the markup itself (xAI's `[[1]](url)`): those
+        # go with it and nothing else moves, exactly as `_realign` would leave them.
+        return copy_with(part, content=new_text, id=None, citations=kept or None, provider_details=raw[1]), cuts
     move = _cut_mapper(cuts)
     new_part, _ = _realign(
         part,
@@ -1076,6 +1081,63 @@ def strip_citation_markers(part: TextPart, markup: object = None) -> tuple[TextP
         report=False,  # the caller reports the cuts
     )
     return new_part, cuts
+
+
+def _in_cut(start: Any, end: Any, cuts: list[Range]) -> bool:
+    """Whether `start`/`end` are a valid range inside one of `cuts` (removed with it)."""
+    if not (start.__class__ is int and end.__class__ is int and 0 <= start < end):
+        return False
+    return any(cut_start <= start and end <= cut_end for cut_start, cut_end in cuts)
+
+
+def _kept_or_cut(citations: Any, cuts: list[Range]) -> list[Citation] | None:
+    """The citations left across `cuts`, or `None` when one would have to move (left to `_realign`).
+
+    Each citation must be unanchored or anchored before the first cut (kept), or anchored inside a cut (dropped).
+    """
+    first = cuts[0][0]
+    kept: list[Citation] = []
+    for citation in citations if citations.__class__ is list else ():
+        if citation.__class__ is not Citation:
+            return None
+        anchor = citation.anchor
+        if anchor is None or _all_before((citation,), first):
+            kept.append(citation)
+        elif not _in_cut(getattr(anchor, 'start', None), getattr(anchor, 'end', None), cuts):
+            return None
+    return kept if citations.__class__ is list else None
+
+
+def _raw_kept_or_cut(details: Any, cuts: list[Range]) -> tuple[bool, dict[str, Any] | None]:
+    """`(True, provider_details)` as `_realign` would leave them across `cuts`, or `(False, None)` (left to it).
+
+    Every raw citation entry must have character offsets before the first cut (kept) or inside a cut (removed).
+    """
+    if details is None:
+        return True, None
+    if details.__class__ is not dict:
+        return False, None
+    if 'citations' not in details:
+        return True, dict(details) or None
+    raw = details['citations']
+    if raw.__class__ is not list:
+        return False, None
+    first = cuts[0][0]
+    entries: list[object] = []
+    for entry in raw:
+        holder: Any = _range_holder(entry)
+        if holder is None:
+            return False, None  # no offsets: `_realign` decides whether it stays
+        if holder['end_index'] <= first:
+            entries.append(entry)
+        elif not _in_cut(holder['start_index'], holder['end_index'], cuts):
+            return False, None
+    new = dict(details)
+    if entries:
+        new['citations'] = entries
+    else:
+        del new['citations']
+    return True, new or None
 
 
 def _cut(text: str, cuts: list[Range]) -> str:

@@ -29,6 +29,10 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai_citations import CleanStaleCitations, TrackCitations, edit_response, edit_text, find_stale
 from pydantic_ai_citations._edit import (
     METADATA_KEY,
+    _all_before,  # pyright: ignore[reportPrivateUsage]
+    _cut_mapper,  # pyright: ignore[reportPrivateUsage]
+    _raw_before,  # pyright: ignore[reportPrivateUsage]
+    _realign,  # pyright: ignore[reportPrivateUsage]
     edit_text_with_problems,
     fingerprint_response,
     repair_history,
@@ -756,6 +760,83 @@ def test_property_strip_citation_markers(part: TextPart) -> None:
     fingerprint_response(response)
     markup = (response.metadata or {}).get(METADATA_KEY, {}).get('markup', {}).get('0')
     assert strip_citation_markers(part, markup) == (stripped, cuts) if cuts else markup is None
+
+
+@st.composite
+def marked_up_part_with_raw(draw: st.DrawFn) -> TextPart:
+    """A marked-up part whose citations may be anchored on its markup (as xAI's are), with raw entries beside them."""
+    part = draw(marked_up_part())
+    citations = list(part.citations or [])
+    cuts = list(strip_citation_markers(part)[1])
+    ranges = [(c.anchor.start, c.anchor.end) for c in citations if c.anchor]  # type: ignore[union-attr]
+    for start, end in cuts if draw(st.booleans()) else []:
+        inner = (draw(st.integers(start, end - 1)), end) if draw(st.booleans()) else (start, end)
+        citations.append(
+            Citation([web(f'https://m/{start}')], anchor=MarkerCitationAnchor(start=inner[0], end=inner[1]))
+        )
+        ranges.append(inner)
+    raw = [
+        {'type': 'url_citation', 'url': f'https://r/{i}', 'start_index': s, 'end_index': e}
+        for i, (s, e) in enumerate(draw(st.lists(st.sampled_from(ranges), max_size=4)) if ranges else [])
+    ]
+    if draw(st.booleans()):
+        raw.append({'type': 'no_offsets'})
+    details: dict[str, Any] | None = draw(st.sampled_from([None, {'citations': raw}, {'citations': raw, 'x': 1}]))
+    return TextPart(part.content, citations=citations or None, provider_name='p', provider_details=details)
+
+
+@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+@given(marked_up_part_with_raw())
+def test_property_strip_fast_paths_equal_realign(part: TextPart) -> None:
+    """Where something moves or goes, `strip_citation_markers` leaves the part `_realign` leaves (the general path),
+    also on its fast path for citations anchored on the markup (the path where nothing moves is checked above)."""
+    stripped, cuts = strip_citation_markers(part)
+    if not cuts or (_all_before(part.citations, cuts[0][0]) and _raw_before(part.provider_details, cuts[0][0])):
+        return
+    move = _cut_mapper(cuts)
+    reference, _ = _realign(
+        part, stripped.content, lambda _i, start, end: move(start, end), reason='-', move_raw=move, report=False
+    )
+    assert stripped.content == reference.content
+    assert stripped.citations == reference.citations
+    assert _without_empty(stripped.provider_details) == _without_empty(reference.provider_details)
+
+
+def test_strip_drops_citations_anchored_on_markup_and_keeps_the_rest() -> None:
+    """The xAI shape: a citation and its raw entry on the `[[1]](url)` marker go with it; the rest stays as it was."""
+    text = 'Grok is fast [[1]](https://x.ai/news). '
+    start = text.index('[[')
+    end = text.index(')') + 1
+    on_marker = Citation([web('https://x.ai/news')], anchor=MarkerCitationAnchor(start=start, end=end))
+    before = Citation([web('https://x.ai')], anchor=ContentCitationAnchor(start=0, end=4))
+    raw_marker = {'type': 'url_citation', 'url': 'https://x.ai/news', 'start_index': start, 'end_index': end}
+    raw_before = {'type': 'url_citation', 'url': 'https://x.ai', 'start_index': 0, 'end_index': 4}
+
+    def strip(details: Any, citations: list[Any] | None = None) -> TextPart:
+        part = TextPart(text, citations=citations or [before, on_marker], provider_name='xai', provider_details=details)
+        stripped, cuts = strip_citation_markers(part)
+        assert cuts and stripped.content == 'Grok is fast. '
+        return stripped
+
+    kept = strip({'citations': [raw_before, raw_marker], 'other': 1})
+    assert kept.citations == [before]
+    assert kept.provider_details == {'citations': [raw_before], 'other': 1}
+    assert strip({'citations': [raw_marker]}).provider_details is None
+    assert strip({'other': 1}).provider_details == {'other': 1}
+    assert strip(None).provider_details is None
+    # Shapes the fast path leaves to the general one, with the same outcome for the citations.
+    for details in (
+        {'citations': 'x'},
+        {'citations': [{'type': 'no_offsets'}]},
+        {'citations': [dict(raw_marker, start_index=2)]},
+    ):
+        assert strip(details).citations == [before]
+    assert strip({}, [before, on_marker, 'not a citation']).citations == [before]
+
+
+def _without_empty(details: dict[str, Any] | None) -> dict[str, Any] | None:
+    """`details` with an empty raw list dropped (kept by the fast paths, dropped by `_realign`), `{}` as `None`."""
+    return {k: v for k, v in (details or {}).items() if not (k == 'citations' and v == [])} or None
 
 
 def test_fingerprinted_markup_is_used_and_checked() -> None:
