@@ -1055,21 +1055,11 @@ def strip_citation_markers(part: TextPart, markup: object = None) -> tuple[TextP
         new_text = _cut(text, cuts)
     if not cuts:
         return part, []
-    first = cuts[0][0]
     citations, details = part.citations, part.provider_details
-    if _all_before(citations, first) and _raw_before(details, first):
-        # Markers after the cited words, the common case: nothing moves.
-        return copy_with(
-            part,
-            content=new_text,
-            id=None,
-            citations=list(citations) if citations else None,
-            provider_details=dict(details) if details is not None else None,
-        ), cuts
     kept = _kept_or_cut(citations, cuts)
-    if kept is not None and (raw := _raw_kept_or_cut(details, cuts))[0]:
-        # Markers after the cited words, some citations anchored on the markup itself (xAI's `[[1]](url)`): those
-        # go with it and nothing else moves, exactly as `_realign` would leave them.
+    if kept is not None and (raw := _raw_kept_or_cut(details, cuts, dropped=len(kept) < len(citations or ())))[0]:
+        # Markers after the cited words, the common case: nothing moves. Citations anchored on the markup itself
+        # (xAI's `[[1]](url)`) go with it, and their raw entries too, as `_realign` would have it.
         return copy_with(part, content=new_text, id=None, citations=kept or None, provider_details=raw[1]), cuts
     move = _cut_mapper(cuts)
     new_part, _ = _realign(
@@ -1095,9 +1085,13 @@ def _kept_or_cut(citations: Any, cuts: list[Range]) -> list[Citation] | None:
 
     Each citation must be unanchored or anchored before the first cut (kept), or anchored inside a cut (dropped).
     """
+    if citations is None:
+        return []
+    if citations.__class__ is not list:
+        return None
     first = cuts[0][0]
     kept: list[Citation] = []
-    for citation in citations if citations.__class__ is list else ():
+    for citation in citations:
         if citation.__class__ is not Citation:
             return None
         anchor = citation.anchor
@@ -1105,21 +1099,23 @@ def _kept_or_cut(citations: Any, cuts: list[Range]) -> list[Citation] | None:
             kept.append(citation)
         elif not _in_cut(getattr(anchor, 'start', None), getattr(anchor, 'end', None), cuts):
             return None
-    return kept if citations.__class__ is list else None
+    return kept
 
 
-def _raw_kept_or_cut(details: Any, cuts: list[Range]) -> tuple[bool, dict[str, Any] | None]:
-    """`(True, provider_details)` as `_realign` would leave them across `cuts`, or `(False, None)` (left to it).
+def _raw_kept_or_cut(details: Any, cuts: list[Range], *, dropped: bool) -> tuple[bool, dict[str, Any] | None]:
+    """`(True, a copy of provider_details)` without the raw entries inside a cut, or `(False, None)` (left to `_realign`).
 
-    Every raw citation entry must have character offsets before the first cut (kept) or inside a cut (removed).
+    Entries with character offsets must lie before the first cut (kept) or inside a cut (removed). An entry without
+    offsets stays while every citation stays (nothing moved it); with `dropped` (a citation went with the markup)
+    `_realign` decides whether it belongs to that citation.
     """
     if details is None:
         return True, None
     if details.__class__ is not dict:
         return False, None
-    if 'citations' not in details:
-        return True, dict(details) or None
-    raw = details['citations']
+    raw = details.get('citations')
+    if not raw:
+        return True, dict(details)
     if raw.__class__ is not list:
         return False, None
     first = cuts[0][0]
@@ -1127,12 +1123,16 @@ def _raw_kept_or_cut(details: Any, cuts: list[Range]) -> tuple[bool, dict[str, A
     for entry in raw:
         holder: Any = _range_holder(entry)
         if holder is None:
-            return False, None  # no offsets: `_realign` decides whether it stays
-        if holder['end_index'] <= first:
+            if dropped:
+                return False, None
+            entries.append(entry)
+        elif holder['end_index'] <= first:
             entries.append(entry)
         elif not _in_cut(holder['start_index'], holder['end_index'], cuts):
             return False, None
     new = dict(details)
+    if len(entries) == len(raw):
+        return True, new
     if entries:
         new['citations'] = entries
     else:
@@ -1147,20 +1147,6 @@ def _cut(text: str, cuts: list[Range]) -> str:
         return text[:start] + text[end:]
     bounds = [0, *itertools.chain.from_iterable(cuts), len(text)]
     return ''.join([text[bounds[k] : bounds[k + 1]] for k in range(0, len(bounds), 2)])
-
-
-def _raw_before(details: Any, position: int) -> bool:
-    """Whether no raw citation entry has character offsets at or after `position` (removing text there moves none)."""
-    raw = details.get('citations') if details else None
-    if not raw:
-        return True
-    if not isinstance(raw, list):
-        return False
-    for entry in cast(list[object], raw):
-        holder: Any = _range_holder(entry)
-        if holder is not None and holder['end_index'] > position:
-            return False
-    return True
 
 
 def _all_before(citations: Any, position: int) -> bool:

@@ -31,7 +31,7 @@ from pydantic_ai_citations._edit import (
     METADATA_KEY,
     _all_before,  # pyright: ignore[reportPrivateUsage]
     _cut_mapper,  # pyright: ignore[reportPrivateUsage]
-    _raw_before,  # pyright: ignore[reportPrivateUsage]
+    _range_holder,  # pyright: ignore[reportPrivateUsage]
     _realign,  # pyright: ignore[reportPrivateUsage]
     edit_text_with_problems,
     fingerprint_response,
@@ -791,7 +791,7 @@ def test_property_strip_fast_paths_equal_realign(part: TextPart) -> None:
     """Where something moves or goes, `strip_citation_markers` leaves the part `_realign` leaves (the general path),
     also on its fast path for citations anchored on the markup (the path where nothing moves is checked above)."""
     stripped, cuts = strip_citation_markers(part)
-    if not cuts or (_all_before(part.citations, cuts[0][0]) and _raw_before(part.provider_details, cuts[0][0])):
+    if not cuts or (_all_before(part.citations, cuts[0][0]) and _nothing_moves(part.provider_details, cuts[0][0])):
         return
     move = _cut_mapper(cuts)
     reference, _ = _realign(
@@ -832,6 +832,13 @@ def test_strip_drops_citations_anchored_on_markup_and_keeps_the_rest() -> None:
     ):
         assert strip(details).citations == [before]
     assert strip({}, [before, on_marker, 'not a citation']).citations == [before]
+
+
+def _nothing_moves(details: dict[str, Any] | None, first: int) -> bool:
+    """No raw entry has offsets at or after `first`: the path where nothing moves keeps them all (checked above)."""
+    raw: list[object] = (details or {}).get('citations') or []
+    holders: list[Any] = [_range_holder(entry) for entry in raw]
+    return all(holder is None or holder['end_index'] <= first for holder in holders)
 
 
 def _without_empty(details: dict[str, Any] | None) -> dict[str, Any] | None:
