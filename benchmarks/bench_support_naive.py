@@ -10,10 +10,12 @@ passage chosen for it contains its sentence (*top-1*).
   keep blocks of at least 5 words), crude stems (the first five letters of each lower-cased word, English stop
   words removed), each passage's stems computed once per page, and for every claim the passage with the best
   coverage of the claim's stems (ties to the earliest).
-- *package*: `split_passages`, `PassageIndex` (each page's passages indexed once), `PassageIndex.best` for every
-  claim: what `check_support_sync` runs.
+- *package*: `split_passages`, `PassageIndex` (each page's passages indexed once, told how many claims are coming
+  with `expect`, its stems shared with the other pages' indexes in one `StemCache`), `PassageIndex.best` for every
+  claim: what `check_support_sync` runs (it counts each page's claims first, and keeps one `StemCache` per check; an
+  audit one per worker).
 
-Two workloads, each from a cold start (empty stem caches; with PyStemmer, a new stemmer and so an empty C cache):
+Two workloads, each from a cold start (a new `StemCache`; with PyStemmer, a new stemmer and so an empty C cache):
 *per round*, each of the 15 rounds (3 levels x 5 rounds) splits and indexes every page for its up to four claims,
 as one answer per page would; *all claims*, every page split and indexed once for all its claims of every round
 (about 56 per page). Time is CPU time of this process, the best of three per round with the two methods
@@ -41,7 +43,7 @@ import pytest
 from bench_support_paraphrase import LEVELS, ROUNDS, ClaimCase, Page, load_pages, make_claims, squash
 from pytest_benchmark.fixture import BenchmarkFixture
 
-from pydantic_ai_citations.support import PassageIndex, split_passages
+from pydantic_ai_citations.support import PassageIndex, StemCache, split_passages
 from pydantic_ai_citations.support._terms import (
     STOP_WORDS,
     _stemmer,  # pyright: ignore[reportPrivateUsage]
@@ -95,7 +97,8 @@ def straightforward(page: str, claims: list[str]) -> list[str | None]:
 
 
 def package(page: str, claims: list[str]) -> list[str | None]:
-    index = PassageIndex(split_passages(page))
+    index = PassageIndex(split_passages(page), stems=_cold.stems)
+    index.expect(len(claims))
     out: list[str | None] = []
     for claim in claims:
         match = index.best(claim)
@@ -103,8 +106,17 @@ def package(page: str, claims: list[str]) -> list[str | None]:
     return out
 
 
+class _Cold:
+    stems = StemCache()
+
+
+_cold = _Cold()
+
+
 def cold() -> None:
-    # Stems are cached per page, in the index; the stemmers themselves are made anew (with PyStemmer: empty C caches).
+    # A new stem cache, shared by the pages of one run as `check_support` and an audit share theirs; the stemmers
+    # themselves are made anew (with PyStemmer: empty C caches).
+    _cold.stems = StemCache()
     _stemmer.cache_clear()
 
 
@@ -188,7 +200,8 @@ def phases(method: str, pages: list[Page], cases: list[ClaimCase]) -> tuple[floa
         if method == 'package':
             passages = split_passages(pages[n].html)
             t1 = time.process_time()
-            page_index = PassageIndex(passages)
+            page_index = PassageIndex(passages, stems=_cold.stems)
+            page_index.expect(len(texts))
             t2 = time.process_time()
             for claim in texts:
                 page_index.best(claim)

@@ -6,11 +6,22 @@ import math
 import re
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic_ai.exceptions import UserError
 
 from pydantic_ai_citations import CitedAnswer, CitedSpan, SourceRef
-from pydantic_ai_citations.support import Passage, PassageIndex, best_passage, check_support_sync, split_passages, terms
+from pydantic_ai_citations.support import (
+    Passage,
+    PassageIndex,
+    StemCache,
+    best_passage,
+    check_support_sync,
+    split_passages,
+    terms,
+)
+from pydantic_ai_citations.support._report import check_lexical, page_cache
 from pydantic_ai_citations.support._score import coverage
 from pydantic_ai_citations.support._terms import term_map, tokens
 
@@ -370,3 +381,103 @@ def test_an_english_term_keeps_the_beginning_of_its_words():
     words = {b + s for b in bases for s in suffixes} | {b[:-1] + s for b in bases for s in suffixes}
     for word, term in term_map(sorted(words), 'english').items():
         assert term is None or word.startswith(term[: max(2, len(term) - 2)]), (word, term)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(TEXTS, min_size=1, max_size=8),
+    st.lists(TEXTS, min_size=1, max_size=6),
+    st.lists(TEXTS, min_size=1, max_size=12),
+    st.sampled_from([None, 'ru', 'german']),
+    st.integers(min_value=1, max_value=40),
+)
+def test_announced_claims_and_shared_stems_change_no_choice(
+    texts: list[str], others: list[str], claims: list[str], language: str | None, limit: int
+):
+    """An index told how many claims are coming (`expect`), with stems shared with another page's index in a small
+    `StemCache` (emptied as it fills), chooses what a plain index chooses, with the same score."""
+    stems = StemCache(limit=limit)
+    other = PassageIndex(page(*others), stems=stems)  # another page, English, sharing the cache
+    index = PassageIndex(page(*texts), language=language, stems=stems)
+    index.expect(len(claims))
+    plain = PassageIndex(page(*texts), language=language)
+    for claim in claims:
+        other.best(claim)
+        found, expected = index.best(claim), plain.best(claim)
+        assert (None if found is None else (found.passage.index, found.score)) == (
+            None if expected is None else (expected.passage.index, expected.score)
+        )
+    assert index.terms == plain.terms
+    # Bounded: at most `limit` words, or the words of one call (a page's vocabulary, when it is indexed in full).
+    vocabularies = [{w for t in texts for w in tokens(t)}, {w for t in others for w in tokens(t)}]
+    assert len(stems) <= max(limit, *map(len, vocabularies), *(len(set(tokens(c))) for c in claims))
+
+
+def test_announced_claims_index_the_page_in_full_at_the_first():
+    passages = page('Pydantic validates data with type hints.', 'Logfire observes applications built on it.')
+    index = PassageIndex(passages)
+    index.best('Pydantic validates data.')
+    assert index._pair_masks is None  # pyright: ignore[reportPrivateUsage]  # one claim: lazily
+    announced = PassageIndex(passages)
+    announced.expect(20)
+    announced.best('Pydantic validates data.')
+    assert announced._pair_masks is not None  # pyright: ignore[reportPrivateUsage]  # in full, at once
+    few = PassageIndex(passages)
+    few.expect(2)
+    few.best('Pydantic validates data.')
+    assert few._pair_masks is None  # pyright: ignore[reportPrivateUsage]
+
+
+def test_check_support_announces_each_pages_claims():
+    """`check_support` counts each page's claims before checking them: a page cited by many indexes in full once."""
+    sentences = [f'Claim number {n} says that Pydantic validates data with type hints quickly.' for n in range(10)]
+    text = ' '.join(sentences)
+    answer = CitedAnswer(
+        text,
+        spans=[
+            CitedSpan(
+                text.index(s), text.index(s) + len(s), 'content', [1], message_index=0, part_index=0, citation_index=n
+            )
+            for n, s in enumerate(sentences)
+        ],
+        sources=[SourceRef(1, 'web', url='https://docs.pydantic.dev/')],
+    )
+    html = '<p>' + '</p><p>'.join(sentences) + '</p>'
+    cache = page_cache()
+    report = check_lexical(
+        answer,
+        {'https://docs.pydantic.dev/': html},
+        threshold=0.6,
+        weak_threshold=0.3,
+        judge=None,
+        language=None,
+        min_passage_words=5,
+        min_claim_words=8,
+        max_bytes=1_000_000,
+        page_cache=cache,
+        stems=StemCache(),
+    )
+    assert [c.verdict for c in report.checks] == ['supported'] * 10
+    index = cache['https://docs.pydantic.dev/'].index
+    assert index is not None
+    assert index._expected == 10  # pyright: ignore[reportPrivateUsage]
+    assert index._pair_masks is not None  # pyright: ignore[reportPrivateUsage]
+    assert check_support_sync(answer, {'https://docs.pydantic.dev/': html}).checks == report.checks
+
+
+@pytest.mark.parametrize('claims', [-1, 1.5, '3', True, None])
+def test_expect_refuses_what_is_not_a_count(claims: object):
+    index = PassageIndex(page('Pydantic validates data with type hints.'))
+    with pytest.raises(UserError, match=r'PassageIndex\.expect: `claims` must be an int of at least 0'):
+        index.expect(claims)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize('limit', [0, -5, 2.0, '10', False])
+def test_stem_cache_refuses_a_limit_that_is_not_a_positive_int(limit: object):
+    with pytest.raises(UserError, match=r'StemCache: `limit` must be a positive int'):
+        StemCache(limit)  # type: ignore[arg-type]
+
+
+def test_passage_index_refuses_stems_that_are_not_a_stem_cache():
+    with pytest.raises(UserError, match=r'`stems` must be a `StemCache` or None, got'):
+        PassageIndex(page('Pydantic validates data with type hints.'), stems={})  # type: ignore[arg-type]

@@ -41,7 +41,7 @@ from ._report import (
 )
 from ._score import PassageIndex, PassageMatch, best_passage
 from ._snapshots import Liveness, PageSnapshot, SnapshotStore, capture, capture_answer, page_snapshots_ta
-from ._terms import detect_language, terms
+from ._terms import StemCache, detect_language, terms
 
 __all__ = (
     'DEFAULT_MIN_CLAIM_WORDS',
@@ -79,6 +79,7 @@ __all__ = (
     'PassageIndex',
     'PassageMatch',
     'SnapshotStore',
+    'StemCache',
     'SupportReport',
     'SupportSummary',
     'SupportTally',

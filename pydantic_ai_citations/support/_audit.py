@@ -28,6 +28,7 @@ from ._report import (
     page_cache,
     summarize,
 )
+from ._terms import StemCache
 
 __all__ = ('AuditReport', 'audit', 'audit_report_ta', 'audit_to_html', 'audit_to_markdown')
 
@@ -75,6 +76,7 @@ def audit(
     checks: list[CitationCheck] = []
     counts: dict[str, int] = {}
     cache = page_cache()  # each page is split once, not once per answer citing it
+    stems = StemCache()  # and each word stemmed once
     for answer in answers:
         report = check_lexical(
             answer,
@@ -87,6 +89,7 @@ def audit(
             min_claim_words=DEFAULT_MIN_CLAIM_WORDS,
             max_bytes=DEFAULT_MAX_BYTES,
             page_cache=cache,
+            stems=stems,
         )
         audited.append(AuditedAnswer(answer.text, answer.provider_name, answer.model_name, report))
         checks.extend(report.checks)

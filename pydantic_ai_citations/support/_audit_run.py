@@ -41,6 +41,7 @@ from ._decode import DEFAULT_MAX_BYTES
 from ._passages import DEFAULT_MIN_PASSAGE_WORDS
 from ._report import CitationCheck, Pages, SupportSummary, SupportTally, check_lexical, page_cache
 from ._snapshots import PageSnapshot, SnapshotStore
+from ._terms import StemCache
 
 if TYPE_CHECKING:
     from .._store import StoredAnswer
@@ -525,6 +526,8 @@ class AuditCache:
         """Page lookups (a snapshot store is not asked again for every citation)."""
         self.split = _Renewed(page_cache(limit), PAGE_USES)
         """Split and indexed pages, by page key."""
+        self.stems = StemCache()
+        """The stems of their words (and of the claims' words), bounded by its own limit."""
 
 
 def check_partition(
@@ -548,6 +551,7 @@ def check_partition(
             min_claim_words=options.min_claim_words,
             max_bytes=options.max_bytes,
             page_cache=cache.split,
+            stems=cache.stems,
         )
         audited = AuditedAnswer(answer.text, answer.provider_name, answer.model_name, report)
         outputs.append(_render(fmt, n, item, audited))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import statistics
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Iterable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, TypeVar, cast
@@ -22,7 +22,7 @@ from ._judge import Judge, Judgement, LexicalJudge
 from ._passages import DEFAULT_MIN_PASSAGE_WORDS, Passage, split_passages
 from ._score import PassageIndex
 from ._snapshots import Liveness, PageSnapshot, SnapshotStore
-from ._terms import terms
+from ._terms import StemCache, terms
 
 __all__ = (
     'Basis',
@@ -322,6 +322,7 @@ class _Planner:
         min_claim_words: int,
         max_bytes: int,
         cache: MutableMapping[str, _Page] | None = None,
+        stems: StemCache | None = None,
     ) -> None:
         if not isinstance(cast(object, answer), CitedAnswer):
             hint = (
@@ -350,6 +351,7 @@ class _Planner:
         self.max_bytes = max_bytes
         # Split pages by key; shared between the answers of an audit partition (same pages and options).
         self.cache: MutableMapping[str, _Page] = {} if cache is None else cache
+        self.stems = StemCache() if stems is None else stems  # shared by the pages (and excerpts) of the check
         self.page_passages: dict[str, int] = {}
 
     def _lookup(self, source: SourceRef) -> tuple[str, PageSnapshot | str | bytes] | None:
@@ -397,14 +399,14 @@ class _Planner:
         else:
             passages = split_passages(text, min_words=self.min_passage_words)
             self.page_passages[key] = len(passages)
-            page = _Page(PassageIndex(passages, language=self.language), liveness, None, note)
+            page = _Page(PassageIndex(passages, language=self.language, stems=self.stems), liveness, None, note)
         self.cache[key] = page
         return page
 
     def _excerpts(self, source: SourceRef) -> PassageIndex | None:
         texts = [' '.join(e.split()) for e in source.excerpts]
         passages = [Passage(t, i, 0.0, len(t.split())) for i, t in enumerate(x for x in texts if x)]
-        return PassageIndex(passages, language=self.language) if passages else None
+        return PassageIndex(passages, language=self.language, stems=self.stems) if passages else None
 
     def _fixed(
         self, claim: Claim, source: SourceRef | None, verdict: Verdict, reason: str, liveness: Liveness | None = None
@@ -426,7 +428,11 @@ class _Planner:
 
     def plan(self) -> list[_Job]:
         numbers = {s.number: s for s in self.answer.sources}
-        return [self._plan(claim, numbers.get(claim.source)) for claim in claims_for(self.answer)]
+        jobs = [self._plan(claim, numbers.get(claim.source)) for claim in claims_for(self.answer)]
+        # Each page's index learns how many claims it is about to get: with many, it indexes the page in full at once.
+        for index, claims in Counter(job.index for job in jobs if job.index is not None).items():
+            index.expect(claims)
+        return jobs
 
     def _plan(self, claim: Claim, source: SourceRef | None) -> _Job:
         """What to check one claim against (the page, else the provider's excerpts), or its verdict without a check."""
@@ -558,8 +564,12 @@ def check_lexical(
     min_claim_words: int,
     max_bytes: int,
     page_cache: MutableMapping[str, _Page] | None = None,
+    stems: StemCache | None = None,
 ) -> SupportReport:
-    """`check_support` with the lexical judge; `page_cache` (from `page_cache()`) keeps split pages across answers."""
+    """`check_support` with the lexical judge, keeping split pages (`page_cache`) and stems (`stems`) across answers.
+
+    Both caches are for one set of pages and options: `page_cache` from `page_cache()`, `stems` a `StemCache`.
+    """
     lexical = judge or LexicalJudge()
     planner = _Planner(
         answer,
@@ -571,6 +581,7 @@ def check_lexical(
         min_claim_words=min_claim_words,
         max_bytes=max_bytes,
         cache=page_cache,
+        stems=stems,
     )
     checks = [
         planner.finish(job, None if job.index is None else lexical.judge_sync(job.claim.text, job.index), 'lexical')

@@ -29,9 +29,11 @@ from typing import cast
 from unicodedata import is_normalized
 
 from pydantic import TypeAdapter
+from pydantic_ai.exceptions import UserError
 
+from .._checks import shown
 from ._passages import Passage
-from ._terms import latin_algorithm, term_key, term_map, tokens
+from ._terms import StemCache, latin_algorithm, term_key, term_map, tokens
 
 __all__ = ('PassageMatch', 'PassageIndex', 'best_passage', 'coverage', 'passage_match_ta')
 
@@ -77,7 +79,8 @@ _NEEDLE = ' {} {} '.format  # a pair of adjacent words as `_line` spells it
 _both = cast('Callable[[int, int], int]', operator.and_)  # pyright: ignore[reportUnknownMemberType]
 _LAST = chr(0x10FFFF)  # the last code point: not a letter or digit, so in no word
 _FULL_AFTER = 8
-"""After this many claims on one page, the index stems all its words and lists all its pairs of adjacent words."""
+"""After this many claims on one page (asked, or announced with `expect`), the index stems all its words and lists all
+its pairs of adjacent words."""
 
 
 class PassageIndex:
@@ -91,8 +94,9 @@ class PassageIndex:
     all of the term but its last two letters (see `_complete`); every passage holding a claim's term is found. Each
     word is stemmed once per page: the index is the page's stem cache, and it goes away with the page. Pairs of
     adjacent words are looked up the same way: only for the pairs a claim has, among the passages holding both words.
-    A page asked about by many claims is indexed in full instead. The lazily filled stems, postings and features are
-    the only state that changes, and only by growing.
+    A page asked about by many claims is indexed in full instead, at the first claim when they are announced
+    (`expect`). Stems can be shared by the indexes of many pages (`StemCache`). The lazily filled stems, postings
+    and features are the only state that changes, and only by growing.
 
     A claim's relevance is summed in full only for the passages that can still win. A passage holding a surface word
     or pair of the claim also holds that word's term (stop words aside), so each term, weighted with the features
@@ -109,16 +113,26 @@ class PassageIndex:
     map and set operations after that.
     """
 
-    def __init__(self, passages: Sequence[Passage], *, language: str | None = None) -> None:
+    def __init__(
+        self, passages: Sequence[Passage], *, language: str | None = None, stems: StemCache | None = None
+    ) -> None:
         """Index the words of each passage.
 
         Args:
             passages: The page's passages, e.g. from `split_passages`.
             language: Language of the Latin-script words (see `terms`); `None` means English.
+            stems: A cache shared with the indexes of other pages, so each word is stemmed once for all of them;
+                `None` stems this page's words for this index alone.
+
+        Raises:
+            UserError: `stems` is not a `StemCache`, or `language` is unknown.
         """
+        if stems is not None and not isinstance(cast(object, stems), StemCache):
+            raise UserError(f'PassageIndex: `stems` must be a `StemCache` or None, got {shown(stems)}.')
         self.passages: tuple[Passage, ...] = tuple(passages)
         self.language = language
         self._latin = latin_algorithm(language)  # an unknown language fails here, not on the first claim
+        self._stems = stems
         self._tokens = [tokens(passage.text) for passage in self.passages]
         words: dict[str, int] = {}
         get = words.get
@@ -131,6 +145,7 @@ class PassageIndex:
         self._folded: dict[str, list[str]] | None = None  # words whose key is not their head, by key (if any)
         self._done: set[str] | None = set()  # prefixes whose words are stemmed (`None`: all words are)
         self._claims = 0  # claims asked about so far
+        self._expected = 0  # claims announced (`expect`), counted from the first
         self._pair_masks: dict[tuple[str, str], int] | None = None  # every pair of the page, once many claims come
         self._term_of: dict[str, str | None] = {}  # this page's stems (page and claim words)
         self._term_masks: dict[str, int] = {}
@@ -146,9 +161,24 @@ class PassageIndex:
         # unit roundoff; about 100,000 features for 10,000 passages). Claims have a few dozen.
         self._sure = math.isqrt(int(self._idf[-1] / (4 * 2**-53 * self._idf[1]))) if n else 0
 
+    def expect(self, claims: int) -> None:
+        """Announce `claims` more claims about this page: with many, the next one indexes the page in full.
+
+        Indexing in full (every word stemmed, every pair of adjacent words listed) costs about what a few claims cost
+        lazily, and makes each later claim cheaper: for a page checked against many claims at once (an audit, an
+        answer citing it many times) it is the cheaper way. Results do not change either way.
+
+        Raises:
+            UserError: `claims` is not an int of at least 0.
+        """
+        if isinstance(claims, bool) or not isinstance(cast(object, claims), int) or claims < 0:
+            raise UserError(f'PassageIndex.expect: `claims` must be an int of at least 0, got {shown(claims)}.')
+        self._expected = max(self._expected, self._claims + claims)
+
     def _stem(self, words: list[str]) -> None:
         """Stem words not stemmed on this page yet; the passages of a page word join its term's."""
-        found = term_map(words, self._latin)
+        stems = self._stems
+        found = term_map(words, self._latin) if stems is None else stems.terms(words, self._latin)
         self._term_of.update(found)
         masks = self._term_masks
         page = self._words
@@ -346,7 +376,7 @@ class PassageIndex:
         ranking uses the terms alone (no surface words or word pairs).
         """
         self._claims += 1
-        if self._claims == _FULL_AFTER:
+        if self._pair_masks is None and max(self._claims, self._expected) >= _FULL_AFTER:
             self._index_all()
         if isinstance(claim, str):
             words = tokens(claim)

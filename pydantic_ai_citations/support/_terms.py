@@ -12,13 +12,18 @@ import re
 import unicodedata
 from collections.abc import Collection, Iterable
 from functools import cache, lru_cache
+from itertools import compress
+from operator import itemgetter, ne
 from typing import Protocol, cast
 
 import snowballstemmer  # pyright: ignore[reportMissingTypeStubs]
 from pydantic_ai.exceptions import UserError
 
+from .._checks import shown
+
 __all__ = (
     'STOP_WORDS',
+    'StemCache',
     'detect_language',
     'latin_algorithm',
     'resolve_language',
@@ -182,6 +187,48 @@ def _term(word: str, latin: str) -> str | None:
     return stem if len(stem) >= 2 and term_key(stem) == term_key(word) else word
 
 
+class StemCache:
+    """Stems shared by the `PassageIndex`es of many pages, so that a word is stemmed once for all of them.
+
+    Pages share most of their words (the 30 real pages of the benchmarks have half as many distinct words as they have
+    words page by page), and stemming is most of the cost of indexing a page in full. `check_support` keeps one for
+    the pages of a check, and an audit one per partition worker. It holds a table per Snowball algorithm, so the
+    indexes of pages in different languages may share it. It is a plain cache: it changes no result, and it is
+    emptied when it reaches `limit` words (memory stays bounded however many pages and claims it serves).
+    """
+
+    __slots__ = ('_tables', 'limit')
+
+    def __init__(self, limit: int = 100_000) -> None:
+        """An empty cache of at most about `limit` words.
+
+        Raises:
+            UserError: `limit` is not a positive int.
+        """
+        if isinstance(limit, bool) or not isinstance(cast(object, limit), int) or limit < 1:
+            raise UserError(f'StemCache: `limit` must be a positive int, got {shown(limit)}.')
+        self.limit = limit
+        self._tables: dict[str, dict[str, str | None]] = {}
+
+    def __len__(self) -> int:
+        """The words it holds, all tables together."""
+        return sum(map(len, self._tables.values()))
+
+    def terms(self, words: Collection[str], latin: str) -> dict[str, str | None]:
+        """`term_map(words, latin)`, stemming only the words it does not hold yet (and keeping them)."""
+        table = self._tables.get(latin)
+        if table is None:
+            table = self._tables[latin] = {}
+        missing = set(words).difference(table)
+        if missing:
+            if len(self) + len(missing) > self.limit:
+                self._tables = {latin: table}
+                table.clear()
+                missing = set(words)
+            table.update(term_map(missing, latin))
+        return dict(zip(words, map(table.__getitem__, words), strict=True))
+
+
 def term_map(words: Collection[str], latin: str) -> dict[str, str | None]:
     """`term_of` of each of `words` (distinct), stemmed in one call per algorithm (one C call with PyStemmer).
 
@@ -199,14 +246,19 @@ def term_map(words: Collection[str], latin: str) -> dict[str, str | None]:
     return out
 
 
+_HEAD = itemgetter(slice(0, 2))  # a word's first two letters, read in C
+
+
 def _ascii_terms(out: dict[str, str | None], words: Collection[str], latin: str) -> None:
     stop = STOP_WORDS.get(latin, frozenset())
     plain = [w for w in words if w not in stop and (len(w) > 1 or w.isdigit())]
     stems = _stemmer(latin).stemWords(plain)
     out.update(zip(plain, stems, strict=True))
-    for word, stem in zip(plain, stems, strict=True):
-        if len(stem) < 2 or not stem.startswith(word[:2]):  # an ASCII word's stem is ASCII: its key is its head
-            out[word] = word
+    # A stem that does not keep its word's first two letters (an ASCII word's key is its head) is not used; compared
+    # in C, as most stems keep them. (A stem shorter than two letters never equals a two-letter head; a lone digit is
+    # its own stem.)
+    for word in compress(plain, map(ne, map(_HEAD, stems), map(_HEAD, plain))):
+        out[word] = word
 
 
 def _other_terms(out: dict[str, str | None], words: list[str], algorithm: str) -> None:
