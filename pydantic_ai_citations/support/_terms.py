@@ -194,7 +194,8 @@ class StemCache:
     words page by page), and stemming is most of the cost of indexing a page in full. `check_support` keeps one for
     the pages of a check, and an audit one per partition worker. It holds a table per Snowball algorithm, so the
     indexes of pages in different languages may share it. It is a plain cache: it changes no result, and it is
-    emptied when it reaches `limit` words (memory stays bounded however many pages and claims it serves).
+    emptied when it reaches `limit` words (memory stays bounded however many pages and claims it serves). Use one per
+    thread, as an audit does.
     """
 
     __slots__ = ('_tables', 'limit')
