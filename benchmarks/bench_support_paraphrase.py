@@ -8,7 +8,9 @@ share of claims whose sentence is in some passage at all.
 
 Two methods, side by side, on the same claims:
 
-- *package*: `split_passages`, then `PassageIndex(passages).best(claim)` for every claim (what `check_support_sync` runs);
+- *package*: `split_passages`, then `PassageIndex(passages, stems=...).best(claim)` for every claim, each page's
+  index told how many claims are coming (`expect`) and the pages of a round sharing one `StemCache`: what
+  `check_support_sync` runs;
 - *straightforward*: `split_passages`, then for every claim and every passage the two term sets (`terms`, each word's
   stem cached for the round) and the passage with the largest claim-normalised coverage, ties to the earliest (the
   package's method before issue 18).
@@ -45,6 +47,7 @@ from pydantic_ai_citations.support import (
     CitationCheck,
     Passage,
     PassageIndex,
+    StemCache,
     check_support_sync,
     decode_body,
     split_passages,
@@ -131,9 +134,15 @@ Stems = dict[str, str | None]
 Method = Callable[[list[Passage], list[str], Stems], list[Choice]]
 
 
+class _Round:
+    stems = StemCache()
+    """The package's stem cache for the round (new at the start of each: see `timed`)."""
+
+
 def package(passages: list[Passage], claims: list[str], stems: Stems) -> list[Choice]:
-    del stems  # the index is its page's stem cache
-    index = PassageIndex(passages)
+    del stems  # the straightforward method's: the package keeps its own, in a `StemCache`
+    index = PassageIndex(passages, stems=_Round.stems)
+    index.expect(len(claims))
     out: list[Choice] = []
     for claim in claims:
         match = index.best(claim)
@@ -186,7 +195,8 @@ def timed(method: Method, pages: list[Page], rounds: list[list[ClaimCase]]) -> t
     seconds = 0.0
     choices: list[Choice] = []
     for cases in rounds:
-        _stemmer.cache_clear()  # new stemmers (with PyStemmer: empty C caches); stems are cached per page only
+        _stemmer.cache_clear()  # new stemmers (with PyStemmer: empty C caches)
+        _Round.stems = StemCache()  # and no stems kept from another round
         t0 = time.process_time()
         choices += run(method, pages, cases, {})  # the straightforward method's stem cache, for one round
         seconds += time.process_time() - t0
