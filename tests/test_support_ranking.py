@@ -443,7 +443,7 @@ def test_check_support_announces_each_pages_claims():
         sources=[SourceRef(1, 'web', url='https://docs.pydantic.dev/')],
     )
     html = '<p>' + '</p><p>'.join(sentences) + '</p>'
-    cache = page_cache()
+    cache, stems = page_cache(), StemCache()
     report = check_lexical(
         answer,
         {'https://docs.pydantic.dev/': html},
@@ -455,13 +455,14 @@ def test_check_support_announces_each_pages_claims():
         min_claim_words=8,
         max_bytes=1_000_000,
         page_cache=cache,
-        stems=StemCache(),
+        stems=stems,
     )
     assert [c.verdict for c in report.checks] == ['supported'] * 10
     index = cache['https://docs.pydantic.dev/'].index
     assert index is not None
     assert index._expected == 10  # pyright: ignore[reportPrivateUsage]
     assert index._pair_masks is not None  # pyright: ignore[reportPrivateUsage]
+    assert {'pydantic', 'validates', 'quickly'} <= set(stems._tables['english'])  # pyright: ignore[reportPrivateUsage]
     assert check_support_sync(answer, {'https://docs.pydantic.dev/': html}).checks == report.checks
 
 
