@@ -386,6 +386,9 @@ class PassageIndex:
             # earliest). Claims that keep words of one passage (quotes, trimmed sentences) mostly end here, with
             # nothing to rank and no features listed. A claim of n words has at most 3 n features.
             held = reduce(_both, map(_HELD, found), -1)
+            # No passage holds every feature when none holds every word (or its term), or, pairs counted, none of
+            # those holds every pair: then what the features' masks would give is known (nothing), so not worked out.
+            unheld = not held
             if held and 3 * len(words) <= self._sure:
                 shared: set[_Term | None] = set(map(_ON_PAGE, found))
                 shared.discard(None)
@@ -394,6 +397,7 @@ class PassageIndex:
                 listed = self._pair_masks
                 if listed is not None:
                     held = reduce(_both, filter(None, map(listed.get, zip(words, words[1:], strict=False))), held)
+                    unheld = not held
                 elif not self._holds_pairs(words, held & -held):  # (the first passage holding every word or its term)
                     held = 0
                 if held:
@@ -403,9 +407,12 @@ class PassageIndex:
             features = self._claim(words, found)
         else:
             features = self._features(claim)
+            unheld = False
         if features is None:
             return None
-        held = reduce(_both, map(_MASK, features.terms), reduce(_both, map(_MASK, features.surface), -1))
+        held = (
+            0 if unheld else reduce(_both, map(_MASK, features.terms), reduce(_both, map(_MASK, features.surface), -1))
+        )
         if held and len(features.terms) + len(features.surface) <= self._sure:
             i = (held & -held).bit_length() - 1
             return self._match(i, len(features.terms) / features.size)
