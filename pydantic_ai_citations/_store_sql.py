@@ -188,15 +188,17 @@ _PG_HEAD_AT = 'position(\'"head_id":"\'::bytea in record) + 11'
 PG_LOAD = (
     # PostgreSQL only: `load` in one round trip. The head is read from the record's JSON bytes (the text after
     # `"head_id":"` up to the next quote: a damaged record cannot make that fail, as a JSON cast would); the caller
-    # checks it against the record. The walk carries each entry's columns, so no entry is looked up twice.
+    # checks it against the record. The walk carries each entry's columns, so no entry is looked up twice. The
+    # record's row (depth 0) and the history's rows (depth 1 on) are appended, not joined or sorted (which copied
+    # every message twice more): the caller puts them in depth order.
     'WITH RECURSIVE r AS (SELECT record, scope, encode(substring(record from ' + _PG_HEAD_AT + ' for greatest('
     "position('\"'::bytea in substring(record from " + _PG_HEAD_AT + ")) - 1, 0)), 'escape') AS head "
     'FROM conversations WHERE conversation_id = ?), '
     'chain(id, parent_id, kind, message, depth) AS (SELECT e.id, e.parent_id, e.kind, e.message, 1 FROM entries e '
     'JOIN r ON e.id = r.head UNION ALL SELECT e.id, e.parent_id, e.kind, e.message, c.depth + 1 FROM entries e '
     'JOIN chain c ON e.id = c.parent_id WHERE c.depth < CAST(? AS INTEGER)) '
-    'SELECT CASE WHEN coalesce(c.depth, 1) = 1 THEN r.record END, r.scope, r.head, c.id, c.parent_id, c.kind, '
-    'c.message FROM r LEFT JOIN chain c ON true ORDER BY c.depth'
+    'SELECT record, scope, head, NULL, NULL, NULL, NULL, 0 FROM r UNION ALL '
+    'SELECT NULL, NULL, NULL, id, parent_id, kind, message, depth FROM chain'
 )
 ANSWERS = (
     'SELECT a.entry_id, a.conversation_id, a.answer, a.raw, a.package_version, a.pydantic_ai_version, '
