@@ -1,10 +1,10 @@
-"""Issue 15 point 5: the store's v1 -> v3 migration runs in time linear in the entries it backfills.
+"""Issue 15 point 5: the store's migration from v1 runs in time linear in the entries it backfills.
 
 A v1 database (conversations and entries only: what version 1 of the schema stored) holding `N` messages in
 conversations of 20 (10 cited answers each, a few forks sharing their first turns) is migrated to the current schema
-on open: v2 backfills every answer with its owner conversation, v3 indexes every domain. The same is done with `2N`
-messages; the time must grow at most 2.2x (best of `ROUNDS`, interleaved). Before, each answer's owner was searched
-tip by tip with a recursive query per answer: 8,000 messages took 21.6 s, holding the write lock.
+on open: v2 backfills every answer with its owner conversation, v4 indexes their URLs and domains. The same is done
+with `2N` messages; the time must grow at most 2.2x (best of `ROUNDS`, interleaved). Before, each answer's owner was
+searched tip by tip with a recursive query per answer: 8,000 messages took 21.6 s, holding the write lock.
 
 Both backends: the PostgreSQL half skips with the reason when no server is available (see tests/_postgres.py).
 """

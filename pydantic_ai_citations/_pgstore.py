@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Awaitable, Callable, Generator, Sequence
 from contextlib import asynccontextmanager, contextmanager, suppress
+from operator import itemgetter
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, LiteralString, TypeAlias, TypeVar, cast
 
@@ -190,6 +191,7 @@ async def _load(conn: _Conn, conversation_id: str, limit: int | None, scope: str
     """
     want = _store.CHAIN_PAGE if limit is None else min(_store.CHAIN_PAGE, limit)
     rows = await _fetchall(conn, sql.PG_LOAD, (conversation_id, want))
+    rows.sort(key=itemgetter(7))  # by depth: the order they arrive in (at no cost then), which SQL does not promise
     if not rows or (scope is not None and rows[0][1] != scope):
         return None
     record = _record_from_row(conversation_id, rows[0][0])
@@ -197,7 +199,7 @@ async def _load(conn: _Conn, conversation_id: str, limit: int | None, scope: str
         return record, []
     # The statement finds the head in the record's JSON text; should that not be the head the record holds (it
     # always is for what this package writes), the history is read from the record's head instead.
-    first = [row[3:] for row in rows if row[3] is not None] if rows[0][2] == record.head_id else None
+    first = [row[3:7] for row in rows[1:]] if rows[0][2] == record.head_id else None
     try:
         return record, await _read_chain(conn, record.head_id, limit, first)
     except LookupError:

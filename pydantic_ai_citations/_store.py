@@ -6,7 +6,8 @@ each stored `ModelResponse` that has text, the store keeps its normalised `Cited
 data and the versions that produced it, indexed by cited URL, domain and problem code.
 
 Everything runs on the stdlib `sqlite3` module, in a worker thread (`anyio.to_thread`), on one connection guarded by
-a lock. Writes are single `BEGIN IMMEDIATE` transactions that check the conversation's revision first, so two
+a lock; a few indexed reads, and a save when no other connection is writing, run right away when the connection is
+free (see `_read_now`, `_write_now`). Writes are single `BEGIN IMMEDIATE` transactions that check the conversation's revision first, so two
 writers of one conversation (in this process or another) cannot both win: the second gets Pydantic AI's
 `ConversationConflict`, as with `InMemoryConversationStore`.
 
@@ -49,7 +50,7 @@ from ._answer import CitedAnswer, answer_parts
 from ._checks import shown
 from ._edit import edit_response
 from ._problems import PROBLEM_CODES, CitationProblem, ProblemCode
-from ._urls import GROUNDING_HOST, bare_host, is_grounding_redirect, parent_domains, title_domain, url_host
+from ._urls import GROUNDING_HOST, bare_host, domain_range, host_key, is_grounding_redirect, title_domain, url_host
 
 if TYPE_CHECKING:
     from .support import PageSnapshot
@@ -182,7 +183,8 @@ class _Backfill:
 def _backfill_answers(rows: Sequence[Sequence[Any]]) -> _Statements:
     """v2: the answers of the responses stored before it, from `(entry id, message, owner)` rows.
 
-    A row that cannot be read is left for `read_entry` to report; the migration does not fail on it.
+    Their source index rows are v4's to write (it rebuilds that table in its own format, from the answers). A row
+    that cannot be read is left for `read_entry` to report; the migration does not fail on it.
     """
     found: list[_AnswerRow | None] = []
     for entry_id, blob, owner in rows:
@@ -192,11 +194,11 @@ def _backfill_answers(rows: Sequence[Sequence[Any]]) -> _Statements:
             continue
         if isinstance(message, ModelResponse):
             found.append(_answer_row(entry_id, owner or '', message))
-    return _answer_statements(found, new=True)
+    return _answer_statements(found, new=True, sources=False)
 
 
 def _reindex_answers(rows: Sequence[Sequence[Any]]) -> _Statements:
-    """v3: the source index rows of stored answers (each domain a source is under), from `(entry id, answer)` rows.
+    """v4: the source index rows of stored answers, from `(entry id, answer)` rows.
 
     An answer that cannot be read keeps no index rows; reading it reports it.
     """
@@ -217,7 +219,8 @@ _BACKFILLS: tuple[_Backfill | None, ...] = (
         _backfill_answers,
         (sql.OWNERS_DROP,),
     ),
-    _Backfill((sql.SOURCES_CLEAR,), sql.ANSWERS_BATCH, _reindex_answers),
+    None,  # v3's rebuild of the source index: v4 rebuilds it in its own format
+    _Backfill((), sql.ANSWERS_BATCH, _reindex_answers),
 )
 """`_BACKFILLS[n]`: the data step after `SCHEMA[n]`'s DDL, if any."""
 
@@ -252,11 +255,16 @@ def _v2(conn: sqlite3.Connection) -> None:
 
 
 def _v3(conn: sqlite3.Connection) -> None:
-    """Every domain a source is under (and Gemini's page domains) indexed; rebuilds the source index."""
+    """Every domain a source is under (and Gemini's page domains) indexed: now v4's work (which rebuilds the index)."""
     _migrate_sqlite(conn, 2)
 
 
-MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_v1, _v2, _v3)
+def _v4(conn: sqlite3.Connection) -> None:
+    """URLs and domains in one index, by reversed host (`_urls.host_key`); rebuilds the source index."""
+    _migrate_sqlite(conn, 3)
+
+
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_v1, _v2, _v3, _v4)
 """`MIGRATIONS[n]` upgrades a database from schema version `n` to `n + 1`."""
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -307,6 +315,11 @@ def _user_version(conn: sqlite3.Connection) -> int:
 def _transaction(conn: sqlite3.Connection, begin: str, fn: Callable[[sqlite3.Connection], _T]) -> _T:
     """`fn(conn)` in one transaction; on any error rolled back, and that error raised (never the rollback's)."""
     conn.execute(begin)
+    return _finish(conn, fn)
+
+
+def _finish(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], _T]) -> _T:
+    """`fn(conn)` in the transaction just begun, then committed; on any error rolled back (see `_transaction`)."""
     try:
         result = fn(conn)
         conn.execute('COMMIT')
@@ -370,9 +383,9 @@ def _pydantic_ai_version() -> str:
 
 @dataclass(frozen=True)
 class _SourceKeys:
-    """What an answer is found by: its URLs (each with its host), the other domains its sources are on, documents."""
+    """What an answer is found by: its URLs with their `host_key`s, other domains' `host_key`s, its document ids."""
 
-    urls: list[tuple[str, str | None]]
+    urls: list[tuple[str, str]]
     domains: list[str]
     documents: list[str]
 
@@ -386,27 +399,33 @@ def _key(text: str) -> str:
     return text.replace('\x00', '\ufffd')
 
 
+def _url_key(url: str) -> tuple[str, str]:
+    """`url` (as an index key) and the `host_key` of its host (`''` for a URL without one): its index row's key."""
+    url = _key(url)
+    host = url_host(url)
+    return url, host_key(host) if host is not None else ''
+
+
+_GROUNDING_KEY = host_key(GROUNDING_HOST)
+
+
 def _source_keys(answer: CitedAnswer) -> _SourceKeys:
-    urls: list[tuple[str, str | None]] = []
+    urls: list[tuple[str, str]] = []
     domains: dict[str, None] = {}
     for source in answer.sources:
         if not source.url:
             continue
-        url = _key(source.url)
-        host = url_host(url)
-        urls.append((url, host))
-        if host is not None and '.' in host:  # (a one-label host is under no other domain)
-            for domain in parent_domains(host)[1:]:
-                domains[domain] = None
+        url, key = _url_key(source.url)
+        urls.append((url, key))
         if (
-            host == GROUNDING_HOST
+            key == _GROUNDING_KEY
             and is_grounding_redirect(source.url)
             and (page := title_domain(_key(source.title or '')))
         ):
             # Gemini cites through an opaque redirect and names the page's domain in the title: index that too.
-            domains.update(dict.fromkeys(parent_domains(page)))
-    for _, host in urls:
-        domains.pop(host or '', None)  # already indexed with its URL
+            domains[host_key(page)] = None
+    for _, key in urls:
+        domains.pop(key, None)  # already indexed with its URL
     return _SourceKeys(urls, list(domains), [_key(s.document_id) for s in answer.sources if s.document_id])
 
 
@@ -471,12 +490,18 @@ def _versions() -> tuple[str, str]:
 
 
 def _answer_statements(
-    rows: Sequence[_AnswerRow | None], *, new: bool, upsert: bool = True, versions: tuple[str, str] | None = None
+    rows: Sequence[_AnswerRow | None],
+    *,
+    new: bool,
+    upsert: bool = True,
+    versions: tuple[str, str] | None = None,
+    sources: bool = True,
 ) -> _Statements:
     """The statements that store answers and their index rows: one per table for all the answers of a save.
 
     With `new`, the entries are known to be brand new (no index rows to replace): nothing is deleted first. Without
     `upsert`, answers are inserted as new (a stored one fails the statement). `versions` defaults to `_versions()`.
+    Without `sources`, the answers' source index rows are left out (v2's backfill: v4 writes them).
     """
     found = [row for row in rows if row is not None]
     if not found:
@@ -495,7 +520,8 @@ def _answer_statements(
     if not new:
         ids: list[tuple[object, ...]] = [(row.entry_id,) for row in found]
         statements += [(sql.DELETE_SOURCES, ids), (sql.DELETE_PROBLEMS, ids)]
-    statements += _source_statements([(r.entry_id, r.keys) for r in found])
+    if sources:
+        statements += _source_statements([(r.entry_id, r.keys) for r in found])
     statements.append((sql.INSERT_PROBLEM, [(r.entry_id, code) for r in found for code in r.problems]))
     return statements
 
@@ -503,8 +529,8 @@ def _answer_statements(
 def _source_statements(keys: Sequence[tuple[str, _SourceKeys]]) -> _Statements:
     rows: list[tuple[object, ...]] = []
     for entry_id, k in keys:  # one statement for the three kinds of row
-        rows += [(entry_id, url, host, None) for url, host in k.urls]
-        rows += [(entry_id, None, domain, None) for domain in k.domains]
+        rows += [(entry_id, key, url, None) for url, key in k.urls]
+        rows += [(entry_id, key, '', None) for key in k.domains]
         rows += [(entry_id, None, None, document) for document in k.documents]
     return [(sql.INSERT_SOURCE, rows)]
 
@@ -719,7 +745,7 @@ class _ChainWalk:
         return _entries_from_rows(self.rows[::-1])
 
 
-def _domain_key(domain: str) -> str:
+def _domain_host(domain: str) -> str:
     """The host `answers_citing(domain=...)` looks up."""
     text = _key(domain.strip())
     host = url_host(text if '//' in text else f'//{text}') if '/' in text or ':' in text else bare_host(text)
@@ -788,9 +814,14 @@ class _StoredAnswers(ConversationStore):
         if (url is None) == (domain is None):
             raise UserError(f'Pass exactly one of `url` and `domain`, got url={url!r}, domain={domain!r}.')
         if url is not None:
-            return await self._answers(sql.CITING_URL, (_key(url),))
+            text, key = _url_key(url)
+            return await self._answers(sql.CITING_URL, (key, text))
         assert domain is not None
-        return await self._answers(sql.CITING_DOMAIN, (_domain_key(domain),))
+        host = _domain_host(domain)
+        under = domain_range(host)
+        if under is None:
+            return await self._answers(sql.CITING_HOST, (host_key(host),))
+        return await self._answers(sql.CITING_DOMAIN, under)
 
     async def answers_with_problem(self, code: ProblemCode) -> list[StoredAnswer]:
         """Stored answers whose `CitedAnswer.problems` include `code`.
@@ -819,7 +850,8 @@ class _StoredAnswers(ConversationStore):
         for snapshot in snapshots:
             host = url_host(snapshot.final_url) if snapshot.final_url else None
             if host and host != GROUNDING_HOST and is_grounding_redirect(snapshot.url):
-                rows += [(domain, snapshot.url, domain) for domain in parent_domains(host)]
+                url, redirect_key = _url_key(snapshot.url)
+                rows.append((host_key(host), redirect_key, url, host_key(host)))
         if rows:
             await self._write_statements([(sql.INDEX_RESOLVED, rows)])
 
@@ -871,6 +903,7 @@ class SQLiteConversationStore(_StoredAnswers):
                 f'SQLiteConversationStore: `path` must be a str or path-like (or `:memory:`), got {shown(path)}.'
             )
         self.path = os.fspath(path)
+        self._busy_ms = int(timeout * 1000)
         self._versions = _versions()
         self._lock = threading.Lock()
         self._conn = sqlite3.connect(self.path, timeout=timeout, isolation_level=None, check_same_thread=False)
@@ -913,6 +946,34 @@ class SQLiteConversationStore(_StoredAnswers):
 
     async def _write(self, fn: Callable[[sqlite3.Connection], _T]) -> _T:
         return await self._run(lambda conn: _transaction(conn, 'BEGIN IMMEDIATE', fn))
+
+    async def _write_now(self, fn: Callable[[sqlite3.Connection], _T]) -> _T:
+        """A save's few inserts, run right here when the connection is free and no other connection is writing.
+
+        Else in the worker thread (`_write`), which waits for another writer's lock up to `timeout`: here, nothing is
+        waited for but the commit's flush to disk. A trip to the worker thread and back costs a save about as much
+        as that flush (a third of a millisecond, measured with `benchmarks/bench_store.py`).
+        """
+        if self._lock.acquire(blocking=False):
+            try:
+                if self._guarded(self._begin_now):
+                    return self._guarded(lambda conn: _finish(conn, fn))
+            finally:
+                self._lock.release()
+        return await self._write(fn)
+
+    def _begin_now(self, conn: sqlite3.Connection) -> bool:
+        """`BEGIN IMMEDIATE` without waiting: `False` when another connection holds the write lock."""
+        conn.execute('PRAGMA busy_timeout = 0')
+        try:
+            conn.execute('BEGIN IMMEDIATE')
+        except sqlite3.OperationalError as e:
+            if (getattr(e, 'sqlite_errorname', None) or '').startswith('SQLITE_BUSY'):  # (or `_RECOVERY`, ...)
+                return False
+            raise
+        finally:
+            conn.execute(f'PRAGMA busy_timeout = {self._busy_ms:d}')
+        return True
 
     async def _read(
         self, conversation_id: str, *, limit: int | None = None, scope: str | None = None
@@ -981,7 +1042,7 @@ class SQLiteConversationStore(_StoredAnswers):
             )
             _put_record(conn, record, record_blob, new=expected_revision is None)
 
-        await self._write(write)
+        await self._write_now(write)
 
     async def delete_record(self, conversation_id: str, *, expected_revision: str) -> None:
         def delete(conn: sqlite3.Connection) -> None:

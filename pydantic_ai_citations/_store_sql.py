@@ -1,8 +1,9 @@
 """The store's SQL, shared by the SQLite and PostgreSQL backends: one home for the schema, migrations and queries.
 
-Statements are written once with `?` placeholders and `{blob}` / `{real}` column types; `Dialect.sql` turns them into
-a backend's text (`BLOB` / `BYTEA`, `REAL` / `DOUBLE PRECISION`, `?` / `%s`). Both engines understand the rest as
-written (`ON CONFLICT`, `WITH RECURSIVE`, `CAST`).
+Statements are written once with `?` placeholders, `{blob}` / `{real}` column types and `{bytewise}` for text
+compared byte by byte; `Dialect.sql` turns them into a backend's text (`BLOB` / `BYTEA`, `REAL` / `DOUBLE PRECISION`,
+SQLite's default collation / `COLLATE "C"`, `?` / `%s`). Both engines understand the rest as written (`ON CONFLICT`,
+`WITH RECURSIVE`, `CAST`, partial indexes).
 """
 
 from __future__ import annotations
@@ -19,18 +20,20 @@ class Dialect:
 
     blob: str
     real: str
+    bytewise: str
+    """What follows `TEXT` for a column whose ranges must be byte-ordered (an index range on `host_key`)."""
     placeholder: str
 
     def sql(self, statement: str) -> str:
         """`statement` in this dialect."""
-        text = statement.replace('{blob}', self.blob).replace('{real}', self.real)
+        text = statement.replace('{blob}', self.blob).replace('{real}', self.real).replace('{bytewise}', self.bytewise)
         if self.placeholder == '%s':
             text = text.replace('%', '%%').replace('?', '%s')
         return text
 
 
-SQLITE = Dialect('BLOB', 'REAL', '?')
-POSTGRES = Dialect('BYTEA', 'DOUBLE PRECISION', '%s')
+SQLITE = Dialect('BLOB', 'REAL', '', '?')  # (SQLite's default collation, BINARY, compares bytes)
+POSTGRES = Dialect('BYTEA', 'DOUBLE PRECISION', ' COLLATE "C"', '%s')
 
 
 _VALUES = re.compile(r'^(INSERT INTO \w+ \([^)]*\)) VALUES \((\?(?:, \?)*)\)')
@@ -75,9 +78,20 @@ SCHEMA: tuple[tuple[str, ...], ...] = (
         'CREATE INDEX answer_problems_entry ON answer_problems (entry_id)',
         'CREATE INDEX answer_problems_code ON answer_problems (code)',
     ),
-    # v3: no new tables; `answer_sources` gains a row per domain a source is under (and per page domain a Google
-    # grounding redirect's title names), so a domain query is one indexed equality. The backfill rebuilds it.
+    # v3: no new tables; `answer_sources` gained a row per domain a source is under (and per page domain a Google
+    # grounding redirect's title names). Superseded by v4, which rebuilds the table: its data step is gone.
     (),
+    # v4: one index for URLs and domains. A URL's row keys it by its host's labels reversed (`_urls.host_key`) and
+    # the URL, so a URL is one indexed equality and a domain with every host under it one indexed range, without a
+    # row per parent domain; a Google grounding redirect's page domain is a row with that key and an empty URL, and a
+    # document id a row with neither (not in that index). Fewer rows and indexes to write per answer.
+    (
+        'DROP TABLE answer_sources',
+        'CREATE TABLE answer_sources (entry_id TEXT NOT NULL, host_key TEXT{bytewise}, url TEXT{bytewise}, '
+        'document_id TEXT)',
+        'CREATE INDEX answer_sources_entry ON answer_sources (entry_id)',
+        'CREATE INDEX answer_sources_host ON answer_sources (host_key, url) WHERE host_key IS NOT NULL',
+    ),
 )
 """`SCHEMA[n]`: the DDL that upgrades schema version `n` to `n + 1` (data backfills: `BACKFILLS`)."""
 
@@ -102,7 +116,6 @@ ENTRIES_BATCH = (
     'SELECT e.id, e.message, o.conversation_id FROM entries e LEFT JOIN migrate_owners o ON o.id = e.id '
     'WHERE e.id > ? ORDER BY e.id LIMIT ?'
 )
-SOURCES_CLEAR = 'DELETE FROM answer_sources'
 ANSWERS_BATCH = 'SELECT entry_id, answer FROM answers WHERE entry_id > ? ORDER BY entry_id LIMIT ?'
 
 INSERT_ANSWER = (
@@ -117,12 +130,15 @@ UPSERT_ANSWER = INSERT_ANSWER + (
 )
 DELETE_SOURCES = 'DELETE FROM answer_sources WHERE entry_id = ?'
 DELETE_PROBLEMS = 'DELETE FROM answer_problems WHERE entry_id = ?'
-INSERT_SOURCE = 'INSERT INTO answer_sources (entry_id, url, domain, document_id) VALUES (?, ?, ?, ?)'
-"""One index row: a URL and its host, another domain the answer is found by, or a document id (the rest `NULL`)."""
+INSERT_SOURCE = 'INSERT INTO answer_sources (entry_id, host_key, url, document_id) VALUES (?, ?, ?, ?)'
+"""One index row: a URL with its `host_key` (`''` for a URL without a host), another domain's `host_key` with the URL
+`''`, or a document id (the rest `NULL`)."""
 INDEX_RESOLVED = (
-    # (domain, redirect URL, domain): the domain for every answer citing the URL that is not indexed under it yet.
-    'INSERT INTO answer_sources (entry_id, domain) SELECT DISTINCT s.entry_id, CAST(? AS TEXT) FROM answer_sources s '
-    'WHERE s.url = ? AND NOT EXISTS (SELECT 1 FROM answer_sources d WHERE d.entry_id = s.entry_id AND d.domain = ?)'
+    # (domain key, redirect's host key, redirect URL, domain key): the domain for every answer citing the URL that is
+    # not indexed under it yet.
+    "INSERT INTO answer_sources (entry_id, host_key, url) SELECT DISTINCT s.entry_id, CAST(? AS TEXT), '' "
+    'FROM answer_sources s WHERE s.host_key = ? AND s.url = ? AND NOT EXISTS (SELECT 1 FROM answer_sources d '
+    "WHERE d.entry_id = s.entry_id AND d.host_key = ? AND d.url = '')"
 )
 INSERT_PROBLEM = 'INSERT INTO answer_problems (entry_id, code) VALUES (?, ?)'
 
@@ -172,23 +188,28 @@ _PG_HEAD_AT = 'position(\'"head_id":"\'::bytea in record) + 11'
 PG_LOAD = (
     # PostgreSQL only: `load` in one round trip. The head is read from the record's JSON bytes (the text after
     # `"head_id":"` up to the next quote: a damaged record cannot make that fail, as a JSON cast would); the caller
-    # checks it against the record. The walk carries each entry's columns, so no entry is looked up twice.
+    # checks it against the record. The walk carries each entry's columns, so no entry is looked up twice. The
+    # record's row (depth 0) and the history's rows (depth 1 on) are appended, not joined or sorted (which copied
+    # every message twice more): the caller puts them in depth order.
     'WITH RECURSIVE r AS (SELECT record, scope, encode(substring(record from ' + _PG_HEAD_AT + ' for greatest('
     "position('\"'::bytea in substring(record from " + _PG_HEAD_AT + ")) - 1, 0)), 'escape') AS head "
     'FROM conversations WHERE conversation_id = ?), '
     'chain(id, parent_id, kind, message, depth) AS (SELECT e.id, e.parent_id, e.kind, e.message, 1 FROM entries e '
     'JOIN r ON e.id = r.head UNION ALL SELECT e.id, e.parent_id, e.kind, e.message, c.depth + 1 FROM entries e '
     'JOIN chain c ON e.id = c.parent_id WHERE c.depth < CAST(? AS INTEGER)) '
-    'SELECT CASE WHEN coalesce(c.depth, 1) = 1 THEN r.record END, r.scope, r.head, c.id, c.parent_id, c.kind, '
-    'c.message FROM r LEFT JOIN chain c ON true ORDER BY c.depth'
+    'SELECT record, scope, head, NULL, NULL, NULL, NULL, 0 FROM r UNION ALL '
+    'SELECT NULL, NULL, NULL, id, parent_id, kind, message, depth FROM chain'
 )
 ANSWERS = (
     'SELECT a.entry_id, a.conversation_id, a.answer, a.raw, a.package_version, a.pydantic_ai_version, '
     'a.provider_name, a.model_name, a.response_time, a.stored_at FROM answers a '
 )
 BY_ENTRY = 'WHERE a.entry_id = ?'
-CITING_URL = 'WHERE a.entry_id IN (SELECT entry_id FROM answer_sources WHERE url = ?)'
-CITING_DOMAIN = 'WHERE a.entry_id IN (SELECT entry_id FROM answer_sources WHERE domain = ?)'
+CITING_URL = 'WHERE a.entry_id IN (SELECT entry_id FROM answer_sources WHERE host_key = ? AND url = ?)'
+CITING_DOMAIN = 'WHERE a.entry_id IN (SELECT entry_id FROM answer_sources WHERE host_key >= ? AND host_key < ?)'
+"""A domain and every host under it: the range of their `host_key`s (`_urls.domain_range`)."""
+CITING_HOST = 'WHERE a.entry_id IN (SELECT entry_id FROM answer_sources WHERE host_key = ?)'
+"""A host nothing is under (an IP address, a one-label host): its `host_key` alone."""
 WITH_PROBLEM = 'WHERE a.entry_id IN (SELECT entry_id FROM answer_problems WHERE code = ?)'
 AFTER_ENTRY = 'WHERE a.entry_id > ?'
 BY_STORED = ' ORDER BY a.stored_at, a.entry_id'

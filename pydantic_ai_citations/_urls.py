@@ -49,13 +49,23 @@ def title_domain(title: str | None) -> str | None:
     return host if _DOMAIN_RE.fullmatch(host) else None
 
 
-def parent_domains(host: str) -> list[str]:
-    """`host` and the domains it is under, down to two labels.
+def host_key(host: str) -> str:
+    """`host` as an index key: its labels last to first, each followed by a dot.
 
-    `a.b.example.com` gives `[a.b.example.com, b.example.com, example.com]`; an IP address or a one-label host is
-    only itself.
+    `docs.pydantic.dev` gives `dev.pydantic.docs.`. Byte-ordered, the keys of the hosts under a domain follow the domain's own key and start with it: one range of
+    keys (`domain_range`) holds a domain and everything under it.
     """
-    labels = host.split('.')
-    if ':' in host or labels[-1].isdigit():  # an IP address (no top-level domain is all digits)
-        return [host]
-    return ['.'.join(labels[i:]) for i in range(max(len(labels) - 1, 1))]
+    return '.'.join(reversed(host.split('.'))) + '.'
+
+
+def domain_range(domain: str) -> tuple[str, str] | None:
+    """The `host_key`s of `domain` and of every host under it, as the byte range `[low, high)`.
+
+    `None` when no other host is under `domain`: an IP address (no top-level domain is all digits) or a one-label
+    host (a top-level domain alone is no domain to search under) is only itself, its `host_key`.
+    """
+    labels = domain.split('.')
+    if ':' in domain or len(labels) < 2 or labels[-1].isdigit():
+        return None
+    low = host_key(domain)
+    return low, low[:-1] + '/'  # (`/` is the byte after `.`)

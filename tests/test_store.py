@@ -382,7 +382,7 @@ async def test_migrations_from_v0_and_v1(tmp_path: Path) -> None:
         store.close()
     with sqlite3.connect(tmp_path / 'full.db') as raw:
         assert raw.execute('PRAGMA user_version').fetchone()[0] == SCHEMA_VERSION
-        assert [r[0] for r in raw.execute('SELECT version FROM schema_migrations ORDER BY version')] == [1, 2, 3]
+        assert [r[0] for r in raw.execute('SELECT version FROM schema_migrations ORDER BY version')] == [1, 2, 3, 4]
         raw.execute(f'PRAGMA user_version = {SCHEMA_VERSION + 1}')
     with pytest.raises(UserError, match='newer than this package supports'):
         SQLiteConversationStore(tmp_path / 'full.db')
@@ -464,7 +464,7 @@ async def test_postgres_migrations_from_v0_and_v1(pg_dsn: str) -> None:
         assert found.conversation_id == 'c'
         assert found.answer.text == TEXT
         versions = raw_execute('postgres', target, 'SELECT version FROM schema_migrations ORDER BY version')
-        assert [v for (v,) in versions] == [1, 2, 3]
+        assert [v for (v,) in versions] == [1, 2, 3, 4]
         raw_execute(
             'postgres', target, 'INSERT INTO schema_migrations VALUES (?, ?, ?)', (SCHEMA_VERSION + 1, 'x', 'x')
         )
@@ -903,34 +903,47 @@ async def test_lone_surrogates_refused_at_save_on_both_backends(store: Store) ->
     assert dump(loaded.messages) == dump(bad.messages)
 
 
+V3_SOURCES = (
+    'CREATE TABLE answer_sources (entry_id TEXT NOT NULL, url TEXT, domain TEXT, document_id TEXT)',
+    'CREATE INDEX answer_sources_entry ON answer_sources (entry_id)',
+    'CREATE INDEX answer_sources_url ON answer_sources (url)',
+    'CREATE INDEX answer_sources_domain ON answer_sources (domain)',
+)
+"""The source index of schema v3 (a row per URL and per domain above its host)."""
+
+
 @pytest.mark.anyio
-async def test_migration_v2_to_v3_reindexes_in_batches(
+async def test_migration_v3_to_v4_reindexes_in_batches(
     open_store: Opener, backend: str, target: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A v2 database indexed each URL's host only: v3 adds the domains above it and Gemini's page domains, batch by
-    batch; an answer that cannot be read is left for reading it to report."""
+    """A v3 database kept a row per URL and per domain above each host: v4 replaces that table with one keyed by
+    reversed host, rebuilt from the answers batch by batch; an answer that cannot be read is left for reading it to
+    report."""
     monkeypatch.setattr('pydantic_ai_citations._store.BACKFILL_BATCH', 2)
     store = await open_store()
     redirect = 'https://vertexaisearch.cloud.google.com/grounding-api-redirect/X'
     ids = await save_answers(
         store, [cited(f'https://n{n}.blog.example.com/') for n in range(4)] + [cited(redirect, title='pydantic.dev')]
     )
-    raw_execute(backend, target, 'DELETE FROM answer_sources WHERE url IS NULL AND document_id IS NULL')
-    raw_execute(backend, target, 'DELETE FROM schema_migrations WHERE version > 2')
+    raw_execute(backend, target, 'DROP TABLE answer_sources')
+    for statement in V3_SOURCES:
+        raw_execute(backend, target, statement)
+    raw_execute(backend, target, "INSERT INTO answer_sources (entry_id, domain) VALUES ('gone', 'example.com')")
+    raw_execute(backend, target, 'DELETE FROM schema_migrations WHERE version > 3')
     if backend == 'sqlite':
-        raw_execute(backend, target, 'PRAGMA user_version = 2')
+        raw_execute(backend, target, 'PRAGMA user_version = 3')
     raw_execute(backend, target, 'UPDATE answers SET answer = ? WHERE entry_id = ?', (b'{"broken', ids[0]))
-    assert await store.answers_citing(domain='example.com') == []  # v2's index: hosts only
     await close(store)
     migrated = await open_store()  # migrates
-    found = [a.entry_id for a in await migrated.answers_citing(domain='n1.blog.example.com')]
-    assert found == [ids[1]]
-    # every answer but the unreadable one is indexed under its domains again
-    rows = raw_execute(backend, target, "SELECT DISTINCT entry_id FROM answer_sources WHERE domain = 'example.com'")
-    assert sorted(r[0] for r in rows) == sorted(ids[1:4])
+    assert [a.entry_id for a in await migrated.answers_citing(domain='n1.blog.example.com')] == [ids[1]]
+    assert sorted(a.entry_id for a in await migrated.answers_citing(domain='example.com')) == sorted(ids[1:4])
+    assert [a.entry_id for a in await migrated.answers_citing(url='https://n2.blog.example.com/')] == [ids[2]]
     assert [a.entry_id for a in await migrated.answers_citing(domain='pydantic.dev')] == [ids[4]]
+    # every answer but the unreadable one is indexed again, and the old rows are gone
+    rows = raw_execute(backend, target, 'SELECT DISTINCT entry_id FROM answer_sources')
+    assert sorted(r[0] for r in rows) == sorted(ids[1:])
     versions = raw_execute(backend, target, 'SELECT version FROM schema_migrations ORDER BY version')
-    assert [v for (v,) in versions] == [1, 2, 3]
+    assert [v for (v,) in versions] == [1, 2, 3, 4]
 
 
 @pytest.mark.anyio
@@ -1186,11 +1199,41 @@ async def test_sqlite_reads_wait_for_a_busy_connection(tmp_path: Path) -> None:
         store.close()
 
 
+@pytest.mark.anyio
+async def test_sqlite_save_waits_for_another_writer_in_the_worker_thread(tmp_path: Path) -> None:
+    """A save runs right away when the connection is free, but never waits there for another connection's write lock
+    (or for this process's other use of the connection): it goes to the worker thread, which waits (up to
+    `timeout`)."""
+    import threading
+
+    path = tmp_path / 'writers.db'
+    store = SQLiteConversationStore(path)
+    other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    try:
+        other.execute('BEGIN IMMEDIATE')  # another writer holds the lock for a while
+        threading.Timer(0.2, lambda: other.execute('COMMIT')).start()
+        await saved_chain(store, 'w', turns=1)
+        loaded = await store.load('w')
+        assert loaded is not None
+        assert len(loaded.messages) == 2
+        store._lock.acquire()  # pyright: ignore[reportPrivateUsage]  # the connection busy in this process
+        threading.Timer(0.2, store._lock.release).start()  # pyright: ignore[reportPrivateUsage]
+        await saved_chain(store, 'x', turns=1)
+        assert await store.load('x') is not None
+        busy = sqlite3.connect(':memory:', isolation_level=None)
+        busy.execute('BEGIN')
+        with pytest.raises(sqlite3.OperationalError, match='within a transaction'):  # not a busy lock: raised
+            store._begin_now(busy)  # pyright: ignore[reportPrivateUsage]
+    finally:
+        other.close()
+        store.close()
+
+
 def test_versions_and_hosts(monkeypatch: pytest.MonkeyPatch) -> None:
     import importlib.metadata
 
     from pydantic_ai_citations import _store
-    from pydantic_ai_citations._urls import is_grounding_redirect, parent_domains, title_domain
+    from pydantic_ai_citations._urls import domain_range, host_key, is_grounding_redirect, title_domain
 
     def missing(name: str) -> str:
         raise importlib.metadata.PackageNotFoundError(name)
@@ -1202,10 +1245,18 @@ def test_versions_and_hosts(monkeypatch: pytest.MonkeyPatch) -> None:
     assert title_domain(None) is None
     assert title_domain('Pydantic docs') is None
     assert title_domain('WWW.Example.COM.') == 'example.com'
-    assert parent_domains('a.b.example.com') == ['a.b.example.com', 'b.example.com', 'example.com']
-    assert parent_domains('localhost') == ['localhost']
-    assert parent_domains('10.0.0.1') == ['10.0.0.1']
-    assert parent_domains('::1') == ['::1']
+    assert host_key('a.b.example.com') == 'com.example.b.a.'
+    assert domain_range('example.com') == ('com.example.', 'com.example/')
+    low, high = domain_range('example.com') or ('', '')
+    under = [
+        h
+        for h in ('example.com', 'a.b.example.com', 'example-x.com', 'xexample.com', 'example.co')
+        if low <= host_key(h) < high
+    ]
+    assert under == ['example.com', 'a.b.example.com']
+    assert domain_range('localhost') is None  # a one-label host (or a top-level domain alone) is only itself
+    assert domain_range('10.0.0.1') is None  # as is an IP address
+    assert domain_range('::1') is None
 
 
 def _host_by_urlsplit(url: str) -> str | None:
@@ -1269,7 +1320,7 @@ async def test_snapshots_index_where_grounding_redirects_led(store: Store, backe
     ]
     await store.index_snapshots(snapshots)
     await store.index_snapshots(snapshots)  # twice: nothing doubled
-    count = "SELECT count(*) FROM answer_sources WHERE domain = 'realpage.org'"
+    count = "SELECT count(*) FROM answer_sources WHERE host_key = 'org.realpage.docs.'"
     assert raw_execute(backend, target, count)[0][0] == 1
     assert [a.entry_id for a in await store.answers_citing(domain='realpage.org')] == [gemini]
     assert [a.entry_id for a in await store.answers_citing(domain='docs.realpage.org')] == [gemini]
@@ -1318,14 +1369,21 @@ INDEXED_QUERIES = [
     pytest.param(sql.ENTRY, ('e',), id='read_entry'),
     pytest.param(sql.RECORDS + sql.RECORDS_IN_SCOPE + sql.RECORDS_ORDER + sql.LIMIT, ('s', 3), id='records in scope'),
     pytest.param(sql.ANSWERS + sql.BY_ENTRY + sql.BY_STORED, ('e',), id='answer'),
-    pytest.param(sql.ANSWERS + sql.CITING_URL + sql.BY_STORED, ('https://a.example/',), id='answers citing a URL'),
-    pytest.param(sql.ANSWERS + sql.CITING_DOMAIN + sql.BY_STORED, ('example.com',), id='answers citing a domain'),
+    pytest.param(
+        sql.ANSWERS + sql.CITING_URL + sql.BY_STORED, ('example.a.', 'https://a.example/'), id='answers citing a URL'
+    ),
+    pytest.param(
+        sql.ANSWERS + sql.CITING_DOMAIN + sql.BY_STORED, ('com.example.', 'com.example/'), id='answers citing a domain'
+    ),
+    pytest.param(sql.ANSWERS + sql.CITING_HOST + sql.BY_STORED, ('localhost.',), id='answers citing a one-label host'),
     pytest.param(sql.ANSWERS + sql.WITH_PROBLEM + sql.BY_STORED, ('unresolved_marker',), id='answers with a problem'),
     pytest.param(sql.ANSWERS + sql.AFTER_ENTRY + sql.BY_ENTRY_ID + sql.LIMIT, ('e', 3), id='iter_answers'),
     pytest.param(sql.DELETE_SOURCES, ('e',), id="an answer's sources replaced"),
     pytest.param(sql.DELETE_PROBLEMS, ('e',), id="an answer's problems replaced"),
     pytest.param(sql.DELETE_TIPS, ('c',), id='tips replaced'),
-    pytest.param(sql.INDEX_RESOLVED, ('example.com', 'https://a.example/', 'example.com'), id='index_snapshots'),
+    pytest.param(
+        sql.INDEX_RESOLVED, ('com.example.', 'example.a.', 'https://a.example/', 'com.example.'), id='index_snapshots'
+    ),
 ]
 """Every statement a read or a write runs, but `delete`'s garbage collection (which reads what is left whole) and
 the listing of all records (`read_records` without a scope: newest first, along its index)."""
@@ -1379,8 +1437,8 @@ async def test_latest_records_walk_their_index(store: Store, backend: str, targe
 @pytest.mark.anyio
 async def test_query_plans_tell_a_whole_read(store: Store, backend: str, target: str) -> None:
     """The check above sees a query that no index serves (here: the URL index dropped)."""
-    raw_execute(backend, target, 'DROP INDEX answer_sources_url')
-    plan = query_plan(backend, target, sql.ANSWERS + sql.CITING_URL, ('https://a.example/',))
+    raw_execute(backend, target, 'DROP INDEX answer_sources_host')
+    plan = query_plan(backend, target, sql.ANSWERS + sql.CITING_URL, ('example.a.', 'https://a.example/'))
     assert whole_reads(backend, plan) != [], plan
 
 
