@@ -968,7 +968,7 @@ class SQLiteConversationStore(_StoredAnswers):
         try:
             conn.execute('BEGIN IMMEDIATE')
         except sqlite3.OperationalError as e:
-            if (getattr(e, 'sqlite_errorname', None) or '').startswith('SQLITE_BUSY'):  # (or `_RECOVERY`, ...)
+            if getattr(e, 'sqlite_errorname', None) == 'SQLITE_BUSY':
                 return False
             raise
         finally:
