@@ -6,8 +6,7 @@ each stored `ModelResponse` that has text, the store keeps its normalised `Cited
 data and the versions that produced it, indexed by cited URL, domain and problem code.
 
 Everything runs on the stdlib `sqlite3` module, in a worker thread (`anyio.to_thread`), on one connection guarded by
-a lock; a few indexed reads, and a save when no other connection is writing, run right away when the connection is
-free (see `_read_now`, `_write_now`). Writes are single `BEGIN IMMEDIATE` transactions that check the conversation's revision first, so two
+a lock. Writes are single `BEGIN IMMEDIATE` transactions that check the conversation's revision first, so two
 writers of one conversation (in this process or another) cannot both win: the second gets Pydantic AI's
 `ConversationConflict`, as with `InMemoryConversationStore`.
 
@@ -315,11 +314,6 @@ def _user_version(conn: sqlite3.Connection) -> int:
 def _transaction(conn: sqlite3.Connection, begin: str, fn: Callable[[sqlite3.Connection], _T]) -> _T:
     """`fn(conn)` in one transaction; on any error rolled back, and that error raised (never the rollback's)."""
     conn.execute(begin)
-    return _finish(conn, fn)
-
-
-def _finish(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], _T]) -> _T:
-    """`fn(conn)` in the transaction just begun, then committed; on any error rolled back (see `_transaction`)."""
     try:
         result = fn(conn)
         conn.execute('COMMIT')
@@ -903,7 +897,6 @@ class SQLiteConversationStore(_StoredAnswers):
                 f'SQLiteConversationStore: `path` must be a str or path-like (or `:memory:`), got {shown(path)}.'
             )
         self.path = os.fspath(path)
-        self._busy_ms = int(timeout * 1000)
         self._versions = _versions()
         self._lock = threading.Lock()
         self._conn = sqlite3.connect(self.path, timeout=timeout, isolation_level=None, check_same_thread=False)
@@ -946,34 +939,6 @@ class SQLiteConversationStore(_StoredAnswers):
 
     async def _write(self, fn: Callable[[sqlite3.Connection], _T]) -> _T:
         return await self._run(lambda conn: _transaction(conn, 'BEGIN IMMEDIATE', fn))
-
-    async def _write_now(self, fn: Callable[[sqlite3.Connection], _T]) -> _T:
-        """A save's few inserts, run right here when the connection is free and no other connection is writing.
-
-        Else in the worker thread (`_write`), which waits for another writer's lock up to `timeout`: here, nothing is
-        waited for but the commit's flush to disk. A trip to the worker thread and back costs a save about as much
-        as that flush (a third of a millisecond, measured with `benchmarks/bench_store.py`).
-        """
-        if self._lock.acquire(blocking=False):
-            try:
-                if self._guarded(self._begin_now):
-                    return self._guarded(lambda conn: _finish(conn, fn))
-            finally:
-                self._lock.release()
-        return await self._write(fn)
-
-    def _begin_now(self, conn: sqlite3.Connection) -> bool:
-        """`BEGIN IMMEDIATE` without waiting: `False` when another connection holds the write lock."""
-        conn.execute('PRAGMA busy_timeout = 0')
-        try:
-            conn.execute('BEGIN IMMEDIATE')
-        except sqlite3.OperationalError as e:
-            if getattr(e, 'sqlite_errorname', None) == 'SQLITE_BUSY':
-                return False
-            raise
-        finally:
-            conn.execute(f'PRAGMA busy_timeout = {self._busy_ms:d}')
-        return True
 
     async def _read(
         self, conversation_id: str, *, limit: int | None = None, scope: str | None = None
@@ -1042,7 +1007,7 @@ class SQLiteConversationStore(_StoredAnswers):
             )
             _put_record(conn, record, record_blob, new=expected_revision is None)
 
-        await self._write_now(write)
+        await self._write(write)
 
     async def delete_record(self, conversation_id: str, *, expected_revision: str) -> None:
         def delete(conn: sqlite3.Connection) -> None:

@@ -1199,36 +1199,6 @@ async def test_sqlite_reads_wait_for_a_busy_connection(tmp_path: Path) -> None:
         store.close()
 
 
-@pytest.mark.anyio
-async def test_sqlite_save_waits_for_another_writer_in_the_worker_thread(tmp_path: Path) -> None:
-    """A save runs right away when the connection is free, but never waits there for another connection's write lock
-    (or for this process's other use of the connection): it goes to the worker thread, which waits (up to
-    `timeout`)."""
-    import threading
-
-    path = tmp_path / 'writers.db'
-    store = SQLiteConversationStore(path)
-    other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-    try:
-        other.execute('BEGIN IMMEDIATE')  # another writer holds the lock for a while
-        threading.Timer(0.2, lambda: other.execute('COMMIT')).start()
-        await saved_chain(store, 'w', turns=1)
-        loaded = await store.load('w')
-        assert loaded is not None
-        assert len(loaded.messages) == 2
-        store._lock.acquire()  # pyright: ignore[reportPrivateUsage]  # the connection busy in this process
-        threading.Timer(0.2, store._lock.release).start()  # pyright: ignore[reportPrivateUsage]
-        await saved_chain(store, 'x', turns=1)
-        assert await store.load('x') is not None
-        busy = sqlite3.connect(':memory:', isolation_level=None)
-        busy.execute('BEGIN')
-        with pytest.raises(sqlite3.OperationalError, match='within a transaction'):  # not a busy lock: raised
-            store._begin_now(busy)  # pyright: ignore[reportPrivateUsage]
-    finally:
-        other.close()
-        store.close()
-
-
 def test_versions_and_hosts(monkeypatch: pytest.MonkeyPatch) -> None:
     import importlib.metadata
 
