@@ -97,7 +97,7 @@ def straightforward(page: str, claims: list[str]) -> list[str | None]:
 
 
 def package(page: str, claims: list[str]) -> list[str | None]:
-    index = PassageIndex(split_passages(page), stems=_cold.stems)
+    index = PassageIndex(split_passages(page), stems=_Cold.stems)
     index.expect(len(claims))
     out: list[str | None] = []
     for claim in claims:
@@ -108,15 +108,13 @@ def package(page: str, claims: list[str]) -> list[str | None]:
 
 class _Cold:
     stems = StemCache()
-
-
-_cold = _Cold()
+    """The package's stem cache for one cold run (new in `cold`)."""
 
 
 def cold() -> None:
     # A new stem cache, shared by the pages of one run as `check_support` and an audit share theirs; the stemmers
     # themselves are made anew (with PyStemmer: empty C caches).
-    _cold.stems = StemCache()
+    _Cold.stems = StemCache()
     _stemmer.cache_clear()
 
 
@@ -200,7 +198,7 @@ def phases(method: str, pages: list[Page], cases: list[ClaimCase]) -> tuple[floa
         if method == 'package':
             passages = split_passages(pages[n].html)
             t1 = time.process_time()
-            page_index = PassageIndex(passages, stems=_cold.stems)
+            page_index = PassageIndex(passages, stems=_Cold.stems)
             page_index.expect(len(texts))
             t2 = time.process_time()
             for claim in texts:

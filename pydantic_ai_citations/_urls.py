@@ -52,8 +52,8 @@ def title_domain(title: str | None) -> str | None:
 def host_key(host: str) -> str:
     """`host` as an index key: its labels last to first, each followed by a dot.
 
-    `docs.pydantic.dev` gives `dev.pydantic.docs.`. Byte-ordered, the keys of the hosts under a domain follow the domain's own key and start with it: one range of
-    keys (`domain_range`) holds a domain and everything under it.
+    `docs.pydantic.dev` gives `dev.pydantic.docs.`. Byte-ordered, the keys of the hosts under a domain follow the
+    domain's own key and start with it: one range of keys (`domain_range`) holds a domain and everything under it.
     """
     return '.'.join(reversed(host.split('.'))) + '.'
 

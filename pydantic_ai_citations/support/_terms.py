@@ -217,9 +217,7 @@ class StemCache:
 
     def terms(self, words: Collection[str], latin: str) -> dict[str, str | None]:
         """`term_map(words, latin)`, stemming only the words it does not hold yet (and keeping them)."""
-        table = self._tables.get(latin)
-        if table is None:
-            table = self._tables[latin] = {}
+        table = self._tables.setdefault(latin, {})
         missing = set(words).difference(table)
         if missing:
             if len(self) + len(missing) > self.limit:
@@ -233,7 +231,7 @@ class StemCache:
 def term_map(words: Collection[str], latin: str) -> dict[str, str | None]:
     """`term_of` of each of `words` (distinct), stemmed in one call per algorithm (one C call with PyStemmer).
 
-    Callers keep the result as the stem cache of one page: nothing is cached here.
+    Callers keep the result (a page's index, or a `StemCache` for many pages): nothing is cached here.
     """
     out: dict[str, str | None] = dict.fromkeys(words)
     if ''.join(words).isascii():
