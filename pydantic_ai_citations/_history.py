@@ -210,8 +210,9 @@ def _strip_for(
     problems: list[CitationProblem] = []
     new_parts: dict[int, list[Any]] = {}
     destination = ''
+    accepts = _accepts(model)
     for message_index, message, part_index, part, markup in _candidates(messages, marked):
-        if model.accepts_stateless_artifacts(message, part):
+        if accepts(message, part):
             continue  # the same provider: sent exactly as Pydantic AI would send it
         stripped, removed = strip_citation_markers(part, markup)
         if not removed:
@@ -237,6 +238,26 @@ def _strip_for(
         assert isinstance(message, ModelResponse)
         out[message_index] = copy_with(message, parts=cast(list[TextPart], parts))
     return out, problems
+
+
+def _accepts(model: Model) -> Callable[[ModelResponse, TextPart], bool]:
+    """`model.accepts_stateless_artifacts`, asked once per provider of a history.
+
+    Pydantic AI's own method reads only the model's systems and the names, `canonical_system` and `provider_url` that
+    say where the part came from: its answer is kept by those. A model that overrides the method is asked every time.
+    """
+    if type(model).accepts_stateless_artifacts is not Model.accepts_stateless_artifacts:
+        return model.accepts_stateless_artifacts
+    answers: dict[tuple[str | None, str | None, str | None, str | None], bool] = {}
+
+    def accepts(response: ModelResponse, part: TextPart) -> bool:
+        key = (part.provider_name, response.provider_name, response.canonical_system, response.provider_url)
+        answer = answers.get(key)
+        if answer is None:
+            answer = answers[key] = model.accepts_stateless_artifacts(response, part)
+        return answer
+
+    return accepts
 
 
 def _clean_fallback(model: Model, state: _RunState) -> Model:

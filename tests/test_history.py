@@ -953,3 +953,52 @@ async def test_a_stored_history_with_first_form_anchor_prints_is_repaired() -> N
     assert find_stale(result.all_messages()) == []
     assert repaired.metadata is not None
     assert [len(p) for p in repaired.metadata[METADATA_KEY]['anchors']['0']] == [5, 5]  # printed afresh
+
+
+def _marked_response(provider_name: str, **fields: Any) -> ModelResponse:
+    text = f'From {provider_name}: Pydantic is fast. \ue200cite\ue202turn0search0\ue201'
+    part = TextPart(
+        text,
+        provider_name=provider_name,
+        citations=[Citation([web('https://a.example/1')], anchor=ContentCitationAnchor(start=0, end=10))],
+    )
+    return ModelResponse(parts=[part], provider_name=provider_name, **fields)
+
+
+def test_strip_for_asks_each_provider_once_and_answers_as_the_model_would() -> None:
+    from pydantic_ai.models.openai import OpenAIResponsesModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    from pydantic_ai_citations._history import _strip_for  # pyright: ignore[reportPrivateUsage]
+
+    history: list[ModelMessage] = []
+    for name, fields in [
+        ('openai', {}),
+        ('openai', {'canonical_system': 'azure'}),  # same name, another system: asked apart
+        ('anthropic', {}),
+        ('openai', {}),
+        ('google', {'provider_url': 'https://generativelanguage.googleapis.com/'}),
+        ('openai', {'canonical_system': 'azure'}),
+    ]:
+        history += [ModelRequest([UserPromptPart('q')]), _marked_response(name, **fields)]
+    model = OpenAIResponsesModel('gpt-5', provider=OpenAIProvider(api_key='x'))
+    expected = [
+        i
+        for i, m in enumerate(history)
+        if isinstance(m, ModelResponse) and not model.accepts_stateless_artifacts(m, m.parts[0])
+    ]
+    cleaned, problems = _strip_for(model, history)
+    assert cleaned is not None
+    assert [p.message_index for p in problems] == expected == [3, 5, 9, 11]
+    assert all('\ue200' not in cast(TextPart, cast(ModelResponse, cleaned[i]).parts[0]).content for i in expected)
+    assert cleaned[1] is history[1] and cleaned[7] is history[7]  # the model's own: sent as they are
+
+    asked: list[str | None] = []
+
+    class Asking(OpenAIResponsesModel):
+        def accepts_stateless_artifacts(self, response: ModelResponse, part: ModelResponsePart | None = None) -> bool:
+            asked.append(response.provider_name)
+            return False  # its own rule: nothing is its own
+
+    _, problems = _strip_for(Asking('gpt-5', provider=OpenAIProvider(api_key='x')), history)
+    assert len(asked) == len(problems) == 6  # an override is asked for every part: its answer may read anything
