@@ -248,9 +248,12 @@ def term_map(words: Collection[str], latin: str) -> dict[str, str | None]:
 _HEAD = itemgetter(slice(0, 2))  # a word's first two letters, read in C
 
 
+_LONE = frozenset(chr(c) for c in range(128)) - frozenset('0123456789')
+"""The one-character ASCII words that have no term (a lone digit is its own)."""
+
+
 def _ascii_terms(out: dict[str, str | None], words: Collection[str], latin: str) -> None:
-    stop = STOP_WORDS.get(latin, frozenset())
-    plain = [w for w in words if w not in stop and (len(w) > 1 or w.isdigit())]
+    plain = list(set(words).difference(STOP_WORDS.get(latin, ()), _LONE))  # (in C; the order is any)
     stems = _stemmer(latin).stemWords(plain)
     out.update(zip(plain, stems, strict=True))
     # A stem that does not keep its word's first two letters (an ASCII word's key is its head) is not used; compared
@@ -265,8 +268,14 @@ def _other_terms(out: dict[str, str | None], words: list[str], algorithm: str) -
     stop = STOP_WORDS.get(algorithm, frozenset())
     spelled = [w.replace('ё', 'е') for w in words] if algorithm == 'russian' else words
     kept = [(w, s) for w, s in zip(words, spelled, strict=True) if s not in stop and (len(s) > 1 or s.isdigit())]
-    stems = _stemmer(algorithm).stemWords([s for _, s in kept])
-    for (word, spelling), stem in zip(kept, stems, strict=True):
+    spellings = [s for _, s in kept]
+    stems = _stemmer(algorithm).stemWords(spellings)
+    out.update(zip([w for w, _ in kept], stems, strict=True))
+    # A key is a function of the first two letters (each folds to one letter or more): a stem that keeps its word's
+    # first two letters keeps its key. Only the others are looked at, as in `_ascii_terms`.
+    for (word, spelling), stem in compress(
+        zip(kept, stems, strict=True), map(ne, map(_HEAD, stems), map(_HEAD, spellings))
+    ):
         out[word] = stem if len(stem) >= 2 and term_key(stem) == term_key(spelling) else spelling
 
 
