@@ -23,7 +23,7 @@ from pydantic_ai_citations.support import (
 )
 from pydantic_ai_citations.support._report import check_lexical, page_cache
 from pydantic_ai_citations.support._score import coverage
-from pydantic_ai_citations.support._terms import term_map, tokens
+from pydantic_ai_citations.support._terms import term_map, term_of, tokens
 
 TRAPS = (Path(__file__).parent / 'pages' / 'traps.html').read_text(encoding='utf-8')
 
@@ -381,6 +381,23 @@ def test_an_english_term_keeps_the_beginning_of_its_words():
     words = {b + s for b in bases for s in suffixes} | {b[:-1] + s for b in bases for s in suffixes}
     for word, term in term_map(sorted(words), 'english').items():
         assert term is None or word.startswith(term[: max(2, len(term) - 2)]), (word, term)
+
+
+_WORD_CHARS = st.sampled_from('aeiostxyzAZ019éèàüößçñёеёжшяЁİıﬁ한국٣')
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.text(_WORD_CHARS, min_size=1, max_size=9) | st.sampled_from(['the', 'и', 'été', 'lying', 'ёлка']),
+        max_size=30,
+    ),
+    st.sampled_from(['english', 'german', 'french', 'russian']),
+)
+def test_term_map_is_term_of_for_every_word(words: list[str], latin: str):
+    """Stemming a batch (one C call per algorithm, stop and one-letter words dropped in C) gives each word the term
+    `term_of` gives it alone: stop words, lone letters, upper case, diacritics, Cyrillic and other scripts."""
+    assert term_map(words, latin) == {word: term_of(word, latin) for word in words}
 
 
 @settings(max_examples=200, deadline=None)
