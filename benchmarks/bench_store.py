@@ -84,7 +84,17 @@ def conversation(n: int) -> list[ModelMessage]:
     return messages
 
 
-DATA = [conversation(n) for n in range(CONVERSATIONS)]
+Data = list[list[ModelMessage]]
+
+
+@pytest.fixture(scope='module')
+def data() -> Data:
+    """The conversations, made for this module's tests and released after them.
+
+    Not made at import: `python3 dev.py bench` collects every benchmark module in one process, and these 300,000
+    objects would make every garbage collection of the benchmarks after this one longer.
+    """
+    return [conversation(n) for n in range(CONVERSATIONS)]
 
 
 async def timed(fn: Callable[[], Awaitable[Any]]) -> float:
@@ -96,33 +106,33 @@ async def timed(fn: Callable[[], Awaitable[Any]]) -> float:
 # --- baselines ------------------------------------------------------------------------------------------------------
 
 
-def sqlite_blob(path: str) -> tuple[Callable[[], Awaitable[None]], Callable[[], Awaitable[None]]]:
+def sqlite_blob(path: str, data: Data) -> tuple[Callable[[], Awaitable[None]], Callable[[], Awaitable[None]]]:
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute('PRAGMA journal_mode = WAL')
     conn.execute('CREATE TABLE c (id TEXT PRIMARY KEY, messages BLOB NOT NULL)')
 
     async def write() -> None:
-        for n, messages in enumerate(DATA):
+        for n, messages in enumerate(data):
             conn.execute('BEGIN')
             conn.execute('INSERT INTO c VALUES (?, ?)', (f'c{n}', ModelMessagesTypeAdapter.dump_json(messages)))
             conn.execute('COMMIT')
 
     async def read() -> None:
-        for n in range(len(DATA)):
+        for n in range(len(data)):
             (blob,) = conn.execute('SELECT messages FROM c WHERE id = ?', (f'c{n}',)).fetchone()
             ModelMessagesTypeAdapter.validate_json(blob)
 
     return write, read
 
 
-def postgres_blob(dsn: str) -> tuple[Callable[[], Awaitable[None]], Callable[[], Awaitable[None]]]:
+def postgres_blob(dsn: str, data: Data) -> tuple[Callable[[], Awaitable[None]], Callable[[], Awaitable[None]]]:
     import psycopg
 
     async def write() -> None:
         async with await psycopg.AsyncConnection.connect(dsn) as conn:
             await conn.execute('CREATE TABLE c (id TEXT PRIMARY KEY, messages BYTEA NOT NULL)')
             await conn.commit()
-            for n, messages in enumerate(DATA):
+            for n, messages in enumerate(data):
                 async with conn.transaction():
                     await conn.execute(
                         'INSERT INTO c VALUES (%s, %s)', (f'c{n}', ModelMessagesTypeAdapter.dump_json(messages))
@@ -130,7 +140,7 @@ def postgres_blob(dsn: str) -> tuple[Callable[[], Awaitable[None]], Callable[[],
 
     async def read() -> None:
         async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
-            for n in range(len(DATA)):
+            for n in range(len(data)):
                 cur = await conn.execute('SELECT messages FROM c WHERE id = %s', (f'c{n}',))
                 row = await cur.fetchone()
                 assert row is not None
@@ -139,13 +149,13 @@ def postgres_blob(dsn: str) -> tuple[Callable[[], Awaitable[None]], Callable[[],
     return write, read
 
 
-def store_ops(store: Any) -> tuple[Callable[[], Awaitable[None]], Callable[[], Awaitable[None]]]:
+def store_ops(store: Any, data: Data) -> tuple[Callable[[], Awaitable[None]], Callable[[], Awaitable[None]]]:
     async def write() -> None:
-        for n, messages in enumerate(DATA):
+        for n, messages in enumerate(data):
             await store.save(Conversation(conversation_id=f'c{n}', messages=messages))
 
     async def read() -> None:
-        for n in range(len(DATA)):
+        for n in range(len(data)):
             loaded = await store.load(f'c{n}')
             assert loaded is not None
             assert len(loaded.messages) == 2 * TURNS
@@ -157,6 +167,7 @@ async def measure(
     make_baseline: Callable[[], tuple[Callable[[], Awaitable[None]], Callable[[], Awaitable[None]]]],
     make_store: Callable[[], Awaitable[Any]],
     close: Callable[[Any], Awaitable[None]],
+    data: Data,
 ) -> dict[str, float]:
     best = {'base_write': 1e9, 'base_read': 1e9, 'store_write': 1e9, 'store_read': 1e9}
     for _ in range(ROUNDS):
@@ -165,7 +176,7 @@ async def measure(
         best['base_read'] = min(best['base_read'], await timed(base_read))
         store = await make_store()
         try:
-            write, read = store_ops(store)
+            write, read = store_ops(store, data)
             best['store_write'] = min(best['store_write'], await timed(write))
             best['store_read'] = min(best['store_read'], await timed(read))
             assert (await store.answers_citing(url='https://docs.pydantic.dev/0/3'))[0].conversation_id == 'c0'
@@ -210,12 +221,12 @@ def pg_dsn() -> Iterator[str]:
         pytest.skip(f'no PostgreSQL server: {e}')
 
 
-def test_sqlite_store_keeps_up(benchmark: Any) -> None:
+def test_sqlite_store_keeps_up(benchmark: Any, data: Data) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         counter = iter(range(1000))
 
         def baseline() -> Any:
-            return sqlite_blob(f'{tmp}/blob{next(counter)}.db')
+            return sqlite_blob(f'{tmp}/blob{next(counter)}.db', data)
 
         async def make_store() -> SQLiteConversationStore:
             return SQLiteConversationStore(f'{tmp}/store{next(counter)}.db')
@@ -223,14 +234,16 @@ def test_sqlite_store_keeps_up(benchmark: Any) -> None:
         async def close(store: SQLiteConversationStore) -> None:
             store.close()
 
-        best = benchmark.pedantic(lambda: asyncio.run(measure(baseline, make_store, close)), rounds=1, iterations=1)
+        best = benchmark.pedantic(
+            lambda: asyncio.run(measure(baseline, make_store, close, data)), rounds=1, iterations=1
+        )
         write, read = report('SQLite', best, 'sqlite3 blob')
     check_goals('SQLite', write, read)
 
 
-def test_postgres_store_keeps_up(benchmark: Any, pg_dsn: str) -> None:
+def test_postgres_store_keeps_up(benchmark: Any, pg_dsn: str, data: Data) -> None:
     def baseline() -> Any:
-        return postgres_blob(fresh_schema(pg_dsn))
+        return postgres_blob(fresh_schema(pg_dsn), data)
 
     async def make_store() -> PostgresConversationStore:
         store = PostgresConversationStore(fresh_schema(pg_dsn))
@@ -240,10 +253,10 @@ def test_postgres_store_keeps_up(benchmark: Any, pg_dsn: str) -> None:
     async def close(store: PostgresConversationStore) -> None:
         await store.close()
 
-    best = benchmark.pedantic(lambda: asyncio.run(measure(baseline, make_store, close)), rounds=1, iterations=1)
+    best = benchmark.pedantic(lambda: asyncio.run(measure(baseline, make_store, close, data)), rounds=1, iterations=1)
     write, read = report('PostgreSQL', best, 'psycopg blob')
     with tempfile.TemporaryDirectory() as tmp:
-        base_write, base_read = sqlite_blob(f'{tmp}/blob.db')
+        base_write, base_read = sqlite_blob(f'{tmp}/blob.db', data)
         sqlite_best = {
             'base_write': asyncio.run(timed(base_write)),
             'base_read': asyncio.run(timed(base_read)),
