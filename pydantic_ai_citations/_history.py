@@ -252,7 +252,10 @@ def _accepts(model: Model) -> Callable[[ModelResponse, TextPart], bool]:
 
     def accepts(response: ModelResponse, part: TextPart) -> bool:
         key = (part.provider_name, response.provider_name, response.canonical_system, response.provider_url)
-        answer = answers.get(key)
+        try:
+            answer = answers.get(key)
+        except TypeError:  # a hand-built part or response with a name that is not text: asked as it is
+            return model.accepts_stateless_artifacts(response, part)
         if answer is None:
             answer = answers[key] = model.accepts_stateless_artifacts(response, part)
         return answer

@@ -1002,3 +1002,8 @@ def test_strip_for_asks_each_provider_once_and_answers_as_the_model_would() -> N
 
     _, problems = _strip_for(Asking('gpt-5', provider=OpenAIProvider(api_key='x')), history)
     assert len(asked) == len(problems) == 6  # an override is asked for every part: its answer may read anything
+
+    odd = _marked_response('anthropic')
+    odd.provider_url = ['not', 'text']  # type: ignore[assignment]  # hand-built: an unhashable name
+    cleaned, problems = _strip_for(model, [ModelRequest([UserPromptPart('q')]), odd])
+    assert cleaned is not None and [p.message_index for p in problems] == [1]  # asked as it is, not a crash
