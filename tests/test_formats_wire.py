@@ -390,3 +390,40 @@ def test_sse_decoder_is_split_safe(body: str, cuts: list[int]) -> None:
     got += decoder.feed(raw[start:]) + decoder.flush()
     assert got == sse_data(body)
     assert '[DONE]' not in got
+
+
+def _sse_by_the_spec(raw: bytes) -> list[str]:
+    """The SSE events of a whole body, line by line as the spec reads it (each line decoded on its own)."""
+    events: list[str] = []
+    data: list[str] = []
+    for line in [*raw.split(b'\n'), b'']:  # (the end of the body ends its last event)
+        text = line.rstrip(b'\r').decode('utf-8', errors='replace')
+        if not text:
+            if data and '\n'.join(data).strip() != '[DONE]':
+                events.append('\n'.join(data))
+            data = []
+        elif text.startswith('data:'):
+            data.append(text[5:].removeprefix(' '))
+    return events
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    raw=st.lists(
+        st.sampled_from([b'data:', b'data: ', b'x', b'\n', b'\r', b'\r\n', b'\n\n', b': c', b'[DONE]', b'\xe2\x82\xac'])
+        | st.binary(max_size=4),  # invalid UTF-8 too: lone continuation bytes, truncated sequences
+        max_size=30,
+    ).map(b''.join),
+    cuts=st.lists(st.integers(min_value=0, max_value=120), max_size=6),
+)
+def test_sse_decoder_reads_any_bytes_in_any_pieces_as_the_spec_does(raw: bytes, cuts: list[int]) -> None:
+    from pydantic_ai_citations.formats._sse import SseDecoder
+
+    decoder = SseDecoder()
+    got: list[str] = []
+    start = 0
+    for cut in sorted(c for c in cuts if c <= len(raw)):
+        got += decoder.feed(raw[start:cut])
+        start = cut
+    got += decoder.feed(raw[start:]) + decoder.flush()
+    assert got == _sse_by_the_spec(raw)
