@@ -378,18 +378,24 @@ def test_never_crashes(api: Any, payload: Any):
     cuts=st.lists(st.integers(min_value=0, max_value=200), max_size=6),
 )
 def test_sse_decoder_is_split_safe(body: str, cuts: list[int]) -> None:
-    from pydantic_ai_citations.formats._sse import SseDecoder, sse_data
+    from pydantic_ai_citations.formats._sse import sse_data
 
-    raw = body.encode()
+    got = _sse_in_pieces(body.encode(), cuts)
+    assert got == sse_data(body)
+    assert '[DONE]' not in got
+
+
+def _sse_in_pieces(raw: bytes, cuts: list[int]) -> list[str]:
+    """The events of `raw` fed to one `SseDecoder` in pieces, cut at `cuts` (those past the end ignored)."""
+    from pydantic_ai_citations.formats._sse import SseDecoder
+
     decoder = SseDecoder()
     got: list[str] = []
     start = 0
     for cut in sorted(c for c in cuts if c <= len(raw)):
         got += decoder.feed(raw[start:cut])
         start = cut
-    got += decoder.feed(raw[start:]) + decoder.flush()
-    assert got == sse_data(body)
-    assert '[DONE]' not in got
+    return got + decoder.feed(raw[start:]) + decoder.flush()
 
 
 def _sse_by_the_spec(raw: bytes) -> list[str]:
@@ -417,13 +423,4 @@ def _sse_by_the_spec(raw: bytes) -> list[str]:
     cuts=st.lists(st.integers(min_value=0, max_value=120), max_size=6),
 )
 def test_sse_decoder_reads_any_bytes_in_any_pieces_as_the_spec_does(raw: bytes, cuts: list[int]) -> None:
-    from pydantic_ai_citations.formats._sse import SseDecoder
-
-    decoder = SseDecoder()
-    got: list[str] = []
-    start = 0
-    for cut in sorted(c for c in cuts if c <= len(raw)):
-        got += decoder.feed(raw[start:cut])
-        start = cut
-    got += decoder.feed(raw[start:]) + decoder.flush()
-    assert got == _sse_by_the_spec(raw)
+    assert _sse_in_pieces(raw, cuts) == _sse_by_the_spec(raw)
