@@ -39,8 +39,7 @@ class SseDecoder:
         # UTF-8 decoder never takes a newline or carriage return into a sequence, valid or not, so decoding the lines
         # together gives what decoding each one does.
         for line in buffer[:last].decode('utf-8', errors='replace').split('\n'):
-            if line.endswith('\r'):
-                line = line.rstrip('\r')
+            line = line.rstrip('\r')
             if not line:
                 self._dispatch(done)
             elif line.startswith('data:'):
