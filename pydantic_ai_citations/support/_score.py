@@ -178,11 +178,12 @@ class PassageIndex:
     def _stem(self, words: list[str]) -> None:
         """Stem words not stemmed on this page yet; the passages of a page word join its term's."""
         stems = self._stems
-        found = term_map(words, self._latin) if stems is None else stems.terms(words, self._latin)
-        self._term_of.update(found)
+        # The terms in the order of `words` (`term_map` keeps their order).
+        found = list(term_map(words, self._latin).values()) if stems is None else stems.terms(words, self._latin)
+        self._term_of.update(zip(words, found, strict=True))
         masks = self._term_masks
         page = self._words
-        for word, term in found.items():
+        for word, term in zip(words, found, strict=True):
             if term is not None:
                 mask = page.get(word)
                 if mask:
