@@ -95,8 +95,8 @@ class PassageIndex:
     word is stemmed once per page: the index is the page's stem cache, and it goes away with the page. Pairs of
     adjacent words are looked up the same way: only for the pairs a claim has, among the passages holding both words.
     A page asked about by many claims is indexed in full instead, at the first claim when they are announced
-    (`expect`). Stems can be shared by the indexes of many pages (`StemCache`). The lazily filled stems, postings
-    and features are the only state that changes, and only by growing.
+    (`expect`). Stems can be shared by the indexes of many pages (`StemCache`). The lazily filled stems, postings,
+    features and matches returned are the only state that changes, and only by growing.
 
     A claim's relevance is summed in full only for the passages that can still win. A passage holding a surface word
     or pair of the claim also holds that word's term (stop words aside), so each term, weighted with the features
@@ -152,6 +152,7 @@ class PassageIndex:
         self._on_page: dict[str, _Term] = {}  # terms whose postings are complete and not empty
         self._known: dict[str, _Word] = {}  # every claim word met so far
         self._pair_features: dict[tuple[str, str], _Feature | None] = {}
+        self._matches: dict[tuple[int, float], PassageMatch] = {}  # the matches returned so far
         self._lines: list[str | None] = [None] * len(self.passages)  # a passage's words, space-separated and -framed
         n = len(self.passages)
         # BM25's IDF over the page's passages, by document frequency: near 0 in every passage, highest in one.
@@ -243,18 +244,18 @@ class PassageIndex:
         fresh = new.difference(term_of)
         if fresh:
             self._stem(list(fresh))
-        found = set(map(term_of.__getitem__, new))
-        found.discard(None)
-        terms = cast('set[str]', found)
-        self._complete(terms)
-        on_page = self._enter(terms)
+        if self._done is not None:  # (else every posting is complete)
+            found = set(map(term_of.__getitem__, new))
+            found.discard(None)
+            self._complete(cast('set[str]', found))
+        on_page = self._on_page
         idf = self._idf
         words = self._words
         known = self._known
         for word in new:
             term = term_of[word]
             mask = words.get(word)
-            shared = None if term is None else on_page.get(term)
+            shared = None if term is None else on_page.get(term) or self._weigh(term)
             if mask:  # (a passage holding the word holds its term)
                 known[word] = (term, shared, ('=' + word, idf[mask.bit_count()], mask, term), mask)
             else:
@@ -263,14 +264,18 @@ class PassageIndex:
     def _enter(self, terms: Iterable[str]) -> dict[str, _Term]:
         """Weigh these terms, whose postings are complete (see `_complete`), if the page has them; all weighed terms."""
         on_page = self._on_page
-        masks = self._term_masks
-        idf = self._idf
         for term in terms:
             if term not in on_page:
-                mask = masks.get(term)
-                if mask:
-                    on_page[term] = (term, idf[mask.bit_count()], mask)
+                self._weigh(term)
         return on_page
+
+    def _weigh(self, term: str) -> _Term | None:
+        """Weigh a term not weighed yet whose postings are complete, `None` if no passage holds it."""
+        mask = self._term_masks.get(term)
+        if not mask:
+            return None
+        found = self._on_page[term] = (term, self._idf[mask.bit_count()], mask)
+        return found
 
     def _pairs(self, words: list[str]) -> Iterator[_Feature]:
         """The claim's pairs of adjacent words that some passage holds next to each other, as surface features."""
@@ -391,8 +396,10 @@ class PassageIndex:
             # those holds every pair: then what the features' masks would give is known (nothing), so not worked out.
             unheld = not held
             if held and 3 * len(words) <= self._sure:
-                shared: set[_Term | None] = set(map(_ON_PAGE, found))
-                shared.discard(None)
+                claim_terms: set[str | None] = set(map(_TERM, found))
+                claim_terms.discard(None)
+                # The claim's terms on the page (a claim word's term on the page is final once the word is met).
+                shared = len(self._on_page.keys() & claim_terms)
                 if not shared:
                     return None
                 listed = self._pair_masks
@@ -402,9 +409,7 @@ class PassageIndex:
                 elif not self._holds_pairs(words, held & -held):  # (the first passage holding every word or its term)
                     held = 0
                 if held:
-                    claim_terms: set[str | None] = set(map(_TERM, found))
-                    claim_terms.discard(None)
-                    return self._match((held & -held).bit_length() - 1, len(shared) / len(claim_terms))
+                    return self._match((held & -held).bit_length() - 1, shared / len(claim_terms))
             features = self._claim(words, found)
         else:
             features = self._features(claim)
@@ -459,8 +464,11 @@ class PassageIndex:
         return [self._match(i, found.count(1 << i) / found.size) for i in order]
 
     def _match(self, i: int, score: float) -> PassageMatch:
-        passage = self.passages[i]
-        return PassageMatch(passage=passage, score=score, position=passage.position)
+        match = self._matches.get((i, score))  # (claims often get the same passage and score: a match is a value)
+        if match is None:
+            passage = self.passages[i]
+            match = self._matches[i, score] = PassageMatch(passage=passage, score=score, position=passage.position)
+        return match
 
     @property
     def terms(self) -> tuple[frozenset[str], ...]:
