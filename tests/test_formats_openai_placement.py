@@ -5,12 +5,18 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import re
+import time
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pydantic_ai_citations.formats.openai_placement import check_marker_placement
+from pydantic_ai_citations.formats.openai_placement import (
+    _code_spans,  # pyright: ignore[reportPrivateUsage]
+    _emphasis,  # pyright: ignore[reportPrivateUsage]
+    check_marker_placement,
+)
 
 M = '\ue200cite\ue202turn0file0\ue201'
 N = '\ue200cite\ue202turn0file1\ue201'
@@ -106,3 +112,55 @@ async def test_matrix_row_shows_placement_counts():
     await _probe_answer(matrix, 'openai-chat', dataclasses.replace(recording, responses=responses), 'recording')
     notes = matrix.to_dict()['rows'][0]['cells']['anchor']['notes']  # type: ignore[index]
     assert notes == ['recording: OpenAI marker placement: 1 marker_in_emphasis, 1 marker_not_after_punctuation']
+
+
+# The regular expressions the code and emphasis rules were first written as: their reading is the specification that
+# the linear-time scans (`_code_spans`, `_emphasis`) keep, checked against each other here.
+INLINE_CODE = re.compile(r'(`+)(?!`)[^\n]*?(?<!`)\1(?!`)')
+EMPHASIS = re.compile(
+    r'\*\*(?!\s)[^\n]*?(?<!\s)\*\*|__(?!\s)[^\n]*?(?<!\s)__'
+    r'|(?<![*\w])\*(?![\s*])[^*\n]*?(?<![\s*])\*(?![*\w])|(?<![_\w])_(?![\s_])[^_\n]*?(?<![\s_])_(?![_\w])'
+)
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.lists(st.sampled_from(['a', ' ', '\t', '.', '*', '**', '_', '__', '`', '``', '\n', '\u3000'])).map(''.join))
+def test_code_and_emphasis_scans_read_as_the_regular_expressions(text: str):
+    assert _code_spans(text) == [m.span() for m in INLINE_CODE.finditer(text)]
+    assert _emphasis(text) == [m.span() for m in EMPHASIS.finditer(text)]
+
+
+@pytest.mark.parametrize(
+    'unit',
+    [
+        pytest.param(f'Word word.{M} ', id='many-markers'),
+        pytest.param(f'{M} ', id='one-chain-of-markers'),
+        pytest.param('**a ', id='bold-never-closed'),
+        pytest.param('__a ', id='underscore-bold-never-closed'),
+    ],
+)
+def test_linear_on_hostile_text(unit: str):
+    """Four times the input costs at most 8x as much (quadratic code: 16x; these sizes took seconds before)."""
+
+    def cost(n: int) -> float:
+        text = unit * n + M
+        best = float('inf')
+        for _ in range(3):
+            start = time.process_time()
+            check_marker_placement(text)
+            best = min(best, time.process_time() - start)
+        return best
+
+    cost(1000)
+    assert cost(8000) <= 8 * cost(2000) + 0.05
+
+
+def test_linear_on_an_unclosed_backtick_run():
+    def cost(n: int) -> float:
+        text = '`' * n + ' a' * n + M
+        start = time.process_time()
+        check_marker_placement(text)
+        return time.process_time() - start
+
+    cost(500)
+    assert cost(8000) <= 8 * cost(2000) + 0.05

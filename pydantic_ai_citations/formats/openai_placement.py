@@ -7,15 +7,16 @@ line of a closing code fence, not all grouped at the end of the response, and on
 without the marker characters (`turn0file0` as plain text), which a reader would otherwise see as noise.
 
 Markers are found by the package's one grammar (`formats.markup.scan_markup`). The check reads the text once per
-rule (linear); it never changes the text.
+rule; each rule costs time linear in the text (up to a logarithm), also on text written to defeat it (thousands of
+markers in a row, or of `**` and backtick runs that never close). It never changes the text.
 """
 
 from __future__ import annotations
 
 import re
 from bisect import bisect_left
-from collections.abc import Collection
-from dataclasses import dataclass
+from collections import defaultdict
+from collections.abc import Collection, Sequence
 
 from .._problems import CitationProblem, ProblemCode, shorten
 from .markup import MarkupMatch, scan_markup
@@ -37,20 +38,37 @@ PLACEMENT_CODES: frozenset[ProblemCode] = frozenset(
 # Characters after which a marker sits correctly: the end of a sentence or clause, or what closes one.
 _AFTER = frozenset('.!?;:,)]}"\'…”’»')
 _FENCE_RE = re.compile(r'^[ \t]{0,3}(`{3,}|~{3,})', re.MULTILINE)
-_INLINE_CODE_RE = re.compile(r'(`+)(?!`)[^\n]*?(?<!`)\1(?!`)')
-_EMPHASIS_RE = re.compile(
-    r'\*\*(?!\s)[^\n]*?(?<!\s)\*\*|__(?!\s)[^\n]*?(?<!\s)__'
-    r'|(?<![*\w])\*(?![\s*])[^*\n]*?(?<![\s*])\*(?![*\w])|(?<![_\w])_(?![\s_])[^_\n]*?(?<![\s_])_(?![_\w])'
-)
+_BACKTICKS_RE = re.compile(r'`+')
+_NEWLINE_RE = re.compile(r'\n')
+# Emphasis: `**…**` and `__…__` (on one line, not opened before or closed after whitespace), `*…*` and `_…_` (neither
+# delimiter doubled or touching a word outside). Found by `_emphasis`, which reads the text as
+# `re.finditer(_STRONG_STAR + '|' + _STRONG_UNDERSCORE + '|' + _ITALIC_STAR + '|' + _ITALIC_UNDERSCORE)` would, in
+# linear time: the lazy `[^\n]*?` of a strong opener that never closes would read to the end of its line once per
+# opener. The italic forms cannot read past their own delimiter, so each is matched as written.
+_ITALIC = {
+    '*': re.compile(r'(?<![*\w])\*(?![\s*])[^*\n]*?(?<![\s*])\*(?![*\w])'),
+    '_': re.compile(r'(?<![_\w])_(?![\s_])[^_\n]*?(?<![\s_])_(?![_\w])'),
+}
+_STRONG_CLOSERS = {'*': re.compile(r'(?<!\s)(?=\*\*)'), '_': re.compile(r'(?<!\s)(?=__)')}
+"""Where a strong delimiter may close: a doubled `*` or `_` not after whitespace."""
+_DELIMITER_RE = re.compile(r'[*_]')
+_WHITESPACE_RE = re.compile(r'\s')
 # An id as OpenAI's tools name sources (`turn0file0`, `turn2search11`), written as plain text.
 _BARE_ID_RE = re.compile(r'(?<![\w\ue202])turn[0-9]{1,4}[a-z]{2,20}[0-9]{1,6}(?![\w\ue201\ue202])')
 _WORD_RE = re.compile(r'\w')
 
 
-@dataclass(frozen=True)
-class _Region:
-    start: int
-    end: int
+class _Regions:
+    """Sorted, non-overlapping `(start, end)` ranges of the text, asked by bisection whether they hold a position."""
+
+    def __init__(self, regions: Sequence[tuple[int, int]]) -> None:
+        self.starts = [start for start, _ in regions]
+        self.ends = [end for _, end in regions]
+
+    def holds(self, position: int) -> bool:
+        """Whether `position` is strictly inside one of the ranges (after its start, before its end)."""
+        k = bisect_left(self.starts, position) - 1
+        return k >= 0 and position < self.ends[k]
 
 
 def check_marker_placement(
@@ -84,16 +102,15 @@ def check_marker_placement(
     found: list[tuple[ProblemCode, int, int, str]] = []
     if markers:
         fences, closing_lines = _fences(text)
-        spans = _EMPHASIS_RE.finditer(text)
-        emphasis = [_Region(m.start(), m.end()) for m in spans]
-        inline = [_Region(m.start(), m.end()) for m in _INLINE_CODE_RE.finditer(text)]
-        for marker in markers:
-            found += _placement(text, marker, markers, (fences, inline), closing_lines, emphasis)
+        code = (fences, _Regions(_code_spans(text)))
+        emphasis = _Regions(_emphasis(text))
+        for marker, before in zip(markers, _befores(text, markers), strict=True):
+            found += _placement(marker, before, code, closing_lines, emphasis)
             found += _unknown_ids(marker, source_ids)
         found += _grouped_at_end(text, markers)
-    taken = [_Region(m.start - 1, m.end) for m in markers]
+    taken = _Regions([(m.start - 1, m.end) for m in markers])
     for m in _BARE_ID_RE.finditer(text):
-        if not _inside(taken, m.start()):
+        if not taken.holds(m.start()):
             message = f'source id {m.group()!r} written without the marker characters'
             found.append(('bare_marker_id', m.start(), m.end(), message))
     return [
@@ -102,46 +119,46 @@ def check_marker_placement(
     ]
 
 
-def _inside(regions: list[_Region], position: int) -> bool:
-    """Whether `position` is strictly inside one of `regions` (sorted, non-overlapping), by bisection."""
-    k = bisect_left([r.start for r in regions], position) - 1
-    return k >= 0 and position < regions[k].end
-
-
 def _placement(
-    text: str,
     marker: MarkupMatch,
-    markers: list[MarkupMatch],
-    code: tuple[list[_Region], list[_Region]],
-    closing_lines: list[_Region],
-    emphasis: list[_Region],
+    before: str,
+    code: tuple[_Regions, _Regions],
+    closing_lines: _Regions,
+    emphasis: _Regions,
 ) -> list[tuple[ProblemCode, int, int, str]]:
     span = (marker.start, marker.end)
-    if _inside(code[0], marker.start) or _inside(code[1], marker.start):
+    if code[0].holds(marker.start) or code[1].holds(marker.start):
         return [('marker_in_code', *span, 'citation marker inside code, where it is shown as it stands')]
-    if _inside(closing_lines, marker.start + 1):
+    if closing_lines.holds(marker.start + 1):
         return [('marker_on_fence_line', *span, 'citation marker on the line of a closing code fence')]
-    if _inside(emphasis, marker.start):
+    if emphasis.holds(marker.start):
         return [('marker_in_emphasis', *span, 'citation marker inside bold or italic text')]
-    before = _before(text, marker, markers)
     if before and before not in _AFTER and before != '\n':
         message = 'citation marker not right after the punctuation that ends the statement it supports'
         return [('marker_not_after_punctuation', *span, message)]
     return []
 
 
-def _before(text: str, marker: MarkupMatch, markers: list[MarkupMatch]) -> str:
-    """The character the marker follows, skipping spaces and the markers right before it (`''` at the start)."""
-    ends = {m.end: m.start for m in markers}
-    position = marker.start
-    while position > 0:
-        if position in ends:
-            position = ends[position]
-        elif text[position - 1] in ' \t':
+def _befores(text: str, markers: list[MarkupMatch]) -> list[str]:
+    """For each marker, the character it follows, skipping spaces and the markers right before it (`''` at the start).
+
+    A marker right after another (spaces between) follows what that one follows: each is found once, in text order.
+    """
+    after_marker = {m.end: index for index, m in enumerate(markers)}
+    befores: list[str] = []
+    for marker in markers:
+        position = marker.start
+        before = ''
+        while position > 0:
+            if position in after_marker:
+                before = befores[after_marker[position]]
+                break
+            if text[position - 1] not in ' \t':
+                before = text[position - 1]
+                break
             position -= 1
-        else:
-            return text[position - 1]
-    return ''
+        befores.append(before)
+    return befores
 
 
 def _unknown_ids(marker: MarkupMatch, source_ids: Collection[str] | None) -> list[tuple[ProblemCode, int, int, str]]:
@@ -171,10 +188,10 @@ def _grouped_at_end(text: str, markers: list[MarkupMatch]) -> list[tuple[Problem
     return [('markers_grouped_at_end', first, len(text), message)]
 
 
-def _fences(text: str) -> tuple[list[_Region], list[_Region]]:
+def _fences(text: str) -> tuple[_Regions, _Regions]:
     """Fenced code blocks (opening line to closing line) and the closing fence lines."""
-    blocks: list[_Region] = []
-    closing: list[_Region] = []
+    blocks: list[tuple[int, int]] = []
+    closing: list[tuple[int, int]] = []
     opened: tuple[str, int] | None = None
     for m in _FENCE_RE.finditer(text):
         fence = m.group(1)
@@ -183,9 +200,77 @@ def _fences(text: str) -> tuple[list[_Region], list[_Region]]:
         elif fence[0] == opened[0][0] and len(fence) >= len(opened[0]):
             line_end = text.find('\n', m.end())
             line_end = len(text) if line_end < 0 else line_end
-            blocks.append(_Region(opened[1], m.start()))
-            closing.append(_Region(m.start(), line_end))
+            blocks.append((opened[1], m.start()))
+            closing.append((m.start(), line_end))
             opened = None
     if opened is not None:
-        blocks.append(_Region(opened[1], len(text) + 1))
-    return blocks, closing
+        blocks.append((opened[1], len(text) + 1))
+    return _Regions(blocks), _Regions(closing)
+
+
+def _code_spans(text: str) -> list[tuple[int, int]]:
+    """Inline code spans, as `re.finditer(r'(`+)(?!`)[^\\n]*?(?<!`)\\1(?!`)', text)` finds them, in linear time.
+
+    A span opens at a backtick run (or the rest of one, from any backtick in it) and closes at the next run of exactly
+    its length on the same line; the regular expression would read to the end of the line again for every backtick
+    that never closes. Here each run is looked up by (line, length): the runs are listed once, then each opener costs a
+    bisection.
+    """
+    runs = [(m.start(), m.end()) for m in _BACKTICKS_RE.finditer(text)]
+    if len(runs) < 2:
+        return []
+    newlines = [m.start() for m in _NEWLINE_RE.finditer(text)]
+    lines = [bisect_left(newlines, start) for start, _ in runs]
+    later: defaultdict[tuple[int, int], list[int]] = defaultdict(list)  # (line, length) -> runs, in order
+    for index, (start, end) in enumerate(runs):
+        later[lines[index], end - start].append(index)
+    spans: list[tuple[int, int]] = []
+    index = 0
+    while index < len(runs):
+        start, end = runs[index]
+        following = index + 1
+        for opener in range(start, end):  # the whole run first, then what is left of it from each next backtick
+            closers = later.get((lines[index], end - opener))
+            k = bisect_left(closers, following) if closers else 0
+            if closers and k < len(closers):
+                closer = closers[k]
+                spans.append((opener, runs[closer][1]))
+                following = closer + 1
+                break
+        index = following
+    return spans
+
+
+def _emphasis(text: str) -> list[tuple[int, int]]:
+    """Bold and italic spans (see `_ITALIC`), in text order, in linear time (a bisection per doubled delimiter)."""
+    closers = {c: [m.start() for m in pattern.finditer(text)] for c, pattern in _STRONG_CLOSERS.items()}
+    newlines = [m.start() for m in _NEWLINE_RE.finditer(text)]
+    spans: list[tuple[int, int]] = []
+    position = 0
+    while (found := _DELIMITER_RE.search(text, position)) is not None:
+        start = found.start()
+        delimiter = text[start]
+        end = _strong_end(text, start, delimiter, closers[delimiter], newlines)
+        if end is None and (italic := _ITALIC[delimiter].match(text, start)) is not None:
+            end = italic.end()
+        if end is None:
+            position = start + 1
+        else:
+            spans.append((start, end))
+            position = end
+    return spans
+
+
+def _strong_end(text: str, start: int, delimiter: str, closers: list[int], newlines: list[int]) -> int | None:
+    """The end of `**…**` (or `__…__`) opening at `start`: the first closer after the opener, on its line."""
+    inner = start + 2
+    if text[start + 1 : inner] != delimiter or inner >= len(text) or _WHITESPACE_RE.match(text, inner):
+        return None
+    k = bisect_left(closers, inner)
+    if k == len(closers):
+        return None
+    close = closers[k]
+    line = bisect_left(newlines, inner)
+    if line < len(newlines) and newlines[line] < close:
+        return None
+    return close + 2
