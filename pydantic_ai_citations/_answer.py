@@ -630,20 +630,13 @@ def _add_part(b: _Builder, part: TextPart, text: _Text, message_index: int, part
         start, end = cast(object, anchor.start), cast(object, anchor.end)
         if text.cuts:
             start, end = text.shift(start), text.shift(end)
-        if not (isinstance(start, int) and isinstance(end, int) and 0 <= start < end <= len(content)):
-            b.problems.append(
-                CitationProblem(
-                    'anchor_out_of_range',
-                    f'Anchor {start}..{end} does not fit the text of its part (length {len(content)}); '
-                    'its sources are kept as unanchored.',
-                    start=start if isinstance(start, int) else None,
-                    end=end if isinstance(end, int) else None,
-                    **where,
-                )
-            )
+        kind: AnchorKind = 'marker' if getattr(anchor, 'kind', None) == 'marker' else 'content'
+        problem = _anchor_problem(content, start, end, kind, where)
+        if problem is not None:
+            b.problems.append(problem)
             b.unanchored.extend(numbers)
             continue
-        kind: AnchorKind = 'marker' if anchor.kind == 'marker' else 'content'
+        start, end = cast(int, start), cast(int, end)  # `_anchor_problem` checked them
         b.spans.append(
             CitedSpan(
                 offset + start,
@@ -824,6 +817,56 @@ def _dedupe_spans(b: _Builder) -> list[CitedSpan]:
 
 
 _span_order = attrgetter('start', 'end', 'message_index', 'part_index', 'citation_index')
+
+
+def _anchor_problem(
+    content: str, start: object, end: object, kind: AnchorKind, where: _Where
+) -> CitationProblem | None:
+    """Why an anchor cannot be a span of `content` (its sources are then kept as unanchored), or `None`."""
+    if not (isinstance(start, int) and isinstance(end, int) and 0 <= start < end <= len(content)):
+        return CitationProblem(
+            'anchor_out_of_range',
+            f'Anchor {start}..{end} does not fit the text of its part (length {len(content)}); '
+            'its sources are kept as unanchored.',
+            start=start if isinstance(start, int) else None,
+            end=end if isinstance(end, int) else None,
+            **where,
+        )
+    if kind == 'marker' and not covers_a_marker(content, start, end):
+        return CitationProblem(
+            'anchor_not_on_marker',
+            f'Marker anchor {start}..{end} covers {shorten(repr(content[start : min(end, start + 200)]))}, not a '
+            'marker the model wrote (a `[1]` or a markdown link): a renderer would replace those words. Its sources '
+            'are kept as unanchored.',
+            start=start,
+            end=end,
+            **where,
+        )
+    return None
+
+
+_LINK_TARGET_LIMIT = 2048
+"""The longest link target `covers_a_marker` takes for a marker (a URL; the check stays O(1) per anchor)."""
+
+
+def covers_a_marker(text: str, start: int, end: int) -> bool:
+    """Whether `text[start:end]` (a `MarkerCitationAnchor`'s range, inside `text`) is a marker the model wrote.
+
+    A marker is a bracketed or parenthesised unit, as every provider's marker anchors cover it: `[1]`, `[1, 2]`,
+    `[title](url)`, OpenAI's `([domain](url))`, xAI's `[[1]](url)`, `【4:0†source】`; or the target of a markdown
+    link, as OpenAI's `container_file_citation` anchors the `sandbox:/…` of `[chart](sandbox:/…)`. Anything else
+    (offsets that are off, an anchor on prose) is not: renderers replace a marker's text with their own mark, so
+    such an anchor would delete the words it covers.
+    """
+    if text[start] in '[(【' and text[end - 1] in '])】':
+        return True
+    return (
+        end - start <= _LINK_TARGET_LIMIT
+        and start > 0
+        and text[start - 1] == '('
+        and text.startswith(')', end)
+        and not any(c.isspace() for c in text[start:end])
+    )
 
 
 def _source_key(source: object) -> str | None:

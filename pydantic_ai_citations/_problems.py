@@ -17,6 +17,7 @@ __all__ = ('CitationProblem', 'ProblemCode', 'PROBLEM_CODES')
 ProblemCode = Literal[
     # anchors and citations on parts
     'anchor_out_of_range',
+    'anchor_not_on_marker',
     'overlapping_citations',
     'duplicate_citation',
     'source_without_content',

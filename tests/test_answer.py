@@ -153,6 +153,48 @@ def test_problems():
     assert [s.number for s in answer.unanchored] == [1]  # the out-of-range citation keeps its source, unpinned
 
 
+LINKED = 'K2 is 8,611 m tall ([wikipedia.org](https://en.wikipedia.org/wiki/K2)). It is in Asia.'
+"""An OpenAI-style answer: its `url_citation` covers the `([domain](url))` marker the model wrote."""
+
+
+@pytest.mark.parametrize(
+    ('start', 'end'),
+    [
+        pytest.param(LINKED.index('(['), LINKED.index(')).') + 2, id='the-link-in-parentheses'),
+        pytest.param(LINKED.index('[w'), LINKED.index(')).') + 1, id='the-link'),
+        pytest.param(LINKED.index('https'), LINKED.index(')).'), id='the-link-target'),  # container file citations
+    ],
+)
+def test_a_marker_anchor_on_a_marker_is_kept(start: int, end: int):
+    part = TextPart(LINKED, citations=[Citation([WEB_A], anchor=MarkerCitationAnchor(start=start, end=end))])
+    answer = CitedAnswer.from_messages([_resp(part, finish_reason='stop')])
+    assert [(s.kind, s.start, s.end) for s in answer.spans] == [('marker', start, end)]
+    assert answer.problems == []
+
+
+@pytest.mark.parametrize(
+    ('start', 'end'),
+    [
+        pytest.param(LINKED.index('(') + 4, LINKED.index(')).') + 6, id='offsets-four-too-high'),  # as UTF-16 counts
+        pytest.param(0, 2, id='on-prose'),
+        pytest.param(LINKED.index('(['), LINKED.index(']('), id='cut-inside-the-link'),
+    ],
+)
+def test_a_marker_anchor_off_its_marker_is_reported_and_its_source_kept(start: int, end: int):
+    """Renderers replace a marker's text with their mark: an anchor that does not cover one would delete prose."""
+    part = TextPart(LINKED, citations=[Citation([WEB_A], anchor=MarkerCitationAnchor(start=start, end=end))])
+    answer = CitedAnswer.from_messages([_resp(part, finish_reason='stop')])
+    assert answer.spans == []
+    assert [s.url for s in answer.unanchored] == [WEB_A.url]
+    [problem] = answer.problems
+    assert (problem.code, problem.start, problem.end, problem.citation_index) == ('anchor_not_on_marker', start, end, 0)
+    assert repr(LINKED[start:end])[:20] in problem.message
+    from pydantic_ai_citations import render_html, render_markdown
+
+    for rendered in (render_markdown(answer), render_markdown(answer, 'footnotes'), render_html(answer)):
+        assert 'It is in Asia.' in rendered and 'K2 is 8,611 m tall' in rendered  # no prose deleted
+
+
 def test_junk_on_parts_is_reported_not_crashing():
     part = TextPart('abc')
     part.citations = ['junk']  # type: ignore[list-item]

@@ -224,7 +224,7 @@ def test_markers_are_replaced_and_overlapping_markers_merged():
         text,
         marker(10, 13, web(1)),
         marker(24, 27, web(2)),
-        marker(25, 30, web(3)),  # overlaps the previous marker: one mark for both
+        marker(24, 30, web(3)),  # '[2][3]' overlaps the previous marker: one mark for both
         content(15, 24, web(4)),  # 'Claim two' ends right where the marker starts: joins its mark
     )
     assert render_markdown(answer, 'footnotes').splitlines()[0] == snapshot('Claim one [^1]. Claim two[^2][^3][^4].')
