@@ -263,7 +263,8 @@ class StripCitationMarkup(AbstractCapability[object]):
 def _field_problems(removed: list[RemovedMarkup], where: str, policy: str) -> list[CitationProblem]:
     by_field: dict[FieldPath, list[RemovedMarkup]] = {}
     for r in removed:
-        by_field.setdefault(r.path, []).append(r)
+        if r.issue is None:  # what went of bad markup is reported by its own problem (`unterminated_marker`, ...)
+            by_field.setdefault(r.path, []).append(r)
     action = {'strip': 'removed', 'retry': 'model asked to retry', 'error': 'run stopped'}[policy]
     out: list[CitationProblem] = []
     for path, items in by_field.items():

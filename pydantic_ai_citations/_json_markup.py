@@ -34,8 +34,10 @@ from .formats.markup import (
     MARKER_END,
     MARKER_SEPARATOR,
     MARKER_START,
+    IssueCode,
     MarkupKind,
     StreamCleaner,
+    remove_cuts,
     scan_markup,
     strip_markup,
 )
@@ -82,6 +84,10 @@ class RemovedMarkup:
     """Name of the tool (or output tool) whose arguments held it."""
     tool_call_id: str | None = None
     """Id of that tool call."""
+    issue: IssueCode | None = None
+    """Set when the markup could not be read as well-formed (`'unterminated_marker'`, `'malformed_marker'`; also
+    reported as a problem with that code): `markup` is then what was removed of it, its markup characters, and `kept`
+    the text between them that stayed. `None` for well-formed markup."""
 
 
 removed_markup_ta: TypeAdapter[list[RemovedMarkup]] = TypeAdapter(list[RemovedMarkup])
@@ -184,8 +190,9 @@ def _strip_string(text: str, path: FieldPath, acc: _Acc) -> str:
     stripped = strip_markup(text)
     if stripped.scan.found:
         acc.order.setdefault(path, None)
+    removed: list[RemovedMarkup] = []
     for m in stripped.scan.matches:
-        acc.removed.append(
+        removed.append(
             RemovedMarkup(
                 path,
                 text[m.start : m.end],
@@ -198,6 +205,20 @@ def _strip_string(text: str, path: FieldPath, acc: _Acc) -> str:
         )
     where = format_path(path)
     for issue in stripped.issues:
+        if issue.cuts:  # what of it was removed: kept like well-formed markup, so nothing goes without a trace
+            first, last = issue.cuts[0][0], issue.cuts[-1][1]
+            removed.append(
+                RemovedMarkup(
+                    path,
+                    ''.join(text[a:b] for a, b in issue.cuts),
+                    (),
+                    issue.kind,
+                    start=first,
+                    end=last,
+                    kept=remove_cuts(text[first:last], [(a - first, b - first) for a, b in issue.cuts]),
+                    issue=issue.code,
+                )
+            )
         problem = CitationProblem(
             issue.code,
             f'{issue.reason} in {where}; its markup was removed',
@@ -206,6 +227,7 @@ def _strip_string(text: str, path: FieldPath, acc: _Acc) -> str:
             detail=shorten(f'{where}: {text[issue.start : issue.end]}'),
         )
         acc.found.append((path, problem))
+    acc.removed += sorted(removed, key=lambda r: r.start) if stripped.issues else removed  # in text order
     if stripped.cuts:
         acc.changed = True
     return stripped.text

@@ -366,7 +366,13 @@ async def test_bad_markup_in_tool_args_reported_and_removed():
     result = await agent.run('q')
     assert seen == ['Paris', 'a b']
     assert sorted(p.code for p in problems_of(agent, result)) == ['malformed_marker', 'unterminated_marker']
-    assert removed_markup(agent, result) == []
+    # What went of it is listed too (was: nothing), each with the problem it was reported as.
+    removed = removed_markup(agent, result)
+    assert [(r.path, r.markup, r.issue) for r in removed] == [
+        (('query',), OPEN, 'unterminated_marker'),
+        (('other',), f'{OPEN}{OPEN}{CLOSE}{CLOSE}', 'malformed_marker'),
+    ]
+    assert [r.kept for r in removed] == ['', 'a b']
 
 
 def problems_of(agent: Agent[Any, Any], result: Any) -> list[CitationProblem]:
@@ -724,3 +730,51 @@ def test_clean_partial_output_shapes():
     broken = '{"a": "cite", ]'
     assert clean_partial_output(broken) == broken
     assert clean_partial_output({'a': ['x ' + OAI, 3], 'b': None}) == {'a': ['x', 3], 'b': None}
+
+
+@pytest.mark.parametrize(
+    ('text', 'clean'),
+    [
+        pytest.param('Tall\ue200cite\ue202turn0search0. The summit.', 'Tall. The summit.', id='openai-before-period'),
+        pytest.param('Tall\ue200cite\ue202turn0search0: then', 'Tall: then', id='openai-before-colon'),
+        pytest.param('Tall\ue200cite\ue202turn0search0.', 'Tall.', id='openai-period-at-end'),
+        pytest.param('Tall\ue200cite\ue202turn0.search0 x', 'Tall x', id='openai-dot-inside-an-id'),
+        pytest.param('Tall【4:0†source. The summit.', 'Tall. The summit.', id='bracket-before-period'),
+        pytest.param('Tall【4:0†a.b c', 'Tall c', id='bracket-dot-inside-title'),
+        pytest.param('Tall【4:0†source!? Yes', 'Tall!? Yes', id='bracket-before-two-marks'),
+    ],
+)
+def test_an_unterminated_marker_leaves_the_sentence_punctuation(text: str, clean: str):
+    # Was: `.` and `:` may be id characters, and a bracket marker's title any character, so the period that ended
+    # the sentence went with the marker ('Tall The summit.').
+    stripped = strip_markup(text)
+    assert stripped.text == clean
+    assert [i.code for i in stripped.scan.issues] == ['unterminated_marker']
+
+
+@pytest.mark.anyio
+async def test_removed_markup_lists_what_went_of_bad_markup_in_text_order():
+    # Was: only well-formed markup was listed; without `TrackCitations`, what went of an unterminated or malformed
+    # one left no trace.
+    body = f'A {CITE} index="1">b {BRACKET} c \ue200cite\ue202turn0search0. D {OAI} e\ue201.'
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        return ModelResponse(parts=[ToolCallPart(info.output_tools[0].name, json.dumps({'body': body}))])
+
+    class Out(BaseModel):
+        body: str
+
+    agent = Agent(FunctionModel(model), output_type=Out, capabilities=[StripCitationMarkup()])
+    result = await agent.run('q')
+    assert result.output.body == 'A b c. D e.'
+    removed = removed_markup(agent, result)
+    assert [(r.markup, r.kind, r.issue) for r in removed] == [
+        (f'{CITE} index="1">', 'cite_tag', 'unterminated_marker'),
+        (BRACKET, 'bracket_marker', None),
+        ('\ue200cite\ue202turn0search0', 'openai_marker', 'unterminated_marker'),
+        (OAI, 'openai_marker', None),
+        ('\ue201', 'openai_marker', 'malformed_marker'),
+    ]
+    for r in removed:
+        assert body[r.start : r.end] == r.markup
+    assert removed_markup_ta.validate_json(removed_markup_ta.dump_json(removed)) == removed

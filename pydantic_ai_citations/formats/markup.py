@@ -47,6 +47,7 @@ from pydantic_ai.exceptions import UserError
 from .numbered import extract_numbered
 
 __all__ = (
+    'IssueCode',
     'MARKER_START',
     'MARKER_END',
     'MARKER_SEPARATOR',
@@ -76,6 +77,7 @@ r"""`'cite_tag'`: `<cite index="…">text</cite>`; `'openai_marker'`: `\ue200cit
 `【4:0†source】`; `'numbered_marker'`: `[1]`, `[1, 2]`; `'numbered_link'`: xAI's `[[1]](https://…)`."""
 
 IssueCode = Literal['malformed_marker', 'unterminated_marker']
+"""What `MarkupIssue.code` says: an opening without its closing, or markup that does not follow the grammar."""
 
 Cut = tuple[int, int]
 
@@ -123,6 +125,7 @@ _NUMBERED_TRAILING_RES: tuple[tuple[MarkupKind, re.Pattern[str]], ...] = (
 _TRAILING_WINDOW = 3200
 _TRAILING_REASON = 'possible citation markup cut off at the end of an incomplete text'
 _CLOSING = frozenset('.,;:!?)]}…»”’')
+_SENTENCE_END = frozenset('.,;:!?…')
 _HSPACE = ' \t'
 
 
@@ -314,7 +317,8 @@ def _scan_openai(text: str, matches: list[MarkupMatch], issues: list[MarkupIssue
             prefix = _OAI_PREFIX_RE.match(text, start)
             assert prefix is not None
             reason = 'OpenAI citation marker without its closing U+E201'
-            issues.append(MarkupIssue('unterminated_marker', 'openai_marker', start, end, reason, (prefix.span(),)))
+            cut = (start, _before_punctuation(text, start + 1, prefix.end()))
+            issues.append(MarkupIssue('unterminated_marker', 'openai_marker', start, end, reason, (cut,)))
             continue
         parsed = parse_openai_body(text[start + 1 : end - 1])
         if isinstance(parsed, str):
@@ -356,7 +360,22 @@ def _scan_brackets(text: str, taken: _Taken, matches: list[MarkupMatch], issues:
         newline = text.find('\n', start, limit)  # bounded: never a search to the end per opener
         stop = limit if newline < 0 else newline
         reason = 'bracket citation marker without its closing 】'
-        issues.append(MarkupIssue('unterminated_marker', 'bracket_marker', start, stop, reason, ((start, tail.end()),)))
+        cut = (start, _before_punctuation(text, m.end(), tail.end()))
+        issues.append(MarkupIssue('unterminated_marker', 'bracket_marker', start, stop, reason, (cut,)))
+
+
+def _before_punctuation(text: str, floor: int, end: int) -> int:
+    """`end`, moved back over the punctuation that ends an unterminated marker's run of marker characters.
+
+    Only when whitespace or the end of the text follows it (`turn0search0. The` keeps its `. `): that punctuation is
+    the sentence's, not the marker's (an id may hold `.` and `:`, a bracket marker's title any of them). Never moved
+    before `floor`.
+    """
+    if end < len(text) and not text[end].isspace():
+        return end
+    while end > floor and text[end - 1] in _SENTENCE_END:
+        end -= 1
+    return end
 
 
 def _cite_ids(open_tag: str) -> tuple[str, ...]:
