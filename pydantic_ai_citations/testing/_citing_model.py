@@ -9,7 +9,7 @@ use, so events go through Pydantic AI's own stream machinery.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Iterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -112,6 +112,8 @@ class _Segment:
     text: str
     citations: list[Citation] | None = None
     raw: list[dict[str, JsonValue]] | None = None
+    scripted: ScriptedCitation | None = None
+    """The scripted citation this stretch carries (`None` for uncited text and for the merged single part)."""
 
 
 @dataclass(init=False)
@@ -259,31 +261,18 @@ class _CitingStream(StreamedResponse):
     _timestamp: datetime = field(default_factory=lambda: datetime.now(UTC), init=False)
 
     async def _get_event_iterator(self) -> AsyncIterator[ModelResponseStreamEvent]:
-        model = self.model
-        style = model.style
-        deltas = 0
-        late = False
-        for index, segment in enumerate(model._segments):  # pyright: ignore[reportPrivateUsage]
-            # Anthropic/Bedrock send one content block per segment; the others one text part for everything.
-            vendor_id = index if style in ('anthropic', 'bedrock') else 'text'
-            for start in range(0, len(segment.text), model.chunk_size):
-                if model.break_stream_after is not None and deltas >= model.break_stream_after:
-                    raise ScriptedStreamError(f'scripted stream broke after {deltas} text deltas')
-                for event in self._parts_manager.handle_text_delta(
-                    vendor_part_id=vendor_id, content=segment.text[start : start + model.chunk_size]
-                ):
-                    yield event
-                deltas += 1
-                if model.end_stream_after is not None and deltas >= model.end_stream_after:
-                    return  # the connection closed before the finishing event: no finish reason
-            if segment.citations and style in ('anthropic', 'bedrock'):
-                # Buffered per block and sent at the block's stop, before the next block starts.
-                for event in self._citations_for_block(vendor_id, segment):
-                    yield event
-            elif segment.citations:
-                late = True
-        for event in self._finish(late):
-            yield event
+        for step in _stream_steps(self.model):
+            events: Iterable[ModelResponseStreamEvent]
+            if isinstance(step, _Break):
+                raise ScriptedStreamError(f'scripted stream broke after {step.deltas} text deltas')
+            if isinstance(step, _Delta):
+                events = self._parts_manager.handle_text_delta(vendor_part_id=step.vendor_id, content=step.content)
+            elif isinstance(step, _BlockCitations):
+                events = self._citations_for_block(step.vendor_id, step.segment)
+            else:
+                events = self._finish(step.late)
+            for event in events:
+                yield event
 
     def _citations_for_block(self, vendor_id: int | str, segment: _Segment) -> list[ModelResponseStreamEvent]:
         return list(
@@ -339,6 +328,67 @@ class _CitingStream(StreamedResponse):
         return self._timestamp
 
 
+@dataclass(frozen=True)
+class _Delta:
+    """A text delta of the stream."""
+
+    vendor_id: int | str
+    content: str
+
+
+@dataclass(frozen=True)
+class _BlockCitations:
+    """A block's citations, sent at the block's stop (Anthropic, Bedrock)."""
+
+    vendor_id: int | str
+    segment: _Segment
+
+
+@dataclass(frozen=True)
+class _Break:
+    """The stream breaks here (`break_stream_after`), after `deltas` text deltas."""
+
+    deltas: int
+
+
+@dataclass(frozen=True)
+class _Finish:
+    """The end of the response: late citations (when `late`), Google's search parts, the finish reason."""
+
+    late: bool
+
+
+_Step = _Delta | _BlockCitations | _Break | _Finish
+
+
+def _stream_steps(model: CitingModel) -> Iterator[_Step]:
+    """What a stream of `model` sends, in order: the one account of it.
+
+    A stream cut by `end_stream_after` stops before `_Finish` (no finish reason, no late citations); one cut by
+    `break_stream_after` ends with `_Break`.
+    """
+    blocks = model.style in ('anthropic', 'bedrock')
+    deltas = 0
+    late = False
+    for index, segment in enumerate(model._segments):  # pyright: ignore[reportPrivateUsage]
+        # Anthropic/Bedrock send one content block per segment; the others one text part for everything.
+        vendor_id = index if blocks else 'text'
+        for start in range(0, len(segment.text), model.chunk_size):
+            if model.break_stream_after is not None and deltas >= model.break_stream_after:
+                yield _Break(deltas)
+                return
+            yield _Delta(vendor_id, segment.text[start : start + model.chunk_size])
+            deltas += 1
+            if model.end_stream_after is not None and deltas >= model.end_stream_after:
+                return  # the connection closed before the finishing event: no finish reason
+        if segment.citations and blocks:
+            # Buffered per block and sent at the block's stop, before the next block starts.
+            yield _BlockCitations(vendor_id, segment)
+        elif segment.citations:
+            late = True
+    yield _Finish(late)
+
+
 def _segments(text: str, citations: Sequence[ScriptedCitation], style: CitingStyle) -> list[_Segment]:
     """Lay the answer out as the style's adapter does; anchors are relative to each segment's own text."""
     found = _find_quotes(text, citations)
@@ -381,9 +431,8 @@ def _block_segments(text: str, found: _Found, style: CitingStyle) -> list[_Segme
         quote = text[start:end]
         sources = [_block_source(s, style, quote) for s in citation.sources]
         raw = [_block_raw(s, style, quote, i) for i, s in enumerate(citation.sources)]
-        segments.append(
-            _Segment(quote, [Citation(sources, anchor=ContentCitationAnchor(start=0, end=len(quote)))], raw)
-        )
+        anchor = ContentCitationAnchor(start=0, end=len(quote))
+        segments.append(_Segment(quote, [Citation(sources, anchor=anchor)], raw, citation))
         cursor = end
     if cursor < len(text) or not segments:
         segments.append(_Segment(text[cursor:]))
@@ -398,7 +447,7 @@ def _single_part_segments(text: str, found: _Found, style: CitingStyle) -> list[
         stretch = _Stretch(text[cursor:end], start - cursor, end - cursor, number, citation.quote)
         for source in citation.sources:
             _cite_in_stretch(stretch, source, style)
-        segments.append(_Segment(stretch.text, stretch.citations, stretch.raw))
+        segments.append(_Segment(stretch.text, stretch.citations, stretch.raw, citation))
         cursor = end
     if cursor < len(text) or not segments:
         segments.append(_Segment(text[cursor:]))
