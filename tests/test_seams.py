@@ -450,7 +450,7 @@ def test_the_judge_names_every_broken_promise():
         provider=None,
         make=lambda cut, sent: TestModel(),
         cut_points=[1],
-        expected=lambda consumed: SENT[:consumed],
+        expected=lambda consumed, streamed: SENT[:consumed],
     )
     checker = _Checker(subject, lambda model, capabilities: Agent(model), None, 'google')
     leaky = _answer()
@@ -481,7 +481,7 @@ def test_the_judge_names_every_broken_promise():
     checker.failures.clear()
     many = [_expected(f'url_citation https://e.com/{i}', url=f'https://e.com/{i}') for i in range(7)]
 
-    def all_of_them(consumed: int) -> list[Any]:
+    def all_of_them(consumed: int, streamed: bool) -> list[Any]:
         return many
 
     many_checker = _Checker(

@@ -135,7 +135,9 @@ def assert_no_lost_citations(subject: AnswerSubject, wire: WireSubject) -> None:
     """Assert that every citation the provider sent is in the answer: a span, a source card, raw-only data or a problem.
 
     Accounted for exactly as `check_seams` does (by URL, document id, title or offsets), over the responses of the run
-    (for a `CitedAnswer`: every response of the recording).
+    (for a `CitedAnswer`: every response of the recording). A `CitingModel` whose stream was cut (`end_stream_after`)
+    sent only the citations that went out before the cut; the answer is then incomplete, which says the rest is
+    missing.
 
     Args:
         subject: A run's result or a `CitedAnswer`.
@@ -144,7 +146,7 @@ def assert_no_lost_citations(subject: AnswerSubject, wire: WireSubject) -> None:
     """
     answer = _answer(subject, 'assert_no_lost_citations')
     responses = None if isinstance(subject, CitedAnswer) else _response_count(subject)
-    expected = _wire_expectations(wire, responses)
+    expected = _wire_expectations(wire, responses, answer)
     missing = unaccounted(answer, expected)
     if not missing:
         return
@@ -213,14 +215,16 @@ def _response_count(result: object) -> int:
     return sum(1 for m in messages if m.kind == 'response')
 
 
-def _wire_expectations(wire: object, responses: int | None) -> list[Expected]:
+def _wire_expectations(wire: object, responses: int | None, answer: CitedAnswer) -> list[Expected]:
     got = shown(wire)
     if isinstance(wire, str | PathLike):
         wire = load_recording(Path(cast('str | PathLike[str]', wire)))
     if isinstance(wire, Recording):
         return wire_expected(wire)(len(wire.responses) if responses is None else responses)
     if isinstance(wire, CitingModel):
-        return scripted_expected(wire)
+        # Only a stream cut before its end sends less than `request` (a whole stream sends it all), and a cut answer
+        # is incomplete: the one verdict says whether the response was cut.
+        return scripted_expected(wire, streamed=not answer.complete)
     if isinstance(wire, list | tuple) and all(isinstance(c, WireCitation) for c in cast(Sequence[object], wire)):
         seen: dict[str, WireCitation] = {}
         for citation in cast(Sequence[WireCitation], wire):

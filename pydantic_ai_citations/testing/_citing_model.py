@@ -362,7 +362,7 @@ _Step = _Delta | _BlockCitations | _Break | _Finish
 
 
 def _stream_steps(model: CitingModel) -> Iterator[_Step]:
-    """What a stream of `model` sends, in order: the one account of it.
+    """What a stream of `model` sends, in order: the one account of it, for the stream and for `sent_citations`.
 
     A stream cut by `end_stream_after` stops before `_Finish` (no finish reason, no late citations); one cut by
     `break_stream_after` ends with `_Break`.
@@ -387,6 +387,24 @@ def _stream_steps(model: CitingModel) -> Iterator[_Step]:
         elif segment.citations:
             late = True
     yield _Finish(late)
+
+
+def sent_citations(model: CitingModel, *, streamed: bool) -> list[ScriptedCitation]:
+    """The scripted citations `model` sends in one response: what a check may count as sent on the wire.
+
+    `request` sends every one. A stream sends only those it reaches before `end_stream_after` or `break_stream_after`
+    cuts it: Anthropic and Bedrock send each at its block's end, the other styles all of them after the text, so a
+    stream cut before then sends none (its answer is incomplete instead).
+    """
+    if not streamed:
+        return list(model.citations)
+    sent: list[ScriptedCitation] = []
+    for step in _stream_steps(model):
+        if isinstance(step, _BlockCitations) and step.segment.scripted is not None:
+            sent.append(step.segment.scripted)
+        elif isinstance(step, _Finish) and step.late:
+            return list(model.citations)  # flushed together as the one part's citations
+    return sent
 
 
 def _segments(text: str, citations: Sequence[ScriptedCitation], style: CitingStyle) -> list[_Segment]:

@@ -10,7 +10,8 @@ history to another provider -- and checks on everything a reader sees:
 - `'incomplete_when_cut'`: a stream that ends before the provider's finishing event (cut at many event boundaries)
   never gives an answer that says `complete=True`.
 - `'accounted'`: every citation the provider sent (counted on the wire by `formats.wire`, or scripted in a
-  `CitingModel`) is in the answer as a span, a source card (`unanchored`), `raw_only` data or a problem.
+  `CitingModel` and sent before any cut of its stream) is in the answer as a span, a source card (`unanchored`),
+  `raw_only` data or a problem.
 - `'runs'`: the path ran at all on the whole (uncut) subject.
 
 The markup patterns here are deliberately plain substring-level tests, kept apart from the package's own markup
@@ -49,7 +50,7 @@ from .._store import SQLiteConversationStore
 from .._stream import FinalAnswer, TextChunk, stream_cited
 from .._track import TrackCitations
 from ..formats.wire import WIRE_APIS, WireCitation, count_wire_citations
-from ._citing_model import CitingModel, CitingStyle
+from ._citing_model import CitingModel, CitingStyle, sent_citations
 
 if TYPE_CHECKING:
     from ._scenarios import CitingAgentFactory
@@ -290,7 +291,7 @@ async def check_seams(
         checker.failures,
         skipped=checker.skipped,
         cuts=cuts if cut_any else [],
-        wire_citations=None if target.expected is None else len(target.expected(1)),
+        wire_citations=None if target.expected is None else len(target.expected(1, False)),
         runs=checker.runs,
     )
 
@@ -382,8 +383,8 @@ class _Subject:
     make: Callable[[int | None, list[dict[str, JsonValue]]], Model[Any]]
     """A model for one run: `make(cut, sent)`, cut after `cut` events (`None`: whole); `sent` collects requests."""
     cut_points: list[int]
-    expected: Callable[[int], list[Expected]] | None
-    """The citations sent in the first `n` responses a run consumed."""
+    expected: Callable[[int, bool], list[Expected]] | None
+    """`expected(n, streamed)`: the citations sent in the first `n` responses a run consumed, streamed or not."""
     cannot_cut: str = ''
     no_wire: str = ''
 
@@ -435,7 +436,7 @@ def _recording_subject(recording: Recording, prompt: str | None, settings: Model
             cut_cache[cut] = replace(recording, responses=[_cut_response(first, cut)])
         return cut_cache[cut].model(sent=sent)
 
-    expected = None if recording.api not in WIRE_APIS else wire_expected(recording)
+    counted = None if recording.api not in WIRE_APIS else wire_expected(recording)
     return _Subject(
         recording.path.name,
         recording.streamed,
@@ -444,7 +445,8 @@ def _recording_subject(recording: Recording, prompt: str | None, settings: Model
         _API_PROVIDER.get(recording.api),
         make,
         list(range(1, finish + 1)),
-        expected,
+        # What the recording holds is what was sent, streamed or not.
+        None if counted is None else lambda consumed, streamed: counted(consumed),
         cannot_cut='the recording is not streamed' if not recording.streamed else 'no event before the finishing one',
         no_wire=f'no wire counter for {recording.api}',
     )
@@ -466,8 +468,8 @@ def _citing_subject(model: CitingModel, prompt: str | None, settings: ModelSetti
             end_stream_after=cut,
         )
 
-    def expected(consumed: int) -> list[Expected]:
-        return scripted_expected(model)
+    def expected(consumed: int, streamed: bool) -> list[Expected]:
+        return scripted_expected(model, streamed=streamed)
 
     return _Subject(
         f'CitingModel(style={model.style!r})',
@@ -617,10 +619,14 @@ def wire_citation_expected(c: WireCitation) -> Expected:
     )
 
 
-def scripted_expected(model: CitingModel) -> list[Expected]:
-    """What accounts for each source of each citation a `CitingModel` is scripted to send."""
+def scripted_expected(model: CitingModel, *, streamed: bool) -> list[Expected]:
+    """What accounts for each source of each citation a `CitingModel` sent, streamed or not (`sent_citations`).
+
+    A stream cut (`end_stream_after`) before a citation went out never sent it: the answer's `stream_incomplete`
+    problem covers what is missing, so it is not counted as sent. Every citation that did go out still counts.
+    """
     out: list[Expected] = []
-    for citation in model.citations:
+    for citation in sent_citations(model, streamed=streamed):
         for source in citation.sources:
             url = getattr(source, 'url', None)
             doc = getattr(source, 'document_id', None)
@@ -881,7 +887,7 @@ class _Checker:
                     message = 'complete=True for a stream cut before its finishing event'
                     fail(SeamFailure(path, 'incomplete_when_cut', where, message, cut=cut))
         elif self.subject.expected is not None and seen.error is None:
-            expected = self.subject.expected(seen.consumed)
+            expected = self.subject.expected(seen.consumed, path in _STREAMING_PATHS or self.streams(cut))
             for where, answer in seen.answers:
                 if missing := unaccounted(answer, expected):
                     message = f'{len(missing)} of {len(expected)} sent citation(s) are not a span, a source card, ' + (
