@@ -244,6 +244,22 @@ The answer (as render_markdown(answer, 'footnotes') shows it):
 """)
 
 
+async def test_no_lost_citations_counts_what_a_cut_stream_sent():
+    """Cut after the first block and its citation went out, before the second's: only the first was sent."""
+    model = CitingModel(TEXT, CITES, style='anthropic', end_stream_after=3)
+    async with Agent(model, capabilities=[TrackCitations()]).run_stream('q') as stream:
+        await stream.get_output()
+    assert_no_lost_citations(stream, model)
+    assert_no_lost_citations(answer_of(TEXT, state='interrupted'), CitingModel(TEXT, CITES, end_stream_after=1))
+    with pytest.raises(AssertionError) as excinfo:
+        assert_no_lost_citations(answer_of('K2 is 8,611 m tall. It lies on ', state='interrupted'), model)
+    assert message(excinfo).splitlines()[0] == snapshot(
+        "1 of 1 citation(s) sent on the wire are lost: scripted citation of 'K2 is 8,611 m tall.' to 'https://en.wikipedia.org/wiki/K2'."
+    )
+    with pytest.raises(AssertionError, match=r'2 of 2 citation\(s\) sent on the wire are lost'):
+        assert_no_lost_citations(answer_of(TEXT), model)  # complete: not cut, so `request` sent both
+
+
 async def test_no_lost_citations_against_a_recording(corpus: Path):
     path = (
         corpus

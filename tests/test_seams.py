@@ -22,7 +22,7 @@ from pydantic_ai.models import Model
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.test import TestModel
 
-from pydantic_ai_citations import CitationProblem, CitedAnswer, CitedSpan, RawCitation, SourceRef
+from pydantic_ai_citations import CitationProblem, CitedAnswer, CitedSpan, RawCitation, SourceRef, TrackCitations
 from pydantic_ai_citations.testing import (
     CITING_STYLES,
     SEAM_PATHS,
@@ -35,11 +35,13 @@ from pydantic_ai_citations.testing import (
     SeamReport,
     SeamsBroken,
     SeamSkip,
+    assert_no_lost_citations,
     assert_seams,
     check_seams,
     check_seams_sync,
     load_recording,
 )
+from pydantic_ai_citations.testing._citing_model import sent_citations  # pyright: ignore[reportPrivateUsage]
 from pydantic_ai_citations.testing._seams import (  # the oracle's parts, tested on purpose  # pyright: ignore[reportPrivateUsage]
     _READER_MARKUP,  # pyright: ignore[reportPrivateUsage]
     _SENT_MARKUP,  # pyright: ignore[reportPrivateUsage]
@@ -51,6 +53,7 @@ from pydantic_ai_citations.testing._seams import (  # the oracle's parts, tested
     _Seen,  # pyright: ignore[reportPrivateUsage]
     _spread,  # pyright: ignore[reportPrivateUsage]
     _Subject,  # pyright: ignore[reportPrivateUsage]
+    _subject,  # pyright: ignore[reportPrivateUsage]
     unaccounted,
 )
 
@@ -200,6 +203,126 @@ async def test_citing_model_end_stream_after():
     assert [p.citations for p in response.parts if isinstance(p, TextPart)] == [None]
     with pytest.raises(UserError, match='end_stream_after must be at least 1, got 0'):
         CitingModel(TEXT, style='anthropic', end_stream_after=0)
+
+
+# --- a CitingModel cut before its citations went out ----------------------------------------------------------------
+
+HARD = WebCitationSource('https://example.com/hard', title='Hard')
+MAX_CUT = 16
+"""More text deltas than any style's stream of `cut_model` has, its markers included: a cut there cuts nothing."""
+
+
+def cut_model(style: CitingStyle, end_stream_after: int | None) -> CitingModel:
+    citations = [ScriptedCitation('K2 is 8,611 m tall.', [K2]), ScriptedCitation('It is hard.', [HARD])]
+    return CitingModel('K2 is 8,611 m tall. It is hard.', citations, style=style, end_stream_after=end_stream_after)
+
+
+def _cited_urls(messages: Sequence[ModelMessage]) -> list[str]:
+    """The web sources on Pydantic AI's own `TextPart.citations`: what reached the run, read without this package."""
+    return [
+        source.url
+        for message in messages
+        if isinstance(message, ModelResponse)
+        for part in message.parts
+        if isinstance(part, TextPart)
+        for citation in part.citations or []
+        for source in citation.sources
+        if isinstance(source, WebCitationSource)
+    ]
+
+
+async def _streamed_urls(model: CitingModel) -> list[str]:
+    async with Agent(model).run_stream('q') as stream:
+        await stream.get_output()
+    return _cited_urls(stream.all_messages())
+
+
+def _urls(citations: Sequence[ScriptedCitation]) -> list[str]:
+    return [s.url for c in citations for s in c.sources if isinstance(s, WebCitationSource)]
+
+
+async def _first_sending_cut(style: CitingStyle) -> int:
+    """The fewest text deltas after which a plain stream has carried a citation: observed, not computed."""
+    for cut in range(1, MAX_CUT + 1):
+        if await _streamed_urls(cut_model(style, cut)):
+            return cut
+    raise AssertionError(f'{style}: no citation in {MAX_CUT} text deltas')
+
+
+@pytest.mark.parametrize('style', CITING_STYLES)
+async def test_sent_citations_are_what_the_stream_carried(style: CitingStyle):
+    """What the checks count as sent, against what a plain run received: cut after every text delta, and whole."""
+    for cut in [*range(1, MAX_CUT + 1), None]:
+        model = cut_model(style, cut)
+        assert _urls(sent_citations(model, streamed=True)) == await _streamed_urls(model), cut
+        result = await Agent(model).run('q')  # `request` has no stream to cut: it sends every citation
+        assert _urls(sent_citations(model, streamed=False)) == _cited_urls(result.all_messages()) == [K2.url, HARD.url]
+    assert await _streamed_urls(cut_model(style, MAX_CUT)) == [K2.url, HARD.url]
+
+
+@pytest.mark.parametrize('style', CITING_STYLES)
+async def test_a_cut_citing_model_keeps_its_promises(style: CitingStyle):
+    """Cut after one text delta, right before the first citation went out, and right after it: on every path and in
+    `assert_no_lost_citations` alike, a citation never sent is not asked for (`stream_incomplete` covers it)."""
+    first = await _first_sending_cut(style)
+    for cut in sorted({1, max(first - 1, 1), first}):
+        report = await check_seams(cut_model(style, cut), max_cuts=1)
+        report.assert_ok()
+        agent = Agent(cut_model(style, cut), capabilities=[TrackCitations()])
+        async with agent.run_stream('q') as stream:
+            await stream.get_output()
+        assert_no_lost_citations(stream, cut_model(style, cut))  # a fresh model with the same script
+        assert_no_lost_citations(await agent.run('q'), cut_model(style, cut))  # not streamed: both sent, both kept
+
+
+def _without_citations(messages: Sequence[ModelMessage]) -> list[ModelMessage]:
+    """The messages with every citation and its raw data dropped (OpenRouter's `annotations` on the response too), the
+    finish signal kept: a loss on the way."""
+    return [
+        replace(
+            m,
+            parts=[
+                replace(p, citations=None, provider_details=None) if isinstance(p, TextPart) else p for p in m.parts
+            ],
+            provider_details={k: v for k, v in (m.provider_details or {}).items() if k != 'annotations'} or None,
+        )
+        if isinstance(m, ModelResponse)
+        else m
+        for m in messages
+    ]
+
+
+@pytest.mark.parametrize('style', CITING_STYLES)
+async def test_a_citation_lost_after_it_went_out_is_still_caught(style: CitingStyle):
+    """Streamed right up to a citation and then lost, or sent whole by `request` and then lost: both checks say so.
+    Cut before any citation went out, the same loss of nothing is no failure."""
+    first = await _first_sending_cut(style)
+    for cut, streamed in ((first, True), (1, False), (1, True)):
+        model = cut_model(style, cut)
+        # What went out, observed on a plain run: the first citation (or both) on the stream; both from `request`.
+        lost = len(await _streamed_urls(model)) if streamed else 2
+        agent = Agent(model, capabilities=[TrackCitations()])
+        if streamed:
+            async with agent.run_stream('q') as stream:
+                await stream.get_output()
+            messages = stream.all_messages()
+        else:
+            messages = (await agent.run('q')).all_messages()
+        lossy = CitedAnswer.from_messages(_without_citations(messages))
+        checker = _Checker(_subject(model, None, None), lambda model, capabilities: Agent(model), None, 'google')
+        checker._judge('run_stream' if streamed else 'run', None, _Seen(answers=[('lossy', lossy)]))  # pyright: ignore[reportPrivateUsage]
+        if not lost:
+            assert_no_lost_citations(lossy, model)
+            assert checker.failures == []
+            continue
+        with pytest.raises(AssertionError, match=rf'{lost} of {lost} citation\(s\) sent on the wire are lost'):
+            assert_no_lost_citations(lossy, model)
+        assert [(f.property, f.message.split(':')[0]) for f in checker.failures] == [
+            (
+                'accounted',
+                f'{lost} of {lost} sent citation(s) are not a span, a source card, raw_only data or a problem',
+            )
+        ]
 
 
 # --- the check itself -----------------------------------------------------------------------------------------------
