@@ -239,6 +239,34 @@ async def test_messages_where_messages_are_expected():
         find_stale(None)  # pyright: ignore[reportArgumentType]
 
 
+@pytest.mark.parametrize(
+    ('given', 'bad'),
+    [
+        pytest.param([1, 2], '(item 0: 1)', id='ints'),
+        pytest.param([*_messages(), 'hi'], "(item 1: 'hi')", id='str-after-a-message'),
+        pytest.param([{'kind': 'response', 'parts': 'stored JSON'}], '`ModelMessagesTypeAdapter', id='json-dict'),
+    ],
+)
+def test_messages_must_be_messages(given: list[object], bad: str):
+    expected = r'`messages` must be a list of messages \(`ModelRequest` / `ModelResponse`\)'
+    with pytest.raises(UserError, match=rf'CitedAnswer\.from_messages: {expected}') as caught:
+        CitedAnswer.from_messages(given)  # pyright: ignore[reportArgumentType]
+    assert bad in str(caught.value)
+    with pytest.raises(UserError, match=rf'find_stale: {expected}') as caught:
+        find_stale(given)  # pyright: ignore[reportArgumentType]
+    assert bad in str(caught.value)
+
+
+def test_subclasses_of_messages_pass():
+    @dataclasses.dataclass
+    class AppResponse(ModelResponse):
+        pass
+
+    messages = [AppResponse(parts=[TextPart('hi')])]
+    assert CitedAnswer.from_messages(messages).text == 'hi'
+    assert find_stale(messages) == []
+
+
 async def test_check_support_wants_a_cited_answer():
     result = await Agent(TestModel()).run('q')
     with pytest.raises(UserError, match=r'`answer` must be a `CitedAnswer`.*CitedAnswer\.from_result\(result\)'):
