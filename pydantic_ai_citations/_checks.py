@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from types import NoneType
 from typing import TYPE_CHECKING, Any, cast
 
+from pydantic_ai.agent import AbstractAgent
 from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import ModelRequest, ModelResponse
 
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
 
 __all__ = (
     'require',
+    'require_agent',
     'require_base_fields',
     'require_bools',
     'require_mapping',
@@ -80,6 +82,18 @@ def require_base_fields(capability: AbstractCapability[Any]) -> None:
     require(where, 'id', capability.id, (str, NoneType), 'a string or None')
     require(where, 'description', capability.description, (str, NoneType), 'a string or None')
     require_bools(where, defer_loading=capability.defer_loading)
+
+
+def require_agent(agent: object, *, where: str, name: str = 'agent') -> None:
+    """Raise `UserError` unless `agent` is an agent (`Agent`, or an `AbstractAgent` such as one wrapping it)."""
+    if isinstance(agent, AbstractAgent):
+        return
+    hint = ''
+    if callable(getattr(agent, 'all_messages', None)):
+        hint = " That is a run's result: pass the agent that ran it."
+    raise UserError(
+        f'{where}: `{name}` must be an agent (`Agent`, or an agent wrapping one), got {shown(agent)}.{hint}'
+    )
 
 
 def require_result(result: object, *, where: str, name: str = 'result') -> None:

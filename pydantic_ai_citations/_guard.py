@@ -22,7 +22,7 @@ from pydantic_ai.exceptions import ModelRetry, UserError
 from pydantic_ai.messages import ToolCallPart
 from pydantic_ai.tools import RunContext, ToolDefinition
 
-from ._checks import require_base_fields, require_bools
+from ._checks import require_agent, require_base_fields, require_bools
 from ._json_markup import (
     FieldPath,
     RemovedMarkup,
@@ -175,8 +175,9 @@ class StripCitationMarkup(AbstractCapability[object]):
         """The `StripCitationMarkup` instance of `agent` (e.g. one built with `Agent.from_spec`).
 
         Raises:
-            UserError: the agent has none, or several.
+            UserError: `agent` is not an agent, or it has none, or several.
         """
+        require_agent(agent, where='StripCitationMarkup.of')
         found: list[StripCitationMarkup] = []
 
         def visit(capability: AbstractCapability[Any]) -> None:
@@ -293,6 +294,11 @@ def removed_markup(
     Args:
         owner: The `StripCitationMarkup` instance given to the agent, or the agent itself.
         result: The run's result, or its `run_id`.
+
+    Raises:
+        UserError: `owner` is neither, or the agent has no `StripCitationMarkup` (or several).
     """
+    if not isinstance(owner, StripCitationMarkup):
+        require_agent(owner, where='removed_markup', name='owner')
     strip = owner if isinstance(owner, StripCitationMarkup) else StripCitationMarkup.of(owner)
     return strip.removed_markup(result)

@@ -40,6 +40,7 @@ from pydantic_ai.run import AgentRunResultEvent
 from pydantic_ai.tools import AgentDepsT
 
 from ._answer import CitedAnswer
+from ._checks import require_agent
 from .formats.markup import StreamCleaner
 
 __all__ = (
@@ -288,7 +289,11 @@ async def stream_cited(
         A `CitedStream`. If the run raises, the stream yields an incomplete `FinalAnswer` (with `error` set) and then
         re-raises the exception. Leaving the block early stops the run; `stream.snapshot()` then gives what arrived,
         marked incomplete.
+
+    Raises:
+        UserError: `agent` is not an agent, or `via` is neither `'events'` nor `'run_stream'`.
     """
+    require_agent(agent, where='stream_cited')
     if via == 'events':
         run_events = cast(Callable[..., AbstractAsyncContextManager[AsyncIterator[object]]], agent.run_stream_events)
         async with run_events(user_prompt, **run_kwargs) as events:

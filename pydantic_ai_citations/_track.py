@@ -59,7 +59,15 @@ from pydantic_ai.run import AgentRunResult
 from pydantic_ai.settings import ModelSettings
 
 from ._answer import run_messages
-from ._checks import require, require_base_fields, require_bools, require_mapping, require_result, shown
+from ._checks import (
+    require,
+    require_agent,
+    require_base_fields,
+    require_bools,
+    require_mapping,
+    require_result,
+    shown,
+)
 from ._guard import OutputModeCheck
 from ._ledger import AttemptSlots, RunRegistry
 from ._models import describe_serving_model
@@ -210,8 +218,9 @@ class TrackCitations(AbstractCapability[Any]):
             id: The capability's `id` when the agent has more than one.
 
         Raises:
-            UserError: the agent has none, or several and `id` does not pick one.
+            UserError: `agent` is not an agent, or it has none, or several and `id` does not pick one.
         """
+        require_agent(agent, where='TrackCitations.of')
         found: list[TrackCitations] = []
 
         def visit(capability: AbstractCapability[Any]) -> None:

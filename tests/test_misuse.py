@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,7 @@ from pydantic_ai_citations import (
     TrackCitations,
     VerifyEvidence,
     find_stale,
+    removed_markup,
     verify_claims,
 )
 from pydantic_ai_citations.support import check_support, check_support_sync
@@ -265,6 +267,29 @@ def test_subclasses_of_messages_pass():
     messages = [AppResponse(parts=[TextPart('hi')])]
     assert CitedAnswer.from_messages(messages).text == 'hi'
     assert find_stale(messages) == []
+
+
+# --- agents where an agent is expected --------------------------------------------------------------------------------
+
+
+def _removed_markup_of(owner: Any) -> object:
+    return removed_markup(owner, 'run-1')
+
+
+@pytest.mark.parametrize(
+    ('call', 'where', 'named'),
+    [
+        pytest.param(TrackCitations.of, 'TrackCitations.of', 'agent', id='track-of'),
+        pytest.param(StripCitationMarkup.of, 'StripCitationMarkup.of', 'agent', id='strip-of'),
+        pytest.param(_removed_markup_of, 'removed_markup', 'owner', id='removed-markup'),
+    ],
+)
+async def test_an_agent_where_an_agent_is_expected(call: Any, where: str, named: str):
+    with pytest.raises(UserError, match=rf'{re.escape(where)}: `{named}` must be an agent \(`Agent`.*got None\.'):
+        call(None)
+    result = await Agent(TestModel()).run('q')
+    with pytest.raises(UserError, match=f"`{named}` must be an agent.*That is a run's result: pass the agent"):
+        call(result)
 
 
 async def test_check_support_wants_a_cited_answer():

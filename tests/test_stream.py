@@ -186,6 +186,13 @@ async def test_misuse():
     with pytest.raises(UserError, match="'sideways'"):
         async with stream_cited(citing(), 'q', via='sideways'):  # pyright: ignore[reportArgumentType]
             pass
+    with pytest.raises(UserError, match=r'stream_cited: `agent` must be an agent \(`Agent`.*got None'):
+        async with stream_cited(None, 'q'):  # pyright: ignore[reportArgumentType]
+            pass
+    result = await citing().run('q')
+    with pytest.raises(UserError, match="`agent` must be an agent.*That is a run's result"):
+        async with stream_cited(result, 'q'):  # pyright: ignore[reportArgumentType]
+            pass
     async with stream_cited(citing(), 'q') as stream:
         await collect(stream)
         with pytest.raises(UserError, match='once'):
