@@ -42,7 +42,7 @@ from pydantic_ai import (
 )
 from pydantic_ai.exceptions import UserError
 
-from ._checks import require_messages
+from ._checks import require, require_messages
 from ._problems import CitationProblem
 from .formats.markup import StrippedMarkup, strip_markup
 from .formats.numbered import is_numbered_marker
@@ -218,8 +218,10 @@ def edit_response(
     catches later edits made without `edit_text`. Problems carry `part_index`; `response` is not changed.
 
     Raises:
-        UserError: `part_index` does not name a `TextPart` of `response`, or `new_text` is not a `str`.
+        UserError: `response` is not a `ModelResponse`, `part_index` does not name a `TextPart` of it, or `new_text`
+            is not a `str`.
     """
+    require('edit_response', 'response', response, ModelResponse, 'a `ModelResponse` (`edit_text` edits a `TextPart`)')
     parts = response.parts
     in_range = isinstance(part_index, int) and 0 <= part_index < len(parts)  # pyright: ignore[reportUnnecessaryIsInstance]
     part = parts[part_index] if in_range else None

@@ -660,6 +660,13 @@ def test_edit_response_refreshes_fingerprints() -> None:
         edit_response(ModelResponse(parts=[]), 0, 'x')
 
 
+def test_edit_response_wants_a_response() -> None:
+    with pytest.raises(
+        UserError, match=r"edit_response: `response` must be a `ModelResponse`.*got TextPart\(content='a'"
+    ):
+        edit_response(TextPart('a'), 0, 'b')  # type: ignore[arg-type]
+
+
 def test_find_stale_without_fingerprints_checks_anchors_only() -> None:
     """A history no fingerprinting capability saw (e.g. made with `TrackCitations` alone)."""
     part = cited_part()
