@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 __all__ = (
     'require',
     'require_agent',
+    'require_at_least',
     'require_base_fields',
     'require_bools',
     'require_mapping',
@@ -53,6 +54,15 @@ def require(where: str, name: str, value: object, expected: type | tuple[type, .
     if isinstance(value, types) and (bool in types or not isinstance(value, bool)):
         return
     raise UserError(f'{where}: `{name}` must be {what}, got {shown(value)}.')
+
+
+def require_at_least(
+    where: str, name: str, value: object, minimum: float, expected: type | tuple[type, ...], what: str
+) -> None:
+    """`require` `value` to be an instance of `expected` and not less than `minimum` (`what` says both)."""
+    require(where, name, value, expected, what)
+    if cast(float, value) < minimum:
+        raise UserError(f'{where}: `{name}` must be {what}, got {shown(value)}.')
 
 
 def require_bools(where: str, **values: object) -> None:

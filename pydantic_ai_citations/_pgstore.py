@@ -30,7 +30,7 @@ from pydantic_ai.exceptions import UserError
 
 from . import _store  # pyright: ignore[reportPrivateUsage]  # read its page sizes when used (tests change them)
 from . import _store_sql as sql
-from ._checks import shown
+from ._checks import require_at_least, shown
 from ._problems import CitationProblem
 from ._store import (
     _BACKFILLS,  # pyright: ignore[reportPrivateUsage]
@@ -250,12 +250,21 @@ class PostgresConversationStore(_StoredAnswers):
             min_size: Connections the pool keeps open.
             max_size: Connections the pool opens at most.
             timeout: Seconds to wait for a connection from the pool.
+
+        Raises:
+            UserError: `conninfo` is not a str, `min_size` / `max_size` are not counts of connections (`max_size`
+                at least 1 and at least `min_size`), or `timeout` is not a number of seconds.
         """
         if not isinstance(cast(object, conninfo), str):
             raise UserError(
                 'PostgresConversationStore: `conninfo` must be a libpq connection string or URL (str), '
                 f'got {shown(conninfo)}.'
             )
+        where = 'PostgresConversationStore'
+        require_at_least(where, 'min_size', min_size, 0, int, 'a number of connections (an int >= 0)')
+        least = max(min_size, 1)
+        require_at_least(where, 'max_size', max_size, least, int, f'a number of connections (an int >= {least})')
+        require_at_least(where, 'timeout', timeout, 0, (int, float), 'a number of seconds (>= 0)')
         self.conninfo = conninfo
         self._versions = _versions()
         self._pool: AsyncConnectionPool[_Conn] = _pool_class()(

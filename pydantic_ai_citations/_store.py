@@ -27,6 +27,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import KW_ONLY, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from types import NoneType
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, cast
 
 import anyio.to_thread
@@ -46,7 +47,7 @@ from pydantic_core import PydanticSerializationError
 
 from . import _store_sql as sql
 from ._answer import CitedAnswer, answer_parts
-from ._checks import shown
+from ._checks import require, require_at_least, shown
 from ._edit import edit_response
 from ._problems import PROBLEM_CODES, CitationProblem, ProblemCode
 from ._urls import GROUNDING_HOST, bare_host, domain_range, host_key, is_grounding_redirect, title_domain, url_host
@@ -784,6 +785,32 @@ class _StoredAnswers(ConversationStore):
                 raise UserError(f'{type(self).__name__}.save: `{name}` holds a NUL character: {shown(value)}.')
         return await super().save(conversation, scope=scope)
 
+    async def load(
+        self, conversation_id: str, *, limit: int | None = None, scope: str | None = None
+    ) -> Conversation | None:
+        """Pydantic AI's `ConversationStore.load`, refusing a `conversation_id` that is not a `str`.
+
+        Raises:
+            UserError: `conversation_id` is not a `str`, or `limit` is negative.
+        """
+        self._require_id('load', conversation_id)
+        return await super().load(conversation_id, limit=limit, scope=scope)
+
+    async def load_entries(
+        self, conversation_id: str, *, limit: int | None = None, scope: str | None = None
+    ) -> list[ConversationEntry] | None:
+        """Pydantic AI's `ConversationStore.load_entries`, refusing a `conversation_id` that is not a `str`.
+
+        Raises:
+            UserError: `conversation_id` is not a `str`, or `limit` is negative.
+        """
+        self._require_id('load_entries', conversation_id)
+        return await super().load_entries(conversation_id, limit=limit, scope=scope)
+
+    def _require_id(self, method: str, conversation_id: object) -> None:
+        # Pydantic AI types it `str`; any other value would only ever find nothing.
+        require(f'{type(self).__name__}.{method}', 'conversation_id', conversation_id, str, 'a str')
+
     @abstractmethod
     async def _answers(
         self, where: str, params: tuple[object, ...], *, order: str = sql.BY_STORED, limit: int | None = None
@@ -803,8 +830,11 @@ class _StoredAnswers(ConversationStore):
         domain in the source title: such an answer is found by that domain too.
 
         Raises:
-            UserError: Not exactly one of `url` and `domain` is given, or `domain` names no host.
+            UserError: Not exactly one of `url` and `domain` is given as a `str`, or `domain` names no host.
         """
+        where = f'{type(self).__name__}.answers_citing'
+        require(where, 'url', url, (str, NoneType), 'a URL (a str) or None')
+        require(where, 'domain', domain, (str, NoneType), 'a host name (a str) or None')
         if (url is None) == (domain is None):
             raise UserError(f'Pass exactly one of `url` and `domain`, got url={url!r}, domain={domain!r}.')
         if url is not None:
@@ -889,13 +919,15 @@ class SQLiteConversationStore(_StoredAnswers):
             timeout: Seconds to wait for another writer's lock before failing.
 
         Raises:
-            UserError: `path` is not a SQLite database, or one a newer version of this package wrote.
+            UserError: `path` is not a str or path-like, or not a SQLite database, or one a newer version of this
+                package wrote; `timeout` is not a number of seconds.
             StoreCorruptionError: The database file is damaged, or its schema is not the one its version says.
         """
         if not isinstance(cast(object, path), str | os.PathLike):
             raise UserError(
                 f'SQLiteConversationStore: `path` must be a str or path-like (or `:memory:`), got {shown(path)}.'
             )
+        require_at_least('SQLiteConversationStore', 'timeout', timeout, 0, (int, float), 'a number of seconds (>= 0)')
         self.path = os.fspath(path)
         self._versions = _versions()
         self._lock = threading.Lock()

@@ -378,6 +378,29 @@ def test_sqlite_store_wants_a_path(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     store.close()
 
 
+@pytest.mark.parametrize('timeout', ['x', -1, None, True])
+def test_sqlite_store_wants_a_timeout_in_seconds(timeout: object):
+    with pytest.raises(UserError, match=r'SQLiteConversationStore: `timeout` must be a number of seconds \(>= 0\)'):
+        SQLiteConversationStore(timeout=timeout)  # pyright: ignore[reportArgumentType]
+    SQLiteConversationStore(timeout=0).close()
+
+
+async def test_sqlite_store_queries_check_their_arguments():
+    store = SQLiteConversationStore()
+    try:
+        for kwargs, named in (({'url': 5}, 'url'), ({'domain': 5}, 'domain')):
+            with pytest.raises(UserError, match=rf'SQLiteConversationStore\.answers_citing: `{named}` must be a'):
+                await store.answers_citing(**kwargs)  # pyright: ignore[reportArgumentType]
+        with pytest.raises(UserError, match=r'SQLiteConversationStore\.load: `conversation_id` must be a str, got 123'):
+            await store.load(123)  # pyright: ignore[reportArgumentType]
+        with pytest.raises(UserError, match=r'SQLiteConversationStore\.load_entries: `conversation_id` must be a str'):
+            await store.load_entries(None)  # pyright: ignore[reportArgumentType]
+        assert await store.load('missing') is None
+        assert await store.load_entries('missing') is None
+    finally:
+        store.close()
+
+
 async def test_sqlite_store_save_wants_a_conversation():
     store = SQLiteConversationStore()
     try:
@@ -396,6 +419,16 @@ async def test_postgres_store_misuse():
 
     with pytest.raises(UserError, match='`conninfo` must be a libpq connection string'):
         PostgresConversationStore(123)  # pyright: ignore[reportArgumentType]
+    dsn = 'postgresql://nobody@127.0.0.1:1/none'
+    for kwargs, expected in (
+        ({'timeout': 'x'}, '`timeout` must be a number of seconds'),
+        ({'min_size': '1'}, r'`min_size` must be a number of connections \(an int >= 0\)'),
+        ({'min_size': -1}, '`min_size` must be'),
+        ({'max_size': 0}, r'`max_size` must be a number of connections \(an int >= 1\), got 0'),
+        ({'min_size': 5, 'max_size': 2}, r'`max_size` must be a number of connections \(an int >= 5\), got 2'),
+    ):
+        with pytest.raises(UserError, match=f'PostgresConversationStore: {expected}'):
+            PostgresConversationStore(dsn, **kwargs)  # pyright: ignore[reportArgumentType]
     store = PostgresConversationStore('postgresql://nobody@127.0.0.1:1/none')
     with pytest.raises(UserError, match=r'PostgresConversationStore\.save: `conversation` must be a `Conversation`'):
         await store.save(None)  # pyright: ignore[reportArgumentType]
