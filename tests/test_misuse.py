@@ -336,6 +336,26 @@ def test_scripted_citation_wants_sources(build: Any, named: str):
         build()
 
 
+def test_scripted_citation_wants_a_quote_and_a_source_when_made():
+    with pytest.raises(UserError, match=r'ScriptedCitation: `sources` must be a non-empty list.*got \[\]'):
+        ScriptedCitation('K2', [])
+    with pytest.raises(UserError, match=r'ScriptedCitation: `quote` must be the cited words \(a non-empty str\)'):
+        ScriptedCitation('', [K2])
+
+
+@pytest.mark.parametrize(
+    ('build', 'named'),
+    [
+        pytest.param(lambda: CitingModel(123), 'text', id='text-int'),  # pyright: ignore[reportArgumentType]
+        pytest.param(lambda: CitingModel('K2', ScriptedCitation('K2', [K2])), 'citations', id='one-citation'),  # pyright: ignore[reportArgumentType]
+        pytest.param(lambda: CitingModel('K2', ['K2']), 'citations', id='quotes'),  # pyright: ignore[reportArgumentType]
+    ],
+)
+def test_citing_model_checks_its_script(build: Any, named: str):
+    with pytest.raises(UserError, match=f'CitingModel: `{named}` must be'):
+        build()
+
+
 # --- verify_claims ----------------------------------------------------------------------------------------------------
 
 

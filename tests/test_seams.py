@@ -525,6 +525,19 @@ async def test_bad_arguments():
         await check_seams(citing('anthropic'), paths=['walk'])  # pyright: ignore[reportArgumentType]
     with pytest.raises(UserError, match='max_cuts must be at least 0'):
         await check_seams(citing('anthropic'), max_cuts=-1)
+    with pytest.raises(
+        UserError, match=r'check_seams: `subject` must be a `Recording` or its path, a `Model`.*got None'
+    ):
+        await check_seams(None)  # pyright: ignore[reportArgumentType]
+    with pytest.raises(
+        UserError, match=r'`subject` must be .*a function returning a fresh `Model`; the function returned 3'
+    ):
+        await check_seams(lambda: 3)  # pyright: ignore[reportArgumentType]
+
+
+def test_bad_subject_sync():
+    with pytest.raises(UserError, match='check_seams: `subject` must be'):
+        check_seams_sync(None)  # pyright: ignore[reportArgumentType]
 
 
 def test_every_corpus_recording_is_in_the_suite(corpus: Path):

@@ -91,13 +91,16 @@ class ScriptedCitation:
     """What the words cite."""
 
     def __post_init__(self) -> None:
+        # The script's one check of a citation: `CitingModel` takes only `ScriptedCitation`s, so it relies on this.
         require('ScriptedCitation', 'quote', self.quote, str, 'the cited words (a str)')
+        if not self.quote:
+            raise UserError("ScriptedCitation: `quote` must be the cited words (a non-empty str), got ''.")
         given = cast(object, self.sources)
         items = cast(Sequence[object], given) if isinstance(given, Sequence) and not isinstance(given, str) else None
-        if items is None or not all(isinstance(s, WebCitationSource | DocumentCitationSource) for s in items):
+        if not items or not all(isinstance(s, WebCitationSource | DocumentCitationSource) for s in items):
             raise UserError(
-                'ScriptedCitation: `sources` must be a list of `WebCitationSource` / `DocumentCitationSource` '
-                f"(e.g. `[WebCitationSource(url='https://…')]`), got {shown(self.sources)}."
+                'ScriptedCitation: `sources` must be a non-empty list of `WebCitationSource` / '
+                f"`DocumentCitationSource` (e.g. `[WebCitationSource(url='https://…')]`), got {shown(self.sources)}."
             )
 
 
@@ -170,8 +173,20 @@ class CitingModel(Model):
                 so they arrive after the text's `PartEndEvent` (`'after_part_end'`), as happens when Gemini starts
                 another part after the text. Default `False`: citations are flushed at the end of the response
                 while the text is still the current part (`'response_end'`), as in the real Vertex recording.
+
+        Raises:
+            UserError: An argument is of the wrong type or out of range, or a quote is not found in `text` in order.
         """
         super().__init__()
+        require('CitingModel', 'text', text, str, 'the answer text (a str)')
+        given = cast(object, citations)
+        if not isinstance(given, Sequence) or not all(
+            isinstance(c, ScriptedCitation) for c in cast(Sequence[object], given)
+        ):
+            raise UserError(
+                "CitingModel: `citations` must be a list of `ScriptedCitation` (e.g. `[ScriptedCitation('K2 is "
+                f"tall.', [WebCitationSource(url='https://…')])]`), got {shown(citations)}."
+            )
         if style not in CITING_STYLES:
             raise UserError(f'Unknown CitingModel style {style!r}; use one of {", ".join(CITING_STYLES)}.')
         if chunk_size < 1:
@@ -426,11 +441,7 @@ def _find_quotes(text: str, citations: Sequence[ScriptedCitation]) -> _Found:
     """Where each quote sits: its first occurrence after the previous quote."""
     found: _Found = []
     cursor = 0
-    for citation in citations:
-        if not citation.quote:
-            raise UserError('A ScriptedCitation needs a non-empty quote.')
-        if not citation.sources:
-            raise UserError(f'ScriptedCitation {citation.quote!r} needs at least one source.')
+    for citation in citations:  # each checked when it was made (`ScriptedCitation.__post_init__`)
         start = text.find(citation.quote, cursor)
         if start < 0:
             raise UserError(f'Quote {citation.quote!r} not found in the text after offset {cursor}.')

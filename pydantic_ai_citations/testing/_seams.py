@@ -42,6 +42,7 @@ from pydantic_ai.run import AgentRunResultEvent
 from pydantic_ai.settings import ModelSettings
 
 from .._answer import CitedAnswer
+from .._checks import shown
 from .._history import CleanStaleCitations
 from .._problems import CitationProblem
 from .._render import render_html, render_markdown
@@ -392,6 +393,11 @@ class _Subject:
 _DEFAULT_PROMPT = 'How tall is K2? Cite your sources.'
 
 
+_SUBJECT_KINDS = (
+    'a `Recording` or its path, a `Model` (such as a `CitingModel`), or a function returning a fresh `Model`'
+)
+
+
 def _subject(subject: SeamSubject, prompt: str | None, settings: ModelSettings | None) -> _Subject:
     if isinstance(subject, str | PathLike):
         subject = load_recording(Path(cast('str | PathLike[str]', subject)))
@@ -399,8 +405,12 @@ def _subject(subject: SeamSubject, prompt: str | None, settings: ModelSettings |
         return _recording_subject(subject, prompt, settings)
     if isinstance(subject, CitingModel):
         return _citing_subject(subject, prompt, settings)
+    if not isinstance(subject, Model) and not callable(cast(object, subject)):
+        raise UserError(f'check_seams: `subject` must be {_SUBJECT_KINDS}, got {shown(subject)}.')
     factory: Callable[[], Model[Any]] = _constant(cast(Model[Any], subject)) if isinstance(subject, Model) else subject
-    first = factory()
+    first = cast(object, factory())
+    if not isinstance(first, Model):
+        raise UserError(f'check_seams: `subject` must be {_SUBJECT_KINDS}; the function returned {shown(first)}.')
 
     def make(cut: int | None, sent: list[dict[str, JsonValue]]) -> Model[Any]:
         return factory()
