@@ -17,7 +17,7 @@ from ._lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from ._answer import CitedAnswer, CitedSpan, RawCitation, SourceRef
-    from ._edit import edit_response, edit_text, find_stale
+    from ._edit import edit_response, edit_text, edit_text_with_problems, find_stale
     from ._evidence import (
         Claim,
         ClaimVerification,
@@ -100,6 +100,7 @@ _HOMES: dict[str, str] = {
     'ClaimVerification': '_evidence',
     # history
     'edit_text': '_edit',
+    'edit_text_with_problems': '_edit',
     'edit_response': '_edit',
     'find_stale': '_edit',
     'SQLiteConversationStore': '_store',
@@ -147,6 +148,7 @@ __all__ = (
     'cohere_http_client',
     'edit_response',
     'edit_text',
+    'edit_text_with_problems',
     'find_stale',
     'mistral_http_client',
     'perplexity_http_client',

@@ -54,6 +54,7 @@ def test_root_all_is_pinned():
             'cohere_http_client',
             'edit_response',
             'edit_text',
+            'edit_text_with_problems',
             'find_stale',
             'mistral_http_client',
             'perplexity_http_client',
