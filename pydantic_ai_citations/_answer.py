@@ -181,9 +181,8 @@ class CitedAnswer:
     def from_messages(cls, messages: Sequence[ModelMessage], *, complete: bool | None = None) -> CitedAnswer:
         """Build the answer from a run's messages: the last `ModelResponse` is the answer.
 
-        `complete` is decided by `incomplete_reason`: only a response that carries the provider's own finishing
-        signal is complete; otherwise the answer gets `complete=False` and a `stream_incomplete` problem saying
-        which signal is missing.
+        Only a response that carries the provider's own finishing signal is complete; otherwise the answer gets
+        `complete=False` and a `stream_incomplete` problem saying which signal is missing.
 
         Args:
             messages: The run's messages (`result.all_messages()` or `new_messages()`).

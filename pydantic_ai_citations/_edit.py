@@ -214,8 +214,9 @@ def edit_response(
 ) -> tuple[ModelResponse, list[CitationProblem]]:
     """A copy of `response` whose text part `part_index` is edited with `edit_text`, and what the edit dropped.
 
-    The copy is fingerprinted afresh (see `fingerprint_response`), so `find_stale` vouches for the edited text and
-    catches later edits made without `edit_text`. Problems carry `part_index`; `response` is not changed.
+    The copy is fingerprinted afresh (a hash of each cited part's text and anchors in `ModelResponse.metadata`), so
+    `find_stale` vouches for the edited text and catches later edits made without `edit_text`. Problems carry
+    `part_index`; `response` is not changed.
 
     Raises:
         UserError: `response` is not a `ModelResponse`, `part_index` does not name a `TextPart` of it, or `new_text`
@@ -781,10 +782,11 @@ _MESSAGES = {
 def find_stale(messages: Sequence[ModelMessage]) -> list[CitationProblem]:
     """Check a history for cited parts whose text changed since their citations were made.
 
-    Reports `stale_after_edit` for a fingerprinted part (see `fingerprint_response`) whose text no longer matches
-    its fingerprint (or that is gone), and `anchor_out_of_range` for an anchor that does not fit its part's text.
-    Parts that were never fingerprinted (a history made without `CleanStaleCitations`, `edit_response` or
-    `fingerprint_response`) are only checked for anchors out of range: nothing records what their text was.
+    Reports `stale_after_edit` for a fingerprinted part (one `CleanStaleCitations` or `edit_response` saw) whose text
+    no longer matches its fingerprint (or that is gone), and `anchor_out_of_range` for an anchor that does not fit its
+    part's text. Parts that were never fingerprinted (a history made without `CleanStaleCitations`, `edit_response` or
+    `SQLiteConversationStore.edit_answer`) are only checked for anchors out of range: nothing records what their text
+    was.
     One pass over the history, nothing cached and nothing changed.
     """
     require_messages(messages, where='find_stale')

@@ -51,7 +51,8 @@ __all__ = (
 class CitationMarkupError(UserError):
     """Raised by `StripCitationMarkup(policy='error')` when tool arguments or structured output hold citation markup.
 
-    `fields` names the fields (as `format_path` strings); `removed` and `problems` say what was found.
+    `fields` names the fields (as paths like `'items[2].body'`, `'<root>'` for the whole output); `removed` and
+    `problems` say what was found.
     """
 
     def __init__(
@@ -139,8 +140,8 @@ class StripCitationMarkup(AbstractCapability[object]):
     released first). The message history keeps the model's arguments as they were. Invalid JSON arguments are left
     untouched for Pydantic AI's own retry. Markup that cannot be read is reported, and its markup characters are removed.
 
-    Streamed structured output (`run_stream().stream_output()`) is cleaned at every partial, whatever the policy
-    (`clean_partial_output`); the policy applies to the complete output.
+    Streamed structured output (`run_stream().stream_output()`) is cleaned at every partial, whatever the policy;
+    the policy applies to the complete output.
     """
 
     _: KW_ONLY

@@ -39,8 +39,8 @@ class CleanStaleCitations(AbstractCapability[AgentDepsT]):
     """Keep citations in history true to their text: repair edited parts, and clean what goes to other providers.
 
     - After each model response (and after every capability's `after_model_request`, so changes other capabilities
-      make in place are included), each cited text part is fingerprinted in `ModelResponse.metadata` (never sent to
-      a model; see `fingerprint_response`), in `run`, `iter`, `run_stream_events` and `run_stream` alike.
+      make in place are included), each cited text part is fingerprinted in `ModelResponse.metadata` (a short hash of
+      its text and anchored spans, never sent to a model), in `run`, `iter`, `run_stream_events` and `run_stream` alike.
     - Before each model request, parts whose text no longer matches their fingerprint (edited outside `edit_text`)
       are repaired in the stored history (`ctx.messages`, like Pydantic AI's `ProcessHistory`), as `on_edit` says,
       and reported as `stale_after_edit` to the run's `TrackCitations`.

@@ -54,7 +54,9 @@ def placeholder(text: str) -> str:
 def redact(answer: CitedAnswer, *, documents: bool = True, web: bool = False) -> CitedAnswer:
     """A copy of the answer with private excerpts replaced by `'[redacted: N chars]'`.
 
-    The answer text (without citation markup, see `clean_markup`), URLs, titles and document ids are kept.
+    The answer text is kept, with any citation markup left in it (cite tags, OpenAI private-use markers, `【…†…】`)
+    removed, offsets shifted and each removal reported as a problem, as the renderers do; URLs, titles and document
+    ids are kept.
 
     Args:
         answer: The answer to redact (not modified).

@@ -286,9 +286,9 @@ async def stream_cited(
         **run_kwargs: Passed on to `run_stream_events` / `run_stream` (`message_history`, `deps`, `model`, ...).
 
     Yields:
-        A `CitedStream`. If the run raises, the stream yields an incomplete `FinalAnswer` (with `error` set) and then
-        re-raises the exception. Leaving the block early stops the run; `stream.snapshot()` then gives what arrived,
-        marked incomplete.
+        A stream to iterate once: `TextChunk`s, then one `FinalAnswer`. If the run raises, the stream yields an
+        incomplete `FinalAnswer` (with `error` set) and then re-raises the exception. Leaving the block early stops
+        the run; `stream.snapshot()` then gives what arrived, marked incomplete.
 
     Raises:
         UserError: `agent` is not an agent, or `via` is neither `'events'` nor `'run_stream'`.

@@ -3,14 +3,20 @@ from __future__ import annotations
 import ast
 import importlib
 import inspect
+import pkgutil
+import re
 import subprocess
 import sys
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from inline_snapshot import snapshot
 
 import pydantic_ai_citations
+import pydantic_ai_citations.formats
 import pydantic_ai_citations.matrix
+import pydantic_ai_citations.support
 import pydantic_ai_citations.testing
 import pydantic_ai_citations.ui
 
@@ -162,6 +168,64 @@ def test_every_public_name_exists_and_is_documented():
             value = getattr(module, name)
             if inspect.isfunction(value) or inspect.isclass(value):
                 assert inspect.getdoc(value), f'{module.__name__}.{name} has no docstring'
+
+
+def _package_definitions() -> set[str]:
+    """Names of the functions and classes defined at the top of any of the package's modules (read from the source)."""
+    root = Path(pydantic_ai_citations.__file__).parent
+    return {
+        node.name
+        for path in root.rglob('*.py')
+        for node in ast.parse(path.read_text(encoding='utf-8')).body
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+    }
+
+
+def _importable_names() -> set[str]:
+    """Every name a user can import from a public module, and every public attribute of those classes."""
+    formats = pydantic_ai_citations.formats
+    modules = [
+        *PUBLIC_MODULES,
+        pydantic_ai_citations.support,
+        *(importlib.import_module(f'{formats.__name__}.{m.name}') for m in pkgutil.iter_modules(formats.__path__)),
+    ]
+    names: set[str] = set()
+    for module in modules:
+        for name in getattr(module, '__all__', ()):
+            names.add(name)
+            value = getattr(module, name)
+            if inspect.isclass(value):
+                names.update(attribute for attribute in dir(value) if not attribute.startswith('_'))
+    return names
+
+
+def _docstrings(value: object) -> Iterator[str]:
+    """The docstring of `value` and, for a class, of each of its public methods and properties."""
+    yield inspect.getdoc(value) or ''
+    if inspect.isclass(value):
+        for name, member in vars(value).items():
+            if name.startswith('_') and name != '__init__':
+                continue
+            function = member.fget if isinstance(member, property) else getattr(member, '__func__', member)
+            if callable(function):
+                yield inspect.getdoc(function) or ''
+
+
+_BACKTICKED_NAME = re.compile(r'`([A-Za-z_]\w*)(?:\([^`]*\))?`')
+"""A backticked bare name, maybe called: `` `edit_text` ``, `` `edit_text(part, new_text)` ``."""
+
+
+def test_root_docstrings_name_only_importable_package_functions():
+    """A backticked name in the docs of a root name, if it is one of the package's functions or classes, is public."""
+    defined, importable = _package_definitions(), _importable_names()
+    hidden = {
+        (name, mentioned)
+        for name in pydantic_ai_citations.__all__
+        for doc in _docstrings(getattr(pydantic_ai_citations, name))
+        for mentioned in _BACKTICKED_NAME.findall(doc)
+        if mentioned in defined and mentioned not in importable
+    }
+    assert sorted(hidden) == []
 
 
 def _new_modules(code: str) -> list[str]:

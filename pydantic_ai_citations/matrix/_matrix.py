@@ -212,8 +212,8 @@ class CapabilityMatrix:
     Fill it with `add(...)`, with `TrackCitations(matrix=matrix)` (observed evidence from real runs), or with the
     probes in `pydantic_ai_citations.matrix` (`build_matrix`). Safe to share between concurrent runs.
 
-    Runs are kept per API and model family (`model_family`: on Bedrock, Anthropic models cite documents and other
-    families do not). An API whose families agree on every cell is shown as one row; otherwise each family is its
+    Runs are kept per API and model family (read from the model id: on Bedrock, Anthropic models cite documents and
+    other families do not). An API whose families agree on every cell is shown as one row; otherwise each family is its
     own row. A gateway in front of a provider (`'via HOST'`, from `--live URL#MODEL`) is always its own row.
     """
 
@@ -284,7 +284,7 @@ class CapabilityMatrix:
             self._row(api, self._fill_family(family))
 
     def add_observation(self, observation: RequestObservation) -> None:
-        """`ObservationSink` for `TrackCitations(matrix=...)`: a user's real run becomes `'observed'` evidence."""
+        """Called by `TrackCitations(matrix=...)` for each request: a user's real run becomes `'observed'` evidence."""
         self.observe(observation, 'observed')
 
     def observe(self, observation: RequestObservation, evidence: Evidence, *, family: str | None = None) -> None:
