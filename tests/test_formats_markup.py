@@ -10,7 +10,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic_ai.exceptions import UserError
 
-from pydantic_ai_citations.formats.markup import StreamCleaner, parse_openai_body, scan_markup, strip_markup
+from pydantic_ai_citations.formats.markup import (
+    StreamCleaner,
+    parse_openai_body,
+    remove_cuts,
+    scan_markup,
+    split_cuts,
+    strip_joined,
+    strip_markup,
+)
 from pydantic_ai_citations.formats.openai_markers import extract_markers_with_problems
 
 CITE = '\x3ccite'
@@ -184,6 +192,63 @@ def test_stream_cleaner_never_shows_markup(text: str, data: st.DataObject):
         assert not scan_markup(shown[-1], incomplete=True).found
     for issue in cleaner.issues:
         assert 0 <= issue.start <= issue.end <= len(text)
+
+
+# Prose with complete markup after a word or after a space (markup never follows markup across a space).
+PROSE_TOKENS = st.tuples(
+    st.sampled_from(['K2', 'is', 'tall', '8,611', '(see)', '<b>', 'x.']),
+    st.sampled_from(['', ' ', '. ', ', ', '\n']),
+    st.sampled_from(['', '', OAI, '【4:0†source】', '(cite index="0-1">it</cite>']),
+).map(''.join)
+PROSE = st.lists(PROSE_TOKENS, max_size=12).map(''.join)
+
+
+def _pieces(text: str, cuts: list[int]) -> list[str]:
+    cuts = sorted(min(c, len(text)) for c in cuts)
+    return [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True)]
+
+
+@pytest.mark.parametrize(
+    ('text', 'clean'),
+    [
+        pytest.param(f'tall {OAI}x more', 'tall x more', id='word-after-the-marker'),
+        pytest.param(f'tall {OAI}(see)', 'tall (see)', id='held-text-after-the-marker'),
+        pytest.param(f'tall. {OAI} End', 'tall. End', id='space-after-the-marker'),
+        pytest.param(f'tall {OAI}.', 'tall.', id='punctuation-after-the-marker'),
+        pytest.param('a 【4:0†source】<b>', 'a <b>', id='bracket-marker'),
+    ],
+)
+def test_stream_cleaner_splits_anywhere_as_the_whole_text(text: str, clean: str):
+    """Whether the space before a marker goes depends on what follows the marker: split right after the marker,
+    the cleaner holds both back until it knows."""
+    assert strip_markup(text).text == clean
+    for i in range(len(text) + 1):
+        cleaner = StreamCleaner()
+        assert cleaner.feed(text[:i]) + cleaner.feed(text[i:]) + cleaner.close() == clean, i
+
+
+@settings(max_examples=300, deadline=None)
+@given(PROSE, st.lists(st.integers(0, 200), max_size=6))
+def test_stream_cleaner_and_strip_joined_agree_with_the_whole_text(text: str, cuts: list[int]):
+    pieces = _pieces(text, cuts)
+    whole = strip_markup(text)
+    cleaner = StreamCleaner()
+    assert ''.join(cleaner.feed(piece) for piece in pieces) + cleaner.close() == whole.text
+    joined, per_piece = strip_joined(pieces)
+    assert joined == whole
+    assert ''.join(remove_cuts(p, c) for p, c in zip(pieces, per_piece, strict=True)) == whole.text
+    assert all(0 <= a < b <= len(p) for p, c in zip(pieces, per_piece, strict=True) for a, b in c)
+
+
+@settings(max_examples=300, deadline=None)
+@given(TEXTS, st.lists(st.integers(0, 200), max_size=6))
+def test_split_cuts_keeps_every_cut_inside_its_piece(text: str, cuts: list[int]):
+    pieces = _pieces(text, cuts)
+    stripped = strip_markup(text)
+    per_piece = split_cuts(stripped.cuts, [len(p) for p in pieces])
+    assert len(per_piece) == len(pieces)
+    assert all(0 <= a < b <= len(p) for p, c in zip(pieces, per_piece, strict=True) for a, b in c)
+    assert ''.join(remove_cuts(p, c) for p, c in zip(pieces, per_piece, strict=True)) == stripped.text
 
 
 def test_stream_cleaner_holds_back_only_an_open_marker():

@@ -1,7 +1,9 @@
 r"""The one citation-markup grammar: what counts as citation markup in a model's text, found and removed in one place.
 
-Every module that scans or strips citation markup calls this one (`scan_markup`, `strip_markup`,
-`StreamCleaner`), so they all agree on what is markup and what is prose. The forms:
+Every module that scans or strips citation markup calls this one (`scan_markup`, `strip_markup`, `strip_joined`,
+`StreamCleaner`), so they all agree on what is markup and what is prose. Text a reader sees as one (the consecutive text
+parts of a response) is stripped as one text, whether whole (`strip_joined`) or as it streams (`StreamCleaner`), so
+its part and chunk boundaries change nothing. The forms:
 
 - **Cite tags** (Anthropic / Bedrock-Claude): `<cite index="0-1,0-2">supported text</cite>`, and the opening
   `(cite index="0-1">` form some models write. An opening tag is `<cite` or `(cite`, attributes written as
@@ -62,6 +64,8 @@ __all__ = (
     'parse_openai_body',
     'remove_cuts',
     'scan_markup',
+    'split_cuts',
+    'strip_joined',
     'strip_markup',
 )
 
@@ -600,6 +604,44 @@ def strip_markup(
     return _strip_again(text, out, cuts, scan, (numbered, spacing, incomplete))
 
 
+def strip_joined(
+    pieces: Sequence[str], *, numbered: bool = False, incomplete: bool = False
+) -> tuple[StrippedMarkup, list[tuple[Cut, ...]]]:
+    """Strip consecutive pieces of one text (a response's text parts, a UI text message) as that one text.
+
+    Returns `strip_markup` of the joined text, and its `cuts` split at the pieces' boundaries (`split_cuts`). Markup
+    is found, and the spacing rule applied, on the text as a reader sees it, whatever the provider's part boundaries:
+    a space that ends one part goes with the marker that opens the next (`'tall. '` + `'\ue200…\ue201 End'`), as
+    `StreamCleaner` does with the same text streamed across the parts. Offsets in `matches` and `issues` are into
+    the joined text.
+    """
+    stripped = strip_markup(''.join(pieces), numbered=numbered, incomplete=incomplete)
+    return stripped, split_cuts(stripped.cuts, [len(piece) for piece in pieces])
+
+
+def split_cuts(cuts: Sequence[Cut], lengths: Sequence[int]) -> list[tuple[Cut, ...]]:
+    """The ranges `cuts` of a text joined from pieces of `lengths`, as ranges of each piece (offsets into it).
+
+    `cuts` sorted and non-overlapping (as `StrippedMarkup.cuts`); a range across a boundary is split at it.
+    """
+    out: list[tuple[Cut, ...]] = []
+    k = 0
+    base = 0
+    for length in lengths:
+        limit = base + length
+        mine: list[Cut] = []
+        while k < len(cuts) and cuts[k][0] < limit:
+            start, end = max(cuts[k][0], base), min(cuts[k][1], limit)
+            if start < end:
+                mine.append((start - base, end - base))
+            if cuts[k][1] > limit:  # goes on into the next piece
+                break
+            k += 1
+        out.append(tuple(mine))
+        base = limit
+    return out
+
+
 def _strip_again(
     text: str, out: str, cuts: tuple[Cut, ...], scan: MarkupScan, flags: tuple[bool, bool, bool]
 ) -> StrippedMarkup:
@@ -647,6 +689,9 @@ _OPEN_TAIL_RES = (
 )
 _NUMBERED_TAIL_RES = (re.compile(r'\[[\[ 0-9,\]]{0,160}(?:\(https?:?/{0,2}[^\s()]{0,2000})?\Z'),)
 _SPACE_TAIL_RE = re.compile(r'[ \t]+\Z')
+# The characters that can end markup that stripping removes (cite tags end in `>`).
+_MARKUP_LAST = frozenset('\ue200\ue201\ue202】>')
+_NUMBERED_MARKUP_LAST = _MARKUP_LAST | frozenset('])')
 
 
 class StreamCleaner:
@@ -654,7 +699,8 @@ class StreamCleaner:
 
     `feed(delta)` returns the clean text the delta makes safe to show; only a possible opening of markup at the end
     (an `U+E200` waiting for its `U+E201`, a `【4:0†…` waiting for `】`, a `<cit` that may become a tag; with
-    `numbered=True` a `[1` that may become a marker) and trailing spaces are held back, and never more than a few
+    `numbered=True` a `[1` that may become a marker), trailing spaces, and markup that ends the text with a space
+    before it (whether the space goes depends on the next character) are held back, and never more than a few
     hundred characters. `close()` returns what is still held, cleaned, and ends the text; `issues` then lists
     everything that could not be read (offsets into the whole text fed), including a marker still open at the end.
 
@@ -725,7 +771,22 @@ class StreamCleaner:
         space = _SPACE_TAIL_RE.search(held, max(0, cut - 64), cut)
         if space is not None and space.end() == cut:
             cut = space.start()
-        return cut
+        return self._before_spaced_markup(held, cut)
+
+    def _before_spaced_markup(self, held: str, cut: int) -> int:
+        """`cut`, or the space before the markup that ends `held[:cut]`, so that both are held back.
+
+        Whether that space goes depends on the character after the markup (`strip_markup`'s spacing rule): `held[cut]`,
+        itself held back, or one yet to come.
+        """
+        if not cut or held[cut - 1] not in (_NUMBERED_MARKUP_LAST if self._numbered else _MARKUP_LAST):
+            return cut
+        lo = max(0, cut - _HOLD_MAX)
+        cuts = scan_markup(held[lo:cut], numbered=self._numbered).cuts
+        if not cuts or cuts[-1][1] != cut - lo:
+            return cut
+        start = lo + cuts[-1][0]
+        return start - 1 if start > lo and held[start - 1] == ' ' else cut
 
     def _patterns(self) -> tuple[re.Pattern[str], ...]:
         return _OPEN_TAIL_RES + _NUMBERED_TAIL_RES if self._numbered else _OPEN_TAIL_RES
