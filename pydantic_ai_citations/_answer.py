@@ -14,7 +14,9 @@ a stream that did not complete) becomes a `CitationProblem`; nothing is dropped 
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
+import itertools
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field, replace
@@ -35,8 +37,8 @@ from pydantic_ai import (
 from pydantic_ai.exceptions import UserError
 
 from ._checks import require_messages, require_result, shown
-from ._problems import CitationProblem, shorten
-from .formats.markup import MARKER_END, MARKER_SEPARATOR, MARKER_START, strip_markup
+from ._problems import CitationProblem, ProblemCode, shorten
+from .formats.markup import MARKER_END, MARKER_SEPARATOR, MARKER_START, remove_cuts, strip_joined
 from .formats.perplexity import recover_sonar, sonar_result_urls
 from .formats.unmapped import Recovery, recover
 
@@ -469,12 +471,10 @@ def _build(found: tuple[int, ModelResponse] | None, *, incomplete: str | None) -
     indexes = answer_parts(response)
     unmapped = recover(response)
     sonar = recover_sonar(response)[0] if 'unmapped' in (response.provider_details or {}) else {}
-    for part_index in indexes:
-        part = response.parts[part_index]
-        assert isinstance(part, TextPart)
-        # Only the last text of a response that did not complete can end in the middle of markup.
-        cut_off = incomplete is not None and part_index == indexes[-1]
-        content, cuts = _strip_part(b, part.content, message_index, part_index, cut_off)
+    parts = [cast(TextPart, response.parts[i]) for i in indexes]
+    texts = _strip_parts(b, [part.content for part in parts], indexes, message_index, incomplete is not None)
+    for part_index, part, text in zip(indexes, parts, texts, strict=True):
+        content = text.content
         segments.append(
             PartSegment(
                 offset,
@@ -487,7 +487,7 @@ def _build(found: tuple[int, ModelResponse] | None, *, incomplete: str | None) -
         if not part.citations and (recovered := [*unmapped.citations.get(part_index, ()), *sonar.get(part_index, ())]):
             # Recovery did not reach this part object (e.g. `run_stream` rebuilt it): apply it to the answer.
             part = dataclasses.replace(part, citations=recovered)
-        _add_part(b, part, _Text(content, cuts), message_index, part_index, offset)
+        _add_part(b, part, text, message_index, part_index, offset)
         text_pieces.append(content)
         offset += len(content)
     _add_response_raw(b, response, message_index)
@@ -518,47 +518,52 @@ _MARKUP_HINTS = (MARKER_START, MARKER_END, MARKER_SEPARATOR, '【', 'cite')
 """Characters without which a text holds no citation markup (`formats.markup`'s forms, numbered markers aside)."""
 
 
-def _strip_part(
-    b: _Builder, content: str, message_index: int, part_index: int, cut_off: bool = False
-) -> tuple[str, tuple[Cut, ...]]:
-    """The part's text without citation markup a reader must never see, and the ranges removed.
+def _strip_parts(
+    b: _Builder, contents: list[str], indexes: list[int], message_index: int, cut_off: bool
+) -> list[_Text]:
+    """The answer parts' texts without citation markup a reader must never see, and the ranges removed from each.
 
-    Markup that was resolved was already turned into citations (`TrackCitations(marker_sources=...)`); what is left
-    names no source this answer knows, so it is removed and reported with its offsets into the part's text.
+    The parts are stripped as the one text they make (`strip_joined`), as a reader sees it and as a stream of them is
+    cleaned: a marker that opens a part takes the space that ends the one before. Markup that was resolved was already
+    turned into citations (`TrackCitations(marker_sources=...)`); what is left names no source this answer knows, so it
+    is removed and reported with its offsets into the text of the part it starts in. `cut_off`: the text was cut off
+    (the response did not complete), so it may end in the middle of markup.
     """
-    if not cut_off and not any(hint in content for hint in _MARKUP_HINTS):
-        return content, ()
-    stripped = strip_markup(content, incomplete=cut_off)
+    joined = ''.join(contents)
+    if not cut_off and not any(hint in joined for hint in _MARKUP_HINTS):
+        return [_Text(content, ()) for content in contents]
+    stripped, cuts = strip_joined(contents, incomplete=cut_off)
     if not stripped.changed:
-        return content, ()
-    where = f'in response {message_index}, part {part_index}'
-    for match in stripped.matches:
-        kept = ' (the text it wraps is kept)' if match.kind == 'cite_tag' else ''
+        return [_Text(content, ()) for content in contents]
+    starts = list(itertools.accumulate((len(content) for content in contents[:-1]), initial=0))
+
+    found: list[tuple[ProblemCode, int, int, str, tuple[str, ...], str | None]] = [
+        *(('unresolved_marker', m.start, m.end, m.kind, m.source_ids, None) for m in stripped.matches),
+        *((i.code, i.start, i.end, i.kind, (), i.reason) for i in stripped.issues),
+    ]
+    for code, start, end, kind, ids, reason in found:
+        k = bisect.bisect_right(starts, start) - 1  # the part the markup starts in
+        where = f'in response {message_index}, part {indexes[k]}'
+        if reason is None:
+            kept = ' (the text it wraps is kept)' if kind == 'cite_tag' else ''
+            message = (
+                f'Citation markup ({kind}, ids {", ".join(ids) or "none"}) {where} names no source this answer knows; '
+                f'it was removed from the text{kept}.'
+            )
+        else:
+            message = f'{reason} {where}; its markup was removed from the text.'
         b.problems.append(
             CitationProblem(
-                'unresolved_marker',
-                f'Citation markup ({match.kind}, ids {", ".join(match.source_ids) or "none"}) {where} names no source '
-                f"this answer knows; it was removed from the text{kept}. Offsets are into the part's text.",
+                code,
+                f"{message} Offsets are into the part's text.",
                 message_index=message_index,
-                part_index=part_index,
-                start=match.start,
-                end=match.end,
-                detail=shorten(repr(content[match.start : match.end])),
+                part_index=indexes[k],
+                start=start - starts[k],
+                end=min(end - starts[k], len(contents[k])),  # markup going on into the next part: to this one's end
+                detail=shorten(repr(joined[start:end])),
             )
         )
-    for issue in stripped.issues:
-        b.problems.append(
-            CitationProblem(
-                issue.code,
-                f"{issue.reason} {where}; its markup was removed from the text. Offsets are into the part's text.",
-                message_index=message_index,
-                part_index=part_index,
-                start=issue.start,
-                end=issue.end,
-                detail=shorten(repr(content[issue.start : issue.end])),
-            )
-        )
-    return stripped.text, stripped.cuts
+    return [_Text(remove_cuts(content, part), part) for content, part in zip(contents, cuts, strict=True)]
 
 
 @dataclass(frozen=True)

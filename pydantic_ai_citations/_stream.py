@@ -7,7 +7,7 @@ keep applying deltas to parts that have already ended, and must not treat the te
 - `stream_cited(agent, prompt)` yields `TextChunk`s as text arrives and then exactly one `FinalAnswer`: the
   `CitedAnswer` built from the run's messages when the run finished (complete only when the provider's finishing
   signal arrived, see `CitedAnswer.complete`); otherwise an answer built from what arrived, with `complete=False` and
-  a `stream_incomplete` problem. Chunks never carry citation markup: each text part goes through a
+  a `stream_incomplete` problem. Chunks never carry citation markup: each run of consecutive text parts goes through a
   `formats.markup.StreamCleaner`, which holds back a possible opening of markup (and trailing spaces) until it is
   decided, so a chunk may arrive a little later than its delta; the `FinalAnswer`'s text is cleaned the same way.
   **Errors:** if the run raises, the incomplete `FinalAnswer` (carrying the exception as `error`) is yielded first
@@ -60,7 +60,8 @@ class TextChunk:
     """The new text."""
     _: KW_ONLY
     part_index: int
-    """Index of the text part in its response."""
+    """Index of the text part in its response. Consecutive text parts are cleaned as one text, so a chunk of a part
+    may begin with the end of the part before it, held back until this part's text decided it."""
     response_index: int = 0
     """Which model response of the run this is (0 first; a run with tool calls has several). Always 0 with
     `via='run_stream'`, which streams only the response that produces the output."""
@@ -87,33 +88,54 @@ StreamItem = TextChunk | FinalAnswer
 
 
 class _Cleaners:
-    """One `StreamCleaner` per text part: chunks never carry citation markup (`formats.markup`'s grammar)."""
+    """One `StreamCleaner` per run of consecutive text parts: chunks never carry citation markup.
+
+    A run of text parts is one text to a reader (and to `CitedAnswer`, which strips it as one text,
+    `formats.markup.strip_joined`), so its parts share a cleaner: a marker that opens a part takes the space that
+    ends the part before, as it does in the answer.
+    """
 
     def __init__(self) -> None:
         self.by_part: dict[int, StreamCleaner] = {}
 
-    def feed(self, index: int, text: str, response_index: int = 0) -> list[TextChunk]:
+    def feed(self, index: int, text: str, response_index: int = 0, *, follows_text: bool = False) -> list[TextChunk]:
+        """Clean `text` of part `index`; `follows_text`: the part before it is a text part (registered here)."""
         chunks: list[TextChunk] = []
         cleaner = self.by_part.get(index)
         if cleaner is None:
-            # A new part: what earlier parts still hold comes first, so chunks stay in text order.
-            chunks = [
-                c for earlier in sorted(self.by_part) if earlier < index for c in self.close(earlier, response_index)
-            ]
-            cleaner = self.by_part[index] = StreamCleaner()
+            cleaner = self.by_part.get(index - 1) if follows_text else None
+            if cleaner is None:
+                # A new run: what earlier runs still hold comes first, so chunks stay in text order.
+                chunks = [
+                    c
+                    for earlier in sorted(self.by_part)
+                    if earlier < index
+                    for c in self.close(earlier, response_index)
+                ]
+                cleaner = StreamCleaner()
+            self.by_part[index] = cleaner
         clean = cleaner.feed(text)
         if clean:
             chunks.append(TextChunk(clean, part_index=index, response_index=response_index))
         return chunks
 
     def close(self, index: int, response_index: int = 0, incomplete: bool = False) -> list[TextChunk]:
-        cleaner = self.by_part.pop(index, None)
-        rest = cleaner.close(incomplete=incomplete) if cleaner is not None else ''
-        return [TextChunk(rest, part_index=index, response_index=response_index)] if rest else []
+        """Close the run that part `index` is in; what it still holds is a chunk of its last part."""
+        cleaner = self.by_part.get(index)
+        if cleaner is None:
+            return []
+        run = [i for i, c in self.by_part.items() if c is cleaner]
+        for i in run:
+            del self.by_part[i]
+        rest = cleaner.close(incomplete=incomplete)
+        return [TextChunk(rest, part_index=max(run), response_index=response_index)] if rest else []
 
     def close_all(self, response_index: int = 0, incomplete: bool = False) -> list[TextChunk]:
         """Close every cleaner; `incomplete`: the text was cut off, so a held possible opening of markup goes."""
-        return [chunk for index in sorted(self.by_part) for chunk in self.close(index, response_index, incomplete)]
+        chunks: list[TextChunk] = []
+        while self.by_part:
+            chunks += self.close(min(self.by_part), response_index, incomplete)
+        return chunks
 
 
 class _Accumulator:
@@ -135,8 +157,11 @@ class _Accumulator:
                 self.response_index += 1
             self.parts[event.index] = event.part
             self.ended.discard(event.index)
-            if isinstance(event.part, TextPart) and event.part.content:
-                chunks += self.cleaners.feed(event.index, event.part.content, self.response_index)
+            if isinstance(event.part, TextPart):  # registered even when empty: the next text part follows it
+                follows_text = event.previous_part_kind == 'text'
+                chunks += self.cleaners.feed(
+                    event.index, event.part.content, self.response_index, follows_text=follows_text
+                )
             return chunks
         if isinstance(event, PartDeltaEvent) and isinstance(event.delta, TextPartDelta):
             part = self.parts.get(event.index)
@@ -244,10 +269,11 @@ async def _from_run_stream(result: Any, snaps: _Snapshots) -> AsyncGenerator[Str
             snaps.last = response
             for index, part in enumerate(response.parts):
                 if isinstance(part, TextPart):
-                    done = snaps.emitted.get(index, 0)
-                    if len(part.content) > done:
+                    done = snaps.emitted.get(index)
+                    if done is None or len(part.content) > done:  # registered even when empty (see `_Cleaners`)
                         snaps.emitted[index] = len(part.content)
-                        for chunk in snaps.cleaners.feed(index, part.content[done:]):
+                        follows_text = index > 0 and isinstance(response.parts[index - 1], TextPart)
+                        for chunk in snaps.cleaners.feed(index, part.content[done or 0 :], follows_text=follows_text):
                             yield chunk
         messages = cast(list[ModelMessage], result.all_messages())
         answer = CitedAnswer.from_messages(messages) if result.is_complete else _incomplete(snaps.last)

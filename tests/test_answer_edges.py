@@ -86,3 +86,25 @@ def test_completeness_follows_the_recorded_finishing_signal(
 def test_source_of_an_answer_without_sources_says_there_are_none() -> None:
     with pytest.raises(UserError, match=r'this answer has 0 source\(s\): none\.'):
         CitedAnswer('Hello.').source(1)
+
+
+def test_parts_are_stripped_as_the_one_text_they_make() -> None:
+    """A marker that opens a part takes the space ending the part before (as the joined text, and a stream of the
+    parts, lose it); a marker split across two parts is one marker, reported on the part it starts in."""
+    marker = '\ue200cite\ue202turn0search0\ue201'
+    web = WebCitationSource('https://example.com/b')
+    cited = TextPart('China border', citations=[Citation([web], anchor=ContentCitationAnchor(start=0, end=12))])
+    response = ModelResponse(parts=[TextPart('K2 is tall. '), TextPart(f'{marker} End, '), cited, TextPart('.')])
+    answer = CitedAnswer.from_messages([response])
+    assert answer.text == 'K2 is tall. End, China border.'
+    assert [answer.span_text(s) for s in answer.spans] == ['China border']
+    assert [(p.code, p.part_index, p.start, p.end) for p in answer.problems] == [
+        ('unresolved_marker', 1, 0, len(marker))
+    ]
+
+    split = ModelResponse(parts=[TextPart('a \ue200cite\ue202tu'), TextPart('rn0\ue201 b')])
+    answer = CitedAnswer.from_messages([split])
+    assert answer.text == 'a b'
+    assert [(p.code, p.part_index, p.start, p.end, p.detail) for p in answer.problems] == [
+        ('unresolved_marker', 0, 2, 10, repr('\ue200cite\ue202turn0\ue201'))
+    ]

@@ -82,6 +82,32 @@ async def test_streamed_answer_equals_run_answer(style: CitingStyle, late: bool,
     assert stream.snapshot() is final.answer
 
 
+@pytest.mark.parametrize('via', VIAS)
+@pytest.mark.parametrize('chunk_size', [1, 5])
+@pytest.mark.parametrize(
+    'text',
+    [
+        pytest.param('K2 is tall. \ue200cite\ue202turn0search0\ue201 End, China border.', id='marker-opens-a-part'),
+        pytest.param('K2 is tall \ue200cite\ue202turn0search0\ue201China border, it is.', id='marker-ends-a-part'),
+    ],
+)
+@pytest.mark.parametrize('style', CITING_STYLES)
+async def test_streamed_text_equals_the_answer_around_a_removed_marker(
+    style: CitingStyle, text: str, chunk_size: int, via: Literal['events', 'run_stream']
+):
+    """Consecutive text parts are cleaned as the one text the answer strips: the space before a removed marker goes
+    or stays alike, wherever Anthropic's or Bedrock's part boundaries fall."""
+    cites = [ScriptedCitation('K2 is tall', [WIKI]), ScriptedCitation('China border', [BORDER])]
+    agent = Agent(CitingModel(text, cites, style=style, chunk_size=chunk_size))
+    async with stream_cited(agent, 'q', via=via) as stream:
+        *chunks, final = await collect(stream)
+    assert isinstance(final, FinalAnswer)
+    assert ''.join(c.text for c in chunks if isinstance(c, TextChunk)) == final.answer.text
+    assert '\ue200' not in final.answer.text and '  ' not in final.answer.text
+    if style in ('anthropic', 'bedrock', 'google'):
+        assert [final.answer.span_text(s) for s in final.answer.spans] == ['K2 is tall', 'China border']
+
+
 async def test_google_citations_arrive_after_part_end_and_are_included():
     agent = citing('google', part_after_text=True)
     order: list[str] = []
