@@ -143,6 +143,35 @@ async def test_every_style_citations_match_the_answer(style: CitingStyle):
     assert len(unanchored) == (0 if answer.spans else len(event.value['citations']))
 
 
+UNRESOLVED = '\ue200cite\ue202turn0search0\ue201'  # a marker no source resolves: removed, with the space before it
+MARKED_TEXTS = [
+    pytest.param(f'K2 is tall. {UNRESOLVED} End, China border.', id='marker-opens-a-part'),
+    pytest.param(f'K2 is tall {UNRESOLVED}China border, it is.', id='marker-ends-a-part'),
+]
+MARKED_CITES = [ScriptedCitation('K2 is tall', [WIKI]), ScriptedCitation('China border', [BORDER])]
+
+
+@pytest.mark.parametrize('chunk_size', [1, 5, 16])
+@pytest.mark.parametrize('text', MARKED_TEXTS)
+@pytest.mark.parametrize('style', CITING_STYLES)
+async def test_a_removed_marker_beside_part_boundaries(style: CitingStyle, text: str, chunk_size: int):
+    """Anthropic and Bedrock split the text at each cited stretch, so a removed marker sits at a part's edge: the
+    client receives the answer's own text, and each anchor covers the words `CitedAnswer` anchors."""
+
+    def model() -> CitingModel:
+        return CitingModel(text, MARKED_CITES, style=style, chunk_size=chunk_size)
+
+    events = await agui_events(Agent(model(), capabilities=[TrackCitations()]))
+    answer = CitedAnswer.from_result(await Agent(model(), capabilities=[TrackCitations()]).run('q'))
+    received = received_text(events)
+    assert received == answer.text
+    assert UNRESOLVED not in received and '  ' not in received
+    spans = [(answer.span_text(s), answer.source(s.sources[0]).url) for s in answer.spans]
+    assert anchored(citation_events(events)[-1], received) == spans
+    if style in ('anthropic', 'bedrock', 'google'):  # these anchor the cited words (the others a marker or nothing)
+        assert spans == [('K2 is tall', WIKI.url), ('China border', BORDER.url)]
+
+
 async def test_text_deltas_carry_no_markup_and_anchors_follow_the_clean_text():
     resolved = '\ue200cite\ue202turn0search0\ue201'
     raw = f'K2 is 8,611 m tall.{resolved} It is remote.\ue200cite\ue202turn9search2\ue201 Few climb it.'

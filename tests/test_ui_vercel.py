@@ -11,13 +11,17 @@ from pydantic_ai.messages import MarkerCitationAnchor
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.ui.vercel_ai.response_types import BaseChunk, DataChunk, TextDeltaChunk, TextEndChunk
 from test_ui_ag_ui import (  # the scripted stream (text, thinking, citation deltas) and an in-place change
+    MARKED_CITES,
+    MARKED_TEXTS,
     TEXT,
+    UNRESOLVED,
     ScriptedModel,
     Step,
     _AddCitationInPlace,
 )
 
-from pydantic_ai_citations import TrackCitations
+from pydantic_ai_citations import CitedAnswer, TrackCitations
+from pydantic_ai_citations.testing import CITING_STYLES, CitingModel, CitingStyle
 from pydantic_ai_citations.ui import CITATIONS_DATA_TYPE, CitedVercelAIEventStream
 
 pytestmark = pytest.mark.anyio
@@ -120,3 +124,34 @@ async def test_citations_added_in_place_after_late_ones_reach_the_ui():
         ('China–Pakistan border', BORDER.url),
     ]
     assert [c.url for c in chunks if isinstance(c, SourceUrlChunk)] == [WIKI.url, BORDER.url]
+
+
+def final_citations(chunks: Sequence[BaseChunk]) -> list[Any]:
+    """The citations the UI ends up with: `text-end`'s, replaced by the last late-citations chunk if any."""
+    data = [c for c in chunks if isinstance(c, DataChunk) and c.type == CITATIONS_DATA_TYPE]
+    return data[-1].data['citations'] if data else end_citations(chunks)
+
+
+@pytest.mark.parametrize('chunk_size', [1, 5, 16])
+@pytest.mark.parametrize('text', MARKED_TEXTS)
+@pytest.mark.parametrize('style', CITING_STYLES)
+async def test_a_removed_marker_beside_part_boundaries(style: CitingStyle, text: str, chunk_size: int):
+    """Anthropic and Bedrock split the text at each cited stretch, so a removed marker sits at a part's edge: the
+    UI receives the answer's own text, and each anchor (on `text-end` or sent late) covers the words `CitedAnswer`
+    anchors."""
+
+    def model() -> CitingModel:
+        return CitingModel(text, MARKED_CITES, style=style, chunk_size=chunk_size)
+
+    chunks = await chunks_of(Agent(model(), capabilities=[TrackCitations()]))
+    answer = CitedAnswer.from_result(await Agent(model(), capabilities=[TrackCitations()]).run('q'))
+    received = text_of(chunks)
+    assert received == answer.text
+    assert UNRESOLVED not in received and '  ' not in received
+    spans = [(answer.span_text(s), answer.source(s.sources[0]).url) for s in answer.spans]
+    assert anchored(final_citations(chunks), received) == spans
+    if style in ('anthropic', 'bedrock', 'google'):  # these anchor the cited words (the others a marker or nothing)
+        assert spans == [
+            ('K2 is tall', 'https://en.wikipedia.org/wiki/K2'),
+            ('China border', 'https://example.com/border'),
+        ]

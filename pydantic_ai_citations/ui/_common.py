@@ -11,9 +11,9 @@ from pydantic_ai import Citation, ModelMessage, TextPart, WebCitationSource
 
 from .._answer import CitedAnswer, cited_answer_ta
 from .._redact import redact as _redact
-from ..formats.markup import offset_shifter, strip_markup
+from ..formats.markup import offset_shifter, strip_joined
 
-__all__ = ('answer_json', 'citations_json', 'clean_part', 'dump_citations', 'merged_citations', 'web_urls')
+__all__ = ('answer_json', 'citations_json', 'dump_citations', 'merged_citations', 'web_urls')
 
 _citations_ta: TypeAdapter[list[Citation]] = TypeAdapter(list[Citation])
 
@@ -33,15 +33,14 @@ def answer_json(result: _HasMessages, *, redact: bool) -> JsonValue:
 def merged_citations(parts: Sequence[TextPart]) -> list[Citation]:
     """Citations of consecutive text parts, anchored on their joined text as the UI shows it.
 
-    The UI shows each part's text without citation markup (`formats.markup.strip_markup`; the adapters clean text
-    deltas with `StreamCleaner`), so anchors are moved onto that text. A citation whose anchor covered nothing but
-    markup keeps its sources, without an anchor.
+    The UI shows the parts' joined text without citation markup, stripped as one text (`formats.markup.strip_joined`;
+    the adapters clean the text deltas of the parts with one `StreamCleaner`, which gives the same text), so anchors
+    are moved onto that text. A citation whose anchor covered nothing but markup keeps its sources, without an anchor.
     """
     out: list[Citation] = []
     offset = 0
-    for part in parts:
-        stripped = strip_markup(part.content)
-        shift = offset_shifter(stripped.cuts)
+    for part, cuts in zip(parts, strip_joined([part.content for part in parts])[1], strict=True):
+        shift = offset_shifter(cuts)
         for citation in part.citations or []:
             anchor = citation.anchor
             if anchor is None:
@@ -52,16 +51,8 @@ def merged_citations(parts: Sequence[TextPart]) -> list[Citation]:
                 out.append(replace(citation, anchor=None))
             else:
                 out.append(replace(citation, anchor=replace(anchor, start=start + offset, end=end + offset)))
-        offset += len(stripped.text)
+        offset += shift(len(part.content))
     return out
-
-
-def clean_part(part: TextPart) -> TextPart:
-    """`part` as the UI shows it: its text without citation markup, its citations anchored on that text."""
-    if not strip_markup(part.content).changed:
-        return part
-    citations = None if part.citations is None else merged_citations([part])
-    return replace(part, content=strip_markup(part.content).text, citations=citations)
 
 
 def dump_citations(citations: Sequence[Citation]) -> list[JsonValue]:

@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from pydantic_ai import TextPart, WebCitationSource
+from pydantic_ai import Citation, TextPart, WebCitationSource
 from pydantic_ai.messages import PartDeltaEvent, PartEndEvent, PartStartEvent, TextPartDelta
 from pydantic_ai.output import OutputDataT
 from pydantic_ai.run import AgentRunResult, AgentRunResultEvent
@@ -23,10 +23,10 @@ from pydantic_ai.tools import AgentDepsT
 from pydantic_ai.ui import UIEventStream
 from pydantic_ai.ui.vercel_ai import VercelAIAdapter, VercelAIEventStream
 from pydantic_ai.ui.vercel_ai.request_types import RequestData
-from pydantic_ai.ui.vercel_ai.response_types import BaseChunk, DataChunk, SourceUrlChunk, TextDeltaChunk
+from pydantic_ai.ui.vercel_ai.response_types import BaseChunk, DataChunk, SourceUrlChunk, TextDeltaChunk, TextEndChunk
 
 from ..formats.markup import StreamCleaner
-from ._common import answer_json, citations_json, clean_part, dump_citations, merged_citations, web_urls
+from ._common import answer_json, citations_json, dump_citations, merged_citations, web_urls
 
 __all__ = (
     'CITATIONS_DATA_TYPE',
@@ -57,6 +57,19 @@ def cited_answer_chunk(result: AgentRunResult[object], *, redact: bool = False) 
         redact: Hide document excerpts (see `redact`) before sending.
     """
     return DataChunk(type=CITED_ANSWER_DATA_TYPE, data=answer_json(result, redact=redact))
+
+
+def _with_citations(chunk: TextEndChunk, citations: list[Citation]) -> TextEndChunk:
+    """`chunk` with `citations` in its `providerMetadata.pydantic_ai.citations` (none: the key is left out)."""
+    metadata = dict(chunk.provider_metadata or {})
+    ours = {k: v for k, v in metadata.get('pydantic_ai', {}).items() if k != 'citations'}
+    if citations:
+        ours['citations'] = dump_citations(citations)
+    if ours:
+        metadata['pydantic_ai'] = ours
+    else:
+        metadata.pop('pydantic_ai', None)
+    return chunk.model_copy(update={'provider_metadata': metadata or None})
 
 
 @dataclass
@@ -135,14 +148,13 @@ class CitedVercelAIEventStream(VercelAIEventStream[AgentDepsT, OutputDataT]):
             self._cit_at_end[event.index] = part
             if closing and (rest := group.cleaner.close()):
                 yield TextDeltaChunk(id=group.text_id, delta=rest)
-            # The parent builds `text-end`'s metadata from the part: give it the text the UI got.
-            event = replace(event, part=clean_part(part))
+        at_end = merged_citations([self._cit_at_end[i] for i in group.indexes]) if closing and group else None
         async for chunk in super().handle_part_end(event):
-            yield chunk
-        if closing and group is not None:
-            # The parent has sent `text-end` with the parts as they were at their own ends, and listed their URLs.
+            # The parent anchors `text-end`'s citations on the parts' raw text; the UI got it stripped as one text.
+            yield _with_citations(chunk, at_end) if at_end is not None and isinstance(chunk, TextEndChunk) else chunk
+        if at_end is not None and group is not None:
+            # `text-end` has the parts as they were at their own ends, and the parent listed their URLs.
             group.closed = True
-            at_end = merged_citations([self._cit_at_end[i] for i in group.indexes])
             group.sent = citations_json(at_end)
             self._cit_urls.update(web_urls(at_end))
             # A part of the group may have received citations after its own end but before the group closed.
