@@ -37,6 +37,7 @@ from pydantic_ai import (
 from pydantic_ai.exceptions import UserError
 
 from ._checks import require_messages, require_result, shown
+from ._edit import repair_part, survey
 from ._problems import CitationProblem, ProblemCode, shorten
 from .formats.markup import MARKER_END, MARKER_SEPARATOR, MARKER_START, remove_cuts, strip_joined
 from .formats.perplexity import recover_sonar, sonar_result_urls
@@ -184,7 +185,10 @@ class CitedAnswer:
         """Build the answer from a run's messages: the last `ModelResponse` is the answer.
 
         Only a response that carries the provider's own finishing signal is complete; otherwise the answer gets
-        `complete=False` and a `stream_incomplete` problem saying which signal is missing.
+        `complete=False` and a `stream_incomplete` problem saying which signal is missing. A cited part whose text
+        changed since it was fingerprinted (`find_stale`: edited outside `edit_text`, e.g. in a browser) is shown with
+        its citations realigned on the text as it is now, as `CleanStaleCitations` realigns them, and a
+        `stale_after_edit` problem; citations whose words are gone are listed without a position.
 
         Args:
             messages: The run's messages (`result.all_messages()` or `new_messages()`).
@@ -471,7 +475,11 @@ def _build(found: tuple[int, ModelResponse] | None, *, incomplete: str | None) -
     indexes = answer_parts(response)
     unmapped = recover(response)
     sonar = recover_sonar(response)[0] if 'unmapped' in (response.provider_details or {}) else {}
+    stale = {part_index for _, part_index, part, _ in survey([response], anchors=False) if part is not None}
     parts = [cast(TextPart, response.parts[i]) for i in indexes]
+    parts = [
+        _realigned(b, response, message_index, i, p) if i in stale else p for i, p in zip(indexes, parts, strict=True)
+    ]
     texts = _strip_parts(b, [part.content for part in parts], indexes, message_index, incomplete is not None)
     for part_index, part, text in zip(indexes, parts, texts, strict=True):
         content = text.content
@@ -512,6 +520,31 @@ def _build(found: tuple[int, ModelResponse] | None, *, incomplete: str | None) -
         model_name=response.model_name,
         segments=segments,
     )
+
+
+def _realigned(b: _Builder, response: ModelResponse, message_index: int, part_index: int, part: TextPart) -> TextPart:
+    """A part whose text changed since its citations were made (its fingerprint does not match), as the answer shows it.
+
+    Its citations are realigned on the text as it is now by their anchor prints, as `CleanStaleCitations` realigns
+    them before the next request; one whose words are no longer found once is kept as a source without a position.
+    Reported as `stale_after_edit`. The history itself is not changed.
+    """
+    repaired, dropped = repair_part(response, part_index, part, 'realign')
+    lost = sorted({p.citation_index for p in dropped if p.citation_index is not None})
+    # Numbered as `repair_part` numbers them (a hand-built part may hold anything).
+    old = [c for c in cast(list[object], part.citations or []) if isinstance(c, Citation)]
+    citations = [*(repaired.citations or []), *(replace(old[i], anchor=None) for i in lost if i < len(old))]
+    unplaced = f'; {len(lost)} whose words were not found are listed without a position' if lost else ''
+    b.problems.append(
+        CitationProblem(
+            'stale_after_edit',
+            f'The text of response {message_index}, part {part_index} changed since its citations were made '
+            f'(fingerprint mismatch): they were realigned on the text as it is now{unplaced}.',
+            message_index=message_index,
+            part_index=part_index,
+        )
+    )
+    return replace(part, citations=citations or None)
 
 
 _MARKUP_HINTS = (MARKER_START, MARKER_END, MARKER_SEPARATOR, '【', 'cite')

@@ -13,6 +13,7 @@ from pydantic_ai.messages import ContentCitationAnchor
 
 from pydantic_ai_citations import CitedAnswer
 from pydantic_ai_citations._answer import FINISH_METADATA_KEY
+from pydantic_ai_citations._edit import fingerprint_response
 
 
 def _problems(answer: CitedAnswer) -> list[tuple[str, str | None]]:
@@ -108,3 +109,23 @@ def test_parts_are_stripped_as_the_one_text_they_make() -> None:
     assert [(p.code, p.part_index, p.start, p.end, p.detail) for p in answer.problems] == [
         ('unresolved_marker', 0, 2, 10, repr('\ue200cite\ue202turn0\ue201'))
     ]
+
+
+def test_a_part_edited_since_its_fingerprint_is_shown_realigned_and_reported() -> None:
+    web = WebCitationSource('https://example.com/b')
+    other = WebCitationSource('https://example.com/c')
+    part = TextPart(
+        'It lies on the China border. It is high.',
+        citations=[
+            Citation([web], anchor=ContentCitationAnchor(start=15, end=27)),
+            Citation([other], anchor=ContentCitationAnchor(start=29, end=40)),
+        ],
+    )
+    response = ModelResponse(parts=[part])
+    fingerprint_response(response)
+    part.content = 'Note: it lies on the China border. It is very high.'  # edited outside `edit_text`
+    answer = CitedAnswer.from_messages([response])
+    assert [answer.span_text(s) for s in answer.spans] == ['China border']
+    assert [s.url for s in answer.unanchored] == [other.url]  # its words are gone: kept without a position
+    assert [(p.code, p.part_index) for p in answer.problems] == [('stale_after_edit', 0)]
+    assert part.citations is not None and part.citations[0].anchor == ContentCitationAnchor(start=15, end=27)
