@@ -54,6 +54,7 @@ __all__ = (
     'edit_text_with_problems',
     'find_stale',
     'fingerprint_response',
+    'joined_fingerprint',
     'strip_citation_markers',
 )
 
@@ -578,6 +579,55 @@ def fingerprint_response(response: ModelResponse) -> None:
     if out_of_range:
         ours['out_of_range'] = out_of_range
     response.metadata[METADATA_KEY] = ours
+
+
+def joined_fingerprint(
+    response: ModelResponse, rebuilt: ModelResponse, joins: Mapping[int, Sequence[int]]
+) -> dict[str, object] | None:
+    """The fingerprint data (`metadata['pydantic_ai_citations']`) for `response` rebuilt with text parts joined.
+
+    `rebuilt` is `response` as a UI's `dump_messages` and `load_messages` make it, consecutive text parts joined:
+    `rebuilt.parts[j]` holds the text of `response`'s parts `joins[j]`, in order. A joined part is fingerprinted afresh (as `fingerprint_response` does) only when the parts it joins are as they
+    were fingerprinted, every cited one among them included. When one of them was edited since, it keeps that part's
+    fingerprint, which its text does not match, and the anchor prints of all its parts' citations in order: `find_stale`
+    reports it and a repair realigns its citations by them (all are dropped, and reported, if the rebuilt part lost one
+    of them). A part joining none that was fingerprinted gets none (as before), and a fingerprinted part that is gone
+    stays reported as gone. `None` when `response` was never fingerprinted.
+    """
+    prints, _ = _read_ours(response.metadata, False)
+    if prints is None:
+        return None
+    stale = {part_index for _, part_index, _, _ in survey([response], anchors=False)}
+    fresh = replace(rebuilt, metadata=None)
+    fingerprint_response(fresh)
+    new: dict[str, dict[str, object]] = (fresh.metadata or {}).get(METADATA_KEY, {})
+    ours: dict[str, dict[str, object]] = {'fingerprints': {}, 'anchors': {}, 'markup': {}}
+    placed: set[int] = set()
+    for index, joined in joins.items():
+        printed = [i for i in joined if str(i) in prints]
+        placed.update(printed)
+        key = str(index)
+        edited = [i for i in printed if i in stale]
+        if edited:
+            ours['fingerprints'][key] = prints[str(edited[0])]
+            ours['anchors'][key] = [a for i in joined for a in _anchors_or_none(response, i)]
+        elif printed and all(str(i) in prints or not _is_cited(response.parts[i]) for i in joined):
+            for section, values in new.items():
+                if key in values:
+                    ours.setdefault(section, {})[key] = values[key]
+    # A fingerprinted part that is gone, or stale and not in `rebuilt`: a print on no part, reported as gone.
+    lost = [name for name in prints if not name.isdigit() or (int(name) in stale and int(name) not in placed)]
+    for n, name in enumerate(lost):
+        ours['fingerprints'][str(len(rebuilt.parts) + n)] = prints[name]
+    return cast(dict[str, object], ours) if ours['fingerprints'] else None
+
+
+def _anchors_or_none(response: ModelResponse, part_index: int) -> list[object]:
+    """The stored anchor prints of a part's citations, or `None` for each when none are stored."""
+    part = response.parts[part_index]
+    stored = _stored_anchors(response, part_index)
+    count = len(_citations(part)) if isinstance(part, TextPart) else 0
+    return stored if stored is not None and len(stored) == count else [None] * count
 
 
 def _stored_anchors(response: ModelResponse, part_index: int) -> list[object] | None:

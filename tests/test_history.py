@@ -26,7 +26,7 @@ from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import ModelMessagesTypeAdapter
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from pydantic_ai_citations import CleanStaleCitations, TrackCitations, edit_response, edit_text, find_stale
+from pydantic_ai_citations import CitedAnswer, CleanStaleCitations, TrackCitations, edit_response, edit_text, find_stale
 from pydantic_ai_citations._edit import (
     METADATA_KEY,
     _all_before,  # pyright: ignore[reportPrivateUsage]
@@ -35,6 +35,7 @@ from pydantic_ai_citations._edit import (
     _realign,  # pyright: ignore[reportPrivateUsage]
     edit_text_with_problems,
     fingerprint_response,
+    joined_fingerprint,
     repair_history,
     strip_citation_markers,
 )
@@ -1014,3 +1015,61 @@ def test_strip_for_asks_each_provider_once_and_answers_as_the_model_would() -> N
     odd.provider_url = ['not', 'text']  # type: ignore[assignment]  # hand-built: an unhashable name
     cleaned, problems = _strip_for(model, [ModelRequest([UserPromptPart('q')]), odd])
     assert cleaned is not None and [p.message_index for p in problems] == [1]  # asked as it is, not a crash
+
+
+# --- text parts joined (a UI round trip) -------------------------------------------------------------------------------
+
+
+def _split_response() -> ModelResponse:
+    """`TEXT` as Anthropic sends it, one text part per cited stretch, fingerprinted."""
+    cite = Citation([web('https://b.example/2')], anchor=ContentCitationAnchor(start=0, end=10))
+    parts: list[ModelResponsePart] = [TextPart(TEXT[:25]), TextPart(TEXT[25:35], citations=[cite]), TextPart(TEXT[35:])]
+    response = ModelResponse(parts=parts)
+    fingerprint_response(response)
+    return response
+
+
+def _joined(response: ModelResponse) -> ModelResponse:
+    """`response` with its text parts joined into one, as `VercelAIAdapter` dumps and loads it."""
+    parts = [p for p in response.parts if isinstance(p, TextPart)]
+    at = len(parts[0].content)
+    citations = [
+        dataclasses.replace(c, anchor=ContentCitationAnchor(start=c.anchor.start + at, end=c.anchor.end + at))
+        for c in parts[1].citations or []
+        if c.anchor is not None
+    ]
+    return ModelResponse(parts=[TextPart(''.join(p.content for p in parts), citations=citations)])
+
+
+def test_joined_parts_are_vouched_for_when_their_parts_were():
+    response = _split_response()
+    joined = _joined(response)
+    joined.metadata = {METADATA_KEY: joined_fingerprint(response, joined, {0: [0, 1, 2]})}
+    assert find_stale([joined]) == []
+    assert joined_fingerprint(ModelResponse(parts=[TextPart('x')]), joined, {0: [0]}) is None  # never fingerprinted
+
+
+def test_joined_parts_stay_stale_and_repairable_when_one_was_edited():
+    response = _split_response()
+    cited = response.parts[1]
+    assert isinstance(cited, TextPart)
+    cited.content = 'So: It is fast'  # edited outside `edit_text`: the anchor is stale, the anchored words intact
+    joined = _joined(response)
+    joined.metadata = {METADATA_KEY: joined_fingerprint(response, joined, {0: [0, 1, 2]})}
+    assert [(p.code, p.part_index) for p in find_stale([joined])] == [('stale_after_edit', 0)]
+    repaired, problems = repair_history([joined], 'realign')
+    assert [p.code for p in problems] == ['stale_after_edit']
+    part = repaired[0].parts[0]
+    assert isinstance(part, TextPart)
+    assert anchored(part) == {'https://b.example/2': 'It is fast'}
+    answer = CitedAnswer.from_messages([joined])  # the reader sees it realigned too, and told
+    assert [answer.span_text(s) for s in answer.spans] == ['It is fast']
+    assert [p.code for p in answer.problems] == ['stale_after_edit']
+
+
+def test_a_fingerprinted_part_that_is_gone_stays_reported_after_joining():
+    response = _split_response()
+    response.parts = [response.parts[0], ToolCallPart('lookup', {}), response.parts[2]]  # the cited part is gone
+    rebuilt = ModelResponse(parts=[TextPart(TEXT[:25]), ToolCallPart('lookup', {}), TextPart(TEXT[35:])])
+    rebuilt.metadata = {METADATA_KEY: joined_fingerprint(response, rebuilt, {0: [0], 2: [2]})}
+    assert [(p.code, p.part_index) for p in find_stale([rebuilt])] == [('stale_after_edit', 3)]
