@@ -2,14 +2,33 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
-from typing import Any
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Any, Literal
 
 import pytest
-from pydantic_ai import Agent, Citation, ContentCitationAnchor, ModelMessage, ModelResponse, TextPart, WebCitationSource
+from pydantic_ai import (
+    Agent,
+    Citation,
+    ContentCitationAnchor,
+    ModelMessage,
+    ModelResponse,
+    TextPart,
+    WebCitationSource,
+)
 from pydantic_ai.messages import MarkerCitationAnchor
+from pydantic_ai.models import ModelRequestParameters, StreamedResponse
 from pydantic_ai.models.function import AgentInfo, FunctionModel
-from pydantic_ai.ui.vercel_ai.response_types import BaseChunk, DataChunk, TextDeltaChunk, TextEndChunk
+from pydantic_ai.settings import ModelSettings
+from pydantic_ai.ui.vercel_ai import VercelAIEventStream
+from pydantic_ai.ui.vercel_ai.request_types import TextUIPart, UIMessage
+from pydantic_ai.ui.vercel_ai.response_types import (
+    BaseChunk,
+    DataChunk,
+    MessageMetadataChunk,
+    TextDeltaChunk,
+    TextEndChunk,
+)
 from test_ui_ag_ui import (  # the scripted stream (text, thinking, citation deltas) and an in-place change
     MARKED_CITES,
     MARKED_TEXTS,
@@ -18,11 +37,12 @@ from test_ui_ag_ui import (  # the scripted stream (text, thinking, citation del
     ScriptedModel,
     Step,
     _AddCitationInPlace,
+    _Stream,
 )
 
-from pydantic_ai_citations import CitedAnswer, TrackCitations
-from pydantic_ai_citations.testing import CITING_STYLES, CitingModel, CitingStyle
-from pydantic_ai_citations.ui import CITATIONS_DATA_TYPE, CitedVercelAIEventStream
+from pydantic_ai_citations import CitedAnswer, CleanStaleCitations, TrackCitations, find_stale
+from pydantic_ai_citations.testing import CITING_STYLES, CitingModel, CitingStyle, ScriptedCitation
+from pydantic_ai_citations.ui import CITATIONS_DATA_TYPE, CitedVercelAIAdapter, CitedVercelAIEventStream
 
 pytestmark = pytest.mark.anyio
 
@@ -155,3 +175,176 @@ async def test_a_removed_marker_beside_part_boundaries(style: CitingStyle, text:
             ('K2 is tall', 'https://en.wikipedia.org/wiki/K2'),
             ('China border', 'https://example.com/border'),
         ]
+
+
+# --- dump_messages / load_messages ------------------------------------------------------------------------------------
+
+ROUND_TRIP_TEXT = 'K2 is 8,611 m tall. It lies on the China-Pakistan border.'
+CONTENT_ANCHORED: tuple[CitingStyle, ...] = ('anthropic', 'bedrock', 'google')
+"""Styles whose citations anchor the cited words (the others anchor a marker, or nothing)."""
+
+
+async def _round_trip_history(style: CitingStyle) -> tuple[list[ModelMessage], CitedAnswer]:
+    model = CitingModel(ROUND_TRIP_TEXT, [ScriptedCitation('China-Pakistan border', [BORDER])], style=style)
+    result = await Agent(model, capabilities=[TrackCitations(), CleanStaleCitations()]).run('q')
+    return result.all_messages(), CitedAnswer.from_result(result)
+
+
+async def _sent_anchors(
+    history: list[ModelMessage], on_edit: Literal['realign', 'clear']
+) -> tuple[list[str], list[str]]:
+    """(the words each anchor covers in the history sent to the next model, the problems reported for the run)."""
+    sent: list[str] = []
+
+    def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        sent.extend(
+            part.content[c.anchor.start : c.anchor.end]
+            for m in messages
+            if isinstance(m, ModelResponse)
+            for part in m.parts
+            if isinstance(part, TextPart)
+            for c in part.citations or []
+            if c.anchor is not None
+        )
+        return ModelResponse(parts=[TextPart('ok')])
+
+    track = TrackCitations()
+    agent = Agent(FunctionModel(answer), capabilities=[track, CleanStaleCitations(on_edit=on_edit)])
+    result = await agent.run('next', message_history=history)
+    return sent, [p.code for p in track.report(result).problems]
+
+
+@pytest.mark.parametrize('style', CITING_STYLES)
+async def test_an_unedited_round_trip_reports_nothing_stale(style: CitingStyle):
+    """Anthropic and Bedrock answer in several text parts, which the UI joins into one: the fingerprints follow."""
+    messages, answer = await _round_trip_history(style)
+    back = CitedVercelAIAdapter.load_messages(CitedVercelAIAdapter.dump_messages(messages))
+    assert find_stale(back) == []
+    again = CitedAnswer.from_messages(back)
+    assert [p.code for p in again.problems] == [p.code for p in answer.problems]
+    assert (again.text, [again.span_text(s) for s in again.spans]) == (
+        answer.text,
+        [answer.span_text(s) for s in answer.spans],
+    )
+    assert 'stale_after_edit' not in (await _sent_anchors(back, 'realign'))[1]
+    # Dumped again (the browser sends the history back each turn), it still loads true.
+    assert find_stale(CitedVercelAIAdapter.load_messages(CitedVercelAIAdapter.dump_messages(back))) == []
+
+
+@pytest.mark.parametrize('style', CITING_STYLES)
+async def test_text_edited_in_the_browser_is_stale_and_realigned_or_cleared(style: CitingStyle):
+    messages, answer = await _round_trip_history(style)
+    ui = CitedVercelAIAdapter.dump_messages(messages)
+    (text_part,) = [p for p in ui[-1].parts if isinstance(p, TextUIPart)]
+    text_part.text = 'Note: ' + text_part.text  # the user edits the answer in the browser
+    back = CitedVercelAIAdapter.load_messages(ui)
+    assert [p.code for p in find_stale(back)] == ['stale_after_edit']
+    # Rendered: realigned on the edited text and reported, never left on the words it pointed at before.
+    edited = CitedAnswer.from_messages(back)
+    assert 'stale_after_edit' in [p.code for p in edited.problems]
+    assert [edited.span_text(s) for s in edited.spans] == [answer.span_text(s) for s in answer.spans]
+    assert edited.sources == answer.sources
+    # Sent on: realigned or cleared, and reported.
+    realigned, problems = await _sent_anchors(back, 'realign')
+    assert 'stale_after_edit' in problems
+    if style in CONTENT_ANCHORED:
+        assert [edited.span_text(s) for s in edited.spans] == ['China-Pakistan border']
+        assert realigned == ['China-Pakistan border']
+    cleared, problems = await _sent_anchors(back, 'clear')
+    assert (cleared, 'stale_after_edit' in problems) == ([], True)
+
+
+async def test_a_history_edited_before_the_dump_stays_stale():
+    """A part edited on the server (outside `edit_text`) before the dump: the joined UI part is not vouched for."""
+    messages, _ = await _round_trip_history('anthropic')
+    response = messages[-1]
+    assert isinstance(response, ModelResponse) and len(response.parts) == 3
+    cited = response.parts[1]
+    assert isinstance(cited, TextPart)
+    cited.content = 'China-Pakistan frontier'  # the anchored words changed: a repair cannot find them
+    back = CitedVercelAIAdapter.load_messages(CitedVercelAIAdapter.dump_messages(messages))
+    assert [(p.code, p.part_index) for p in find_stale(back)] == [('stale_after_edit', 0)]
+    sent, problems = await _sent_anchors(back, 'realign')
+    assert (sent, problems) == ([], ['stale_after_edit', 'citation_dropped_after_edit'])
+    answer = CitedAnswer.from_messages(back)
+    assert (answer.spans, [s.url for s in answer.unanchored]) == ([], [BORDER.url])  # its source is kept
+
+
+def _streamed_history(chunks: Sequence[BaseChunk]) -> list[ModelMessage]:
+    """The history `useChat` sends back: the message it built from the chunks (late citations merged, as
+    `docs/ui.md` shows), loaded on the server."""
+    end = next(c for c in chunks if isinstance(c, TextEndChunk))
+    ours = dict((end.provider_metadata or {}).get('pydantic_ai', {}))
+    if citations := final_citations(chunks):
+        ours['citations'] = citations
+    (metadata,) = [c.message_metadata for c in chunks if isinstance(c, MessageMetadataChunk)]
+    text = TextUIPart(text=text_of(chunks), provider_metadata={'pydantic_ai': ours} if ours else None)
+    user = UIMessage(id='u', role='user', parts=[TextUIPart(text='q')])
+    return CitedVercelAIAdapter.load_messages(
+        [user, UIMessage(id='a', role='assistant', metadata=metadata, parts=[text])]
+    )
+
+
+@pytest.mark.parametrize('text', [pytest.param(f'{ROUND_TRIP_TEXT} K2 is tall.', id='no-markup'), *MARKED_TEXTS])
+@pytest.mark.parametrize('style', CITING_STYLES)
+async def test_a_streamed_history_sent_back_reports_nothing_stale(style: CitingStyle, text: str):
+    """The message-metadata chunk carries the fingerprints of the text the UI received, keyed to its one text part."""
+    cites = MARKED_CITES if 'China border' in text else [ScriptedCitation('China-Pakistan border', [BORDER])]
+    model = CitingModel(text, cites, style=style)
+    chunks = await chunks_of(Agent(model, capabilities=[TrackCitations(), CleanStaleCitations()]))
+    history = _streamed_history(chunks)
+    assert find_stale(history) == []
+    answer = CitedAnswer.from_messages(history)
+    assert 'stale_after_edit' not in [p.code for p in answer.problems]
+    # Edited in the browser: stale, and realigned before it is shown or sent.
+    response = history[-1]
+    assert isinstance(response, ModelResponse)
+    (part,) = response.parts
+    assert isinstance(part, TextPart)
+    part.content = 'Note: ' + part.content
+    assert [p.code for p in find_stale(history)] == ['stale_after_edit']
+    edited = CitedAnswer.from_messages(history)
+    assert [edited.span_text(s) for s in edited.spans] == [answer.span_text(s) for s in answer.spans]
+    realigned, problems = await _sent_anchors(history, 'realign')
+    assert 'stale_after_edit' in problems
+    if style in CONTENT_ANCHORED:
+        assert realigned == [answer.span_text(s) for s in answer.spans] != []
+
+
+async def test_a_streamed_run_of_several_responses_sends_no_fingerprints():
+    """The UI message holds every response of the run and loads with the metadata on the first: no fingerprint
+    could be keyed to its parts, so none is sent (rather than one that reports a false edit)."""
+    calls = 0
+    cite = [Citation([WIKI], anchor=ContentCitationAnchor(start=0, end=2))]
+
+    class TwoStep(ScriptedModel):
+        @asynccontextmanager
+        async def request_stream(
+            self,
+            messages: list[ModelMessage],
+            model_settings: ModelSettings | None,
+            model_request_parameters: ModelRequestParameters,
+            run_context: Any = None,
+        ) -> AsyncGenerator[StreamedResponse, None]:
+            nonlocal calls
+            calls += 1
+            _, params = self.prepare_request(model_settings, model_request_parameters)
+            first: list[Step] = [('tool', 'c', 'lookup')]
+            yield _Stream(model_request_parameters=params, script=first if calls == 1 else self.script)
+
+    agent = Agent(TwoStep([('text', 'a', 'K2 is tall.'), ('cite', 'a', cite)]), capabilities=[CleanStaleCitations()])
+
+    @agent.tool_plain
+    def lookup() -> str:
+        return 'data'
+
+    def metadata(chunks: Sequence[BaseChunk]) -> Any:
+        (found,) = [c.message_metadata for c in chunks if isinstance(c, MessageMetadataChunk)]
+        return found
+
+    async with agent.run_stream_events('q') as events:  # the stock stream sends the last response's fingerprints
+        assert 'pydantic_ai_citations' in metadata(
+            [c async for c in VercelAIEventStream[Any, str]().transform_stream(events)]
+        )
+    calls = 0
+    assert 'pydantic_ai_citations' not in metadata(await chunks_of(agent))

@@ -6,26 +6,46 @@ another part follows the text) never reach the UI stream. `CitedVercelAIEventStr
 sends the late citations as a `data-pydantic-ai-citations` chunk (keyed by the UI text part id, so a later update
 replaces it) plus `source-url` chunks for web sources not yet listed. `dump_messages` of the final history already
 has them. Its text deltas never carry citation markup (`formats.markup.StreamCleaner`), and every anchor it sends
-(on `text-end` too) is an offset into the text the UI received.
+(on `text-end` too) is an offset into the text the UI received. The fingerprints of `CleanStaleCitations` that go to
+the UI (`UIMessage.metadata`, from `dump_messages` and the `message-metadata` chunk) are keyed to the parts
+`load_messages` makes of the UI message, so history sent back is checked for edits as it was fingerprinted.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Literal, cast
 
-from pydantic_ai import Citation, TextPart, WebCitationSource
+from pydantic_ai import (
+    Citation,
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    ModelResponsePart,
+    NativeToolReturnPart,
+    SpeechPart,
+    TextPart,
+    WebCitationSource,
+)
 from pydantic_ai.messages import PartDeltaEvent, PartEndEvent, PartStartEvent, TextPartDelta
 from pydantic_ai.output import OutputDataT
 from pydantic_ai.run import AgentRunResult, AgentRunResultEvent
 from pydantic_ai.tools import AgentDepsT
 from pydantic_ai.ui import UIEventStream
 from pydantic_ai.ui.vercel_ai import VercelAIAdapter, VercelAIEventStream
-from pydantic_ai.ui.vercel_ai.request_types import RequestData
-from pydantic_ai.ui.vercel_ai.response_types import BaseChunk, DataChunk, SourceUrlChunk, TextDeltaChunk, TextEndChunk
+from pydantic_ai.ui.vercel_ai.request_types import RequestData, UIMessage
+from pydantic_ai.ui.vercel_ai.response_types import (
+    BaseChunk,
+    DataChunk,
+    MessageMetadataChunk,
+    SourceUrlChunk,
+    TextDeltaChunk,
+    TextEndChunk,
+)
 
-from ..formats.markup import StreamCleaner
+from .._edit import METADATA_KEY, joined_fingerprint
+from ..formats.markup import StreamCleaner, strip_joined
 from ._common import answer_json, citations_json, dump_citations, merged_citations, web_urls
 
 __all__ = (
@@ -70,6 +90,75 @@ def _with_citations(chunk: TextEndChunk, citations: list[Citation]) -> TextEndCh
     else:
         metadata.pop('pydantic_ai', None)
     return chunk.model_copy(update={'provider_metadata': metadata or None})
+
+
+def _shown(part: ModelResponsePart) -> bool:
+    """Whether `VercelAIAdapter.dump_messages` makes a UI part of `part` (a native tool return goes with its call)."""
+    return not isinstance(part, NativeToolReturnPart | SpeechPart)
+
+
+def _rekeyed(ui: UIMessage, response: ModelResponse | None) -> UIMessage:
+    """`ui` (dumped from `response`) with this package's fingerprints keyed to the parts `load_messages` makes of it."""
+    metadata = cast(object, ui.metadata)
+    if not isinstance(metadata, dict) or METADATA_KEY not in metadata:
+        return ui
+    ours = None
+    if response is not None and (response.metadata or {}).get(METADATA_KEY) == metadata[METADATA_KEY]:
+        ours = _loaded_fingerprint(response, ui, clean=False)
+    # Not matched with its response (never expected): no fingerprint rather than one keyed to the wrong parts.
+    return ui.model_copy(update={'metadata': _with_ours(cast(dict[str, object], metadata), ours)})
+
+
+def _loaded_fingerprint(response: ModelResponse, ui: UIMessage, *, clean: bool) -> dict[str, object] | None:
+    """The fingerprints of `response` keyed to the response `load_messages` makes of `ui` (the UI message of it).
+
+    Consecutive text parts make one UI text part: the runs `dump_messages` joins are matched with what loads back.
+    `clean`: the UI text parts hold the text as streamed (without markup, anchors on it, see `merged_citations`).
+    """
+    runs: list[list[int]] = []
+    follows_text = False
+    for index, part in enumerate(response.parts):
+        if isinstance(part, TextPart):
+            if not follows_text:
+                runs.append([])
+            runs[-1].append(index)
+        if _shown(part):
+            follows_text = isinstance(part, TextPart)
+    loaded = next(m for m in VercelAIAdapter[Any, Any].load_messages([ui]) if isinstance(m, ModelResponse))
+    texts = [i for i, part in enumerate(loaded.parts) if isinstance(part, TextPart)]
+    joins = dict(zip(texts, runs, strict=False))
+    if clean:
+        parts = list(loaded.parts)
+        for index, run in joins.items():
+            joined = [cast(TextPart, response.parts[i]) for i in run]
+            text = strip_joined([part.content for part in joined])[0].text
+            parts[index] = replace(
+                cast(TextPart, parts[index]), content=text, citations=merged_citations(joined) or None
+            )
+        loaded = replace(loaded, parts=parts)
+    return joined_fingerprint(response, loaded, joins)
+
+
+def _with_ours(metadata: dict[str, object], ours: dict[str, object] | None) -> dict[str, object]:
+    rest = {k: v for k, v in metadata.items() if k != METADATA_KEY}
+    return rest if ours is None else {**rest, METADATA_KEY: ours}
+
+
+def _streamed_metadata(chunk: MessageMetadataChunk, result: AgentRunResult[Any]) -> MessageMetadataChunk:
+    """The run's message metadata with this package's fingerprints of the text the UI received.
+
+    The UI message holds every response of the run, and loads back with this metadata on the first: the
+    fingerprints are kept (keyed to the parts it loads as, on the text as streamed) only for a run of one response.
+    """
+    metadata = cast(object, chunk.message_metadata)
+    if not isinstance(metadata, dict) or METADATA_KEY not in metadata:
+        return chunk
+    responses = [m for m in result.new_messages() if isinstance(m, ModelResponse)]
+    ours = None
+    if len(responses) == 1 and any(map(_shown, responses[0].parts)):
+        (ui,) = [m for m in VercelAIAdapter[Any, Any].dump_messages(responses) if m.role == 'assistant']
+        ours = _loaded_fingerprint(responses[0], ui, clean=True)
+    return chunk.model_copy(update={'message_metadata': _with_ours(cast(dict[str, object], metadata), ours)})
 
 
 @dataclass
@@ -171,7 +260,8 @@ class CitedVercelAIEventStream(VercelAIEventStream[AgentDepsT, OutputDataT]):
 
     async def handle_run_result(self, event: AgentRunResultEvent[Any]) -> AsyncIterator[BaseChunk]:
         async for chunk in super().handle_run_result(event):
-            yield chunk  # pragma: no cover - the parent sends nothing here (Pydantic AI 2.68)
+            # The parent sends the response's metadata, fingerprints keyed to its parts: key them to the UI's.
+            yield _streamed_metadata(chunk, event.result) if isinstance(chunk, MessageMetadataChunk) else chunk
         # The run's last response is the last word: a part that got citations after its end is a new object here,
         # and only that object saw changes made in place afterwards.
         parts = event.result.response.parts
@@ -211,7 +301,32 @@ class CitedVercelAIEventStream(VercelAIEventStream[AgentDepsT, OutputDataT]):
 
 @dataclass
 class CitedVercelAIAdapter(VercelAIAdapter[AgentDepsT, OutputDataT]):
-    """`VercelAIAdapter` whose event stream is a `CitedVercelAIEventStream` (late citations reach the UI)."""
+    """`VercelAIAdapter` with a `CitedVercelAIEventStream`, and fingerprints that survive `dump_messages`.
+
+    Late citations reach the UI; `dump_messages` keys this package's fingerprints to the parts `load_messages` makes.
+    """
+
+    @classmethod
+    def dump_messages(
+        cls,
+        messages: Sequence[ModelMessage],
+        *,
+        generate_message_id: Callable[[ModelRequest | ModelResponse, Literal['system', 'user', 'assistant'], int], str]
+        | None = None,
+        sdk_version: Literal[5, 6, 7] = 5,
+    ) -> list[UIMessage]:
+        """`VercelAIAdapter.dump_messages`, with the fingerprints of `CleanStaleCitations` kept true.
+
+        A UI text part holds consecutive text parts joined (Anthropic and Bedrock answer in several) and loads back as
+        one, while the fingerprints in `UIMessage.metadata` (`ModelResponse.metadata['pydantic_ai_citations']`) are
+        keyed by part index: they are re-keyed to the parts `load_messages` makes (`joined_fingerprint`), so an
+        unedited round trip reports nothing stale, and text edited in the browser is found stale and realigned (or
+        cleared) by `CleanStaleCitations` and `CitedAnswer`.
+        """
+        dumped = super().dump_messages(messages, generate_message_id=generate_message_id, sdk_version=sdk_version)
+        # One assistant UI message per response that has a part the UI shows, in order.
+        responses = iter(m for m in messages if isinstance(m, ModelResponse) and any(map(_shown, m.parts)))
+        return [_rekeyed(ui, next(responses, None)) if ui.role == 'assistant' else ui for ui in dumped]
 
     def build_event_stream(self) -> UIEventStream[RequestData, BaseChunk, AgentDepsT, OutputDataT]:
         """Build the citation-aware Vercel AI event stream."""
