@@ -21,7 +21,7 @@ from pydantic_ai.models import ModelRequestParameters, StreamedResponse
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.ui.vercel_ai import VercelAIEventStream
-from pydantic_ai.ui.vercel_ai.request_types import TextUIPart, UIMessage
+from pydantic_ai.ui.vercel_ai.request_types import SourceUrlUIPart, TextUIPart, UIMessage
 from pydantic_ai.ui.vercel_ai.response_types import (
     BaseChunk,
     DataChunk,
@@ -41,6 +41,7 @@ from test_ui_ag_ui import (  # the scripted stream (text, thinking, citation del
 )
 
 from pydantic_ai_citations import CitedAnswer, CleanStaleCitations, TrackCitations, find_stale
+from pydantic_ai_citations.formats.markup import scan_markup
 from pydantic_ai_citations.testing import CITING_STYLES, CitingModel, CitingStyle, ScriptedCitation
 from pydantic_ai_citations.ui import CITATIONS_DATA_TYPE, CitedVercelAIAdapter, CitedVercelAIEventStream
 
@@ -268,6 +269,92 @@ async def test_a_history_edited_before_the_dump_stays_stale():
     assert (sent, problems) == ([], ['stale_after_edit', 'citation_dropped_after_edit'])
     answer = CitedAnswer.from_messages(back)
     assert (answer.spans, [s.url for s in answer.unanchored]) == ([], [BORDER.url])  # its source is kept
+
+
+def _ui_text(message: UIMessage) -> TextUIPart:
+    (part,) = [p for p in message.parts if isinstance(p, TextUIPart)]
+    return part
+
+
+def _ui_citations(part: TextUIPart) -> list[Any]:
+    return (part.provider_metadata or {}).get('pydantic_ai', {}).get('citations', [])
+
+
+@pytest.mark.parametrize('text', MARKED_TEXTS)
+@pytest.mark.parametrize('style', CITING_STYLES)
+async def test_dump_messages_strips_markup_as_the_stream_does(style: CitingStyle, text: str):
+    """History loaded into the UI (`useChat`'s initial messages) shows what the stream showed: no markup, even across
+    Anthropic's and Bedrock's part boundaries, and each anchor on the words `CitedAnswer` anchors."""
+
+    def agent() -> Agent[None, str]:
+        return Agent(
+            CitingModel(text, MARKED_CITES, style=style), capabilities=[TrackCitations(), CleanStaleCitations()]
+        )
+
+    chunks = await chunks_of(agent())
+    result = await agent().run('q')
+    answer = CitedAnswer.from_result(result)
+    part = _ui_text(CitedVercelAIAdapter.dump_messages(result.all_messages())[-1])
+    assert part.text == text_of(chunks) == answer.text
+    assert not scan_markup(part.text).found
+    spans = [(answer.span_text(s), answer.source(s.sources[0]).url) for s in answer.spans]
+    assert anchored(_ui_citations(part), part.text) == anchored(final_citations(chunks), part.text) == spans
+    # Sent back unedited: nothing stale, the same answer (the marker named no source; the run reported it).
+    back = CitedVercelAIAdapter.load_messages(CitedVercelAIAdapter.dump_messages(result.all_messages()))
+    assert find_stale(back) == []
+    again = CitedAnswer.from_messages(back)
+    assert (again.text, [again.span_text(s) for s in again.spans]) == (answer.text, [s for s, _ in spans])
+    assert [p.code for p in again.problems] == [p.code for p in answer.problems if p.code != 'unresolved_marker']
+    assert 'stale_after_edit' not in (await _sent_anchors(back, 'realign'))[1]
+
+
+async def test_dump_messages_keeps_the_citation_of_a_removed_marker():
+    """OpenAI-style private-use markers in the model's text: gone from the UI text, and a citation anchored on one
+    (as OpenAI Chat and xAI anchor theirs) keeps its source in the UI message, without a position."""
+    raw = f'K2 is 8,611 m tall.{MARKER} It is remote.\ue200cite\ue202turn9search2\ue201 Few climb it.'
+    second = raw.index('\ue200cite\ue202turn9')
+    cites = [
+        Citation([WIKI], anchor=ContentCitationAnchor(start=0, end=len('K2 is 8,611 m tall.'))),
+        Citation([BORDER], anchor=MarkerCitationAnchor(start=second, end=raw.index('\ue201', second) + 1)),
+    ]
+
+    def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        return ModelResponse(parts=[TextPart(raw, citations=cites)])
+
+    result = await Agent(FunctionModel(answer), capabilities=[TrackCitations(), CleanStaleCitations()]).run('q')
+    original = CitedAnswer.from_result(result)
+    ui = CitedVercelAIAdapter.dump_messages(result.all_messages())
+    part = _ui_text(ui[-1])
+    assert part.text == original.text == 'K2 is 8,611 m tall. It is remote. Few climb it.'
+    citations = _ui_citations(part)
+    assert anchored(citations, part.text) == [('K2 is 8,611 m tall.', WIKI.url)]
+    assert [(c['sources'][0]['url'], c['anchor']) for c in citations[1:]] == [(BORDER.url, None)]
+    assert [p.url for p in ui[-1].parts if isinstance(p, SourceUrlUIPart)] == [WIKI.url, BORDER.url]
+    back = CitedVercelAIAdapter.load_messages(ui)
+    assert find_stale(back) == []
+    again = CitedAnswer.from_messages(back)
+    assert [again.span_text(s) for s in again.spans] == ['K2 is 8,611 m tall.']
+    assert [s.url for s in again.unanchored] == [s.url for s in original.unanchored] == [BORDER.url]
+    # Edited in the browser: found, realigned, and the marker's source still listed.
+    part.text = 'Note: ' + part.text
+    edited_history = CitedVercelAIAdapter.load_messages(ui)
+    assert [p.code for p in find_stale(edited_history)] == ['stale_after_edit']
+    edited = CitedAnswer.from_messages(edited_history)
+    assert [edited.span_text(s) for s in edited.spans] == ['K2 is 8,611 m tall.']
+    assert [s.url for s in edited.unanchored] == [BORDER.url]
+    assert (await _sent_anchors(edited_history, 'realign')) == (['K2 is 8,611 m tall.'], ['stale_after_edit'])
+
+
+async def test_dump_messages_strips_history_without_fingerprints():
+    """Without `CleanStaleCitations` nothing is fingerprinted, and the text is stripped all the same."""
+
+    def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        return ModelResponse(parts=[TextPart(f'Tall.{MARKER} Remote.')])
+
+    result = await Agent(FunctionModel(answer)).run('q')
+    (message,) = [m for m in CitedVercelAIAdapter.dump_messages(result.all_messages()) if m.role == 'assistant']
+    assert _ui_text(message).text == 'Tall. Remote.'
+    assert 'pydantic_ai_citations' not in (message.metadata or {})
 
 
 def _streamed_history(chunks: Sequence[BaseChunk]) -> list[ModelMessage]:

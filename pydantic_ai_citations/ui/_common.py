@@ -13,7 +13,7 @@ from .._answer import CitedAnswer, cited_answer_ta
 from .._redact import redact as _redact
 from ..formats.markup import offset_shifter, strip_joined
 
-__all__ = ('answer_json', 'citations_json', 'dump_citations', 'merged_citations', 'web_urls')
+__all__ = ('answer_json', 'citations_json', 'dump_citations', 'load_citations', 'merged_citations', 'web_urls')
 
 _citations_ta: TypeAdapter[list[Citation]] = TypeAdapter(list[Citation])
 
@@ -69,3 +69,8 @@ def web_urls(citations: Sequence[Citation]) -> list[str]:
     """The web URLs cited, each once, in order."""
     urls = [s.url for c in citations for s in c.sources if isinstance(s, WebCitationSource)]
     return list(dict.fromkeys(urls))
+
+
+def load_citations(data: object) -> list[Citation]:
+    """Citations from their JSON values (as `dump_citations` writes them; `None`: none)."""
+    return _citations_ta.validate_python(data or [])

@@ -6,9 +6,10 @@ another part follows the text) never reach the UI stream. `CitedVercelAIEventStr
 sends the late citations as a `data-pydantic-ai-citations` chunk (keyed by the UI text part id, so a later update
 replaces it) plus `source-url` chunks for web sources not yet listed. `dump_messages` of the final history already
 has them. Its text deltas never carry citation markup (`formats.markup.StreamCleaner`), and every anchor it sends
-(on `text-end` too) is an offset into the text the UI received. The fingerprints of `CleanStaleCitations` that go to
-the UI (`UIMessage.metadata`, from `dump_messages` and the `message-metadata` chunk) are keyed to the parts
-`load_messages` makes of the UI message, so history sent back is checked for edits as it was fingerprinted.
+(on `text-end` too) is an offset into the text the UI received. `CitedVercelAIAdapter.dump_messages` gives the UI
+text parts as the stream sent them (no markup, anchors on that text). The fingerprints of `CleanStaleCitations` that
+go to the UI (`UIMessage.metadata`, from `dump_messages` and the `message-metadata` chunk) are keyed to the parts
+`load_messages` makes of that UI message, so history sent back is checked for edits as it was fingerprinted.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from pydantic_ai.run import AgentRunResult, AgentRunResultEvent
 from pydantic_ai.tools import AgentDepsT
 from pydantic_ai.ui import UIEventStream
 from pydantic_ai.ui.vercel_ai import VercelAIAdapter, VercelAIEventStream
-from pydantic_ai.ui.vercel_ai.request_types import RequestData, UIMessage
+from pydantic_ai.ui.vercel_ai.request_types import ProviderMetadata, RequestData, TextUIPart, UIMessage, UIMessagePart
 from pydantic_ai.ui.vercel_ai.response_types import (
     BaseChunk,
     DataChunk,
@@ -45,8 +46,8 @@ from pydantic_ai.ui.vercel_ai.response_types import (
 )
 
 from .._edit import METADATA_KEY, joined_fingerprint
-from ..formats.markup import StreamCleaner, strip_joined
-from ._common import answer_json, citations_json, dump_citations, merged_citations, web_urls
+from ..formats.markup import StreamCleaner, strip_markup
+from ._common import answer_json, citations_json, dump_citations, load_citations, merged_citations, web_urls
 
 __all__ = (
     'CITATIONS_DATA_TYPE',
@@ -79,9 +80,9 @@ def cited_answer_chunk(result: AgentRunResult[object], *, redact: bool = False) 
     return DataChunk(type=CITED_ANSWER_DATA_TYPE, data=answer_json(result, redact=redact))
 
 
-def _with_citations(chunk: TextEndChunk, citations: list[Citation]) -> TextEndChunk:
-    """`chunk` with `citations` in its `providerMetadata.pydantic_ai.citations` (none: the key is left out)."""
-    metadata = dict(chunk.provider_metadata or {})
+def _with_citations(metadata: ProviderMetadata | None, citations: Sequence[Citation]) -> ProviderMetadata | None:
+    """`metadata` with `citations` in its `pydantic_ai.citations` (none: the key is left out)."""
+    metadata = dict(metadata or {})
     ours = {k: v for k, v in metadata.get('pydantic_ai', {}).items() if k != 'citations'}
     if citations:
         ours['citations'] = dump_citations(citations)
@@ -89,7 +90,28 @@ def _with_citations(chunk: TextEndChunk, citations: list[Citation]) -> TextEndCh
         metadata['pydantic_ai'] = ours
     else:
         metadata.pop('pydantic_ai', None)
-    return chunk.model_copy(update={'provider_metadata': metadata or None})
+    return metadata or None
+
+
+def _as_streamed(ui: UIMessage) -> UIMessage:
+    """`ui` with each text part as `CitedVercelAIEventStream` sends it: without citation markup, anchors on that text.
+
+    A UI text part holds consecutive text parts joined, and the stream cleans them as that one text
+    (`strip_joined`): stripping the UI text and moving its citations, which `dump_messages` anchored on it, onto the
+    stripped text (`merged_citations`) gives what the stream sent. A citation whose anchor covered nothing but markup
+    keeps its sources, without an anchor (its `source-url` part stays). Provider data (`provider_details`) is left as
+    the stream leaves it.
+    """
+    parts: list[UIMessagePart] = []
+    for part in ui.parts:
+        if isinstance(part, TextUIPart) and (stripped := strip_markup(part.text)).changed:
+            citations = load_citations((part.provider_metadata or {}).get('pydantic_ai', {}).get('citations'))
+            moved = merged_citations([TextPart(part.text, citations=citations)])
+            part = part.model_copy(
+                update={'text': stripped.text, 'provider_metadata': _with_citations(part.provider_metadata, moved)}
+            )
+        parts.append(part)
+    return ui.model_copy(update={'parts': parts})
 
 
 def _shown(part: ModelResponsePart) -> bool:
@@ -98,22 +120,22 @@ def _shown(part: ModelResponsePart) -> bool:
 
 
 def _rekeyed(ui: UIMessage, response: ModelResponse | None) -> UIMessage:
-    """`ui` (dumped from `response`) with this package's fingerprints keyed to the parts `load_messages` makes of it."""
+    """`ui` (dumped from `response`) as streamed, with this package's fingerprints keyed to the parts it loads as."""
+    ui = _as_streamed(ui)
     metadata = cast(object, ui.metadata)
     if not isinstance(metadata, dict) or METADATA_KEY not in metadata:
         return ui
     ours = None
     if response is not None and (response.metadata or {}).get(METADATA_KEY) == metadata[METADATA_KEY]:
-        ours = _loaded_fingerprint(response, ui, clean=False)
+        ours = _loaded_fingerprint(response, ui)
     # Not matched with its response (never expected): no fingerprint rather than one keyed to the wrong parts.
     return ui.model_copy(update={'metadata': _with_ours(cast(dict[str, object], metadata), ours)})
 
 
-def _loaded_fingerprint(response: ModelResponse, ui: UIMessage, *, clean: bool) -> dict[str, object] | None:
-    """The fingerprints of `response` keyed to the response `load_messages` makes of `ui` (the UI message of it).
+def _loaded_fingerprint(response: ModelResponse, ui: UIMessage) -> dict[str, object] | None:
+    """The fingerprints of `response` keyed to the response `load_messages` makes of `ui` (its UI message, as streamed).
 
     Consecutive text parts make one UI text part: the runs `dump_messages` joins are matched with what loads back.
-    `clean`: the UI text parts hold the text as streamed (without markup, anchors on it, see `merged_citations`).
     """
     runs: list[list[int]] = []
     follows_text = False
@@ -126,17 +148,7 @@ def _loaded_fingerprint(response: ModelResponse, ui: UIMessage, *, clean: bool) 
             follows_text = isinstance(part, TextPart)
     loaded = next(m for m in VercelAIAdapter[Any, Any].load_messages([ui]) if isinstance(m, ModelResponse))
     texts = [i for i, part in enumerate(loaded.parts) if isinstance(part, TextPart)]
-    joins = dict(zip(texts, runs, strict=False))
-    if clean:
-        parts = list(loaded.parts)
-        for index, run in joins.items():
-            joined = [cast(TextPart, response.parts[i]) for i in run]
-            text = strip_joined([part.content for part in joined])[0].text
-            parts[index] = replace(
-                cast(TextPart, parts[index]), content=text, citations=merged_citations(joined) or None
-            )
-        loaded = replace(loaded, parts=parts)
-    return joined_fingerprint(response, loaded, joins)
+    return joined_fingerprint(response, loaded, dict(zip(texts, runs, strict=False)))
 
 
 def _with_ours(metadata: dict[str, object], ours: dict[str, object] | None) -> dict[str, object]:
@@ -157,7 +169,7 @@ def _streamed_metadata(chunk: MessageMetadataChunk, result: AgentRunResult[Any])
     ours = None
     if len(responses) == 1 and any(map(_shown, responses[0].parts)):
         (ui,) = [m for m in VercelAIAdapter[Any, Any].dump_messages(responses) if m.role == 'assistant']
-        ours = _loaded_fingerprint(responses[0], ui, clean=True)
+        ours = _loaded_fingerprint(responses[0], _as_streamed(ui))
     return chunk.model_copy(update={'message_metadata': _with_ours(cast(dict[str, object], metadata), ours)})
 
 
@@ -240,7 +252,9 @@ class CitedVercelAIEventStream(VercelAIEventStream[AgentDepsT, OutputDataT]):
         at_end = merged_citations([self._cit_at_end[i] for i in group.indexes]) if closing and group else None
         async for chunk in super().handle_part_end(event):
             # The parent anchors `text-end`'s citations on the parts' raw text; the UI got it stripped as one text.
-            yield _with_citations(chunk, at_end) if at_end is not None and isinstance(chunk, TextEndChunk) else chunk
+            if at_end is not None and isinstance(chunk, TextEndChunk):
+                chunk = chunk.model_copy(update={'provider_metadata': _with_citations(chunk.provider_metadata, at_end)})
+            yield chunk
         if at_end is not None and group is not None:
             # `text-end` has the parts as they were at their own ends, and the parent listed their URLs.
             group.closed = True
@@ -301,9 +315,10 @@ class CitedVercelAIEventStream(VercelAIEventStream[AgentDepsT, OutputDataT]):
 
 @dataclass
 class CitedVercelAIAdapter(VercelAIAdapter[AgentDepsT, OutputDataT]):
-    """`VercelAIAdapter` with a `CitedVercelAIEventStream`, and fingerprints that survive `dump_messages`.
+    """`VercelAIAdapter` with a `CitedVercelAIEventStream`, and a `dump_messages` that shows what the stream showed.
 
-    Late citations reach the UI; `dump_messages` keys this package's fingerprints to the parts `load_messages` makes.
+    Late citations reach the UI; `dump_messages` strips citation markup as the stream does and keys this package's
+    fingerprints to the parts `load_messages` makes.
     """
 
     @classmethod
@@ -315,13 +330,17 @@ class CitedVercelAIAdapter(VercelAIAdapter[AgentDepsT, OutputDataT]):
         | None = None,
         sdk_version: Literal[5, 6, 7] = 5,
     ) -> list[UIMessage]:
-        """`VercelAIAdapter.dump_messages`, with the fingerprints of `CleanStaleCitations` kept true.
+        """`VercelAIAdapter.dump_messages`, with text as the stream sends it, and fingerprints that stay true.
 
-        A UI text part holds consecutive text parts joined (Anthropic and Bedrock answer in several) and loads back as
-        one, while the fingerprints in `UIMessage.metadata` (`ModelResponse.metadata['pydantic_ai_citations']`) are
-        keyed by part index: they are re-keyed to the parts `load_messages` makes (`joined_fingerprint`), so an
-        unedited round trip reports nothing stale, and text edited in the browser is found stale and realigned (or
-        cleared) by `CleanStaleCitations` and `CitedAnswer`.
+        A UI text part holds consecutive text parts joined (Anthropic and Bedrock answer in several). Its text is
+        without citation markup, stripped as that one text (as `CitedVercelAIEventStream` sends it, so history loaded
+        into the UI shows what the stream showed), and its citations (`providerMetadata.pydantic_ai.citations`) are
+        anchored on that text; one whose anchor covered nothing but markup keeps its sources, without an anchor. The
+        UI text part loads back as one text part, while the fingerprints in `UIMessage.metadata`
+        (`ModelResponse.metadata['pydantic_ai_citations']`) are keyed by part index: they are re-keyed to the parts
+        `load_messages` makes (`joined_fingerprint`), on the text as shown, so an unedited round trip reports nothing
+        stale, and text edited in the browser is found stale and realigned (or cleared) by `CleanStaleCitations` and
+        `CitedAnswer`.
         """
         dumped = super().dump_messages(messages, generate_message_id=generate_message_id, sdk_version=sdk_version)
         # One assistant UI message per response that has a part the UI shows, in order.
