@@ -12,7 +12,14 @@ from pathlib import Path
 from typing import Any, Literal, cast
 
 import pytest
-from ag_ui.core import BaseEvent, CustomEvent, EventType, TextMessageContentEvent, TextMessageEndEvent
+from ag_ui.core import (
+    AssistantMessage,
+    BaseEvent,
+    CustomEvent,
+    EventType,
+    TextMessageContentEvent,
+    TextMessageEndEvent,
+)
 from pydantic_ai import (
     Agent,
     Citation,
@@ -21,6 +28,7 @@ from pydantic_ai import (
     ModelResponse,
     RunContext,
     TextPart,
+    ToolCallPart,
     WebCitationSource,
 )
 from pydantic_ai.capabilities import AbstractCapability
@@ -31,6 +39,7 @@ from pydantic_ai.settings import ModelSettings
 from pydantic_ai.ui.ag_ui import AGUIEventStream
 
 from pydantic_ai_citations import CitedAnswer, TrackCitations
+from pydantic_ai_citations.formats.markup import scan_markup
 from pydantic_ai_citations.testing import (
     CITING_STYLES,
     CitingModel,
@@ -170,6 +179,41 @@ async def test_a_removed_marker_beside_part_boundaries(style: CitingStyle, text:
     assert anchored(citation_events(events)[-1], received) == spans
     if style in ('anthropic', 'bedrock', 'google'):  # these anchor the cited words (the others a marker or nothing)
         assert spans == [('K2 is tall', WIKI.url), ('China border', BORDER.url)]
+
+
+@pytest.mark.parametrize('text', MARKED_TEXTS)
+@pytest.mark.parametrize('style', CITING_STYLES)
+async def test_dump_messages_strips_markup_as_the_stream_does(style: CitingStyle, text: str):
+    """History shown in the client (`dump_messages`) reads as the streamed answer did: no markup, even across
+    Anthropic's and Bedrock's part boundaries."""
+
+    def agent() -> Agent[None, str]:
+        return Agent(CitingModel(text, MARKED_CITES, style=style), capabilities=[TrackCitations()])
+
+    events = await agui_events(agent())
+    result = await agent().run('q')
+    dumped = CitedAGUIAdapter[None, str].dump_messages(result.all_messages())
+    (content,) = [m.content for m in dumped if isinstance(m, AssistantMessage) and m.content]
+    assert content == received_text(events) == CitedAnswer.from_result(result).text
+    assert not scan_markup(content).found
+    back = CitedAGUIAdapter[None, str].load_messages(dumped)
+    assert CitedAnswer.from_messages(back).text == content
+
+
+async def test_dump_messages_strips_each_text_message_on_its_own():
+    """Text before and after a tool call makes two AG-UI texts, each stripped as the stream sends it."""
+    marker = '\ue200cite\ue202turn0search0\ue201'
+    response = ModelResponse(
+        parts=[
+            TextPart(f'Looking it up {marker}'),
+            ToolCallPart('lookup', {}, tool_call_id='c'),
+            TextPart(f'Found{marker}'),
+            TextPart('. It is tall.'),
+        ]
+    )
+    dumped = CitedAGUIAdapter[None, str].dump_messages([response])
+    assert [m.content for m in dumped if isinstance(m, AssistantMessage)] == ['Looking it up', 'Found. It is tall.']
+    assert response.parts[0] == TextPart(f'Looking it up {marker}')  # the history given is left as it is
 
 
 async def test_text_deltas_carry_no_markup_and_anchors_follow_the_clean_text():

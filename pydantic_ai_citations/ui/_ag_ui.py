@@ -6,28 +6,29 @@ sends every citation of a text message as a `CUSTOM` event named `pydantic_ai_ci
 `TEXT_MESSAGE_END`, and sends it again (same `message_id`, so a client replaces it) whenever citations arrive after
 the text part ended (Google, OpenAI Chat, OpenRouter, xAI when another part follows the text). The text deltas it
 sends never carry citation markup (`formats.markup.StreamCleaner`), and the anchors are offsets into the text the
-client received. `cited_answer_event` sends the whole `CitedAnswer` from an `on_complete` callback.
+client received. `CitedAGUIAdapter.dump_messages` gives history the same text (no markup). `cited_answer_event` sends
+the whole `CitedAnswer` from an `on_complete` callback.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from pydantic_ai import TextPart
+from pydantic_ai import ModelMessage, ModelResponse, TextPart
 from pydantic_ai.messages import PartDeltaEvent, PartEndEvent, PartStartEvent, TextPartDelta
 from pydantic_ai.output import OutputDataT
 from pydantic_ai.run import AgentRunResult, AgentRunResultEvent
 from pydantic_ai.tools import AgentDepsT
 from pydantic_ai.ui import UIEventStream
 
-from ..formats.markup import StreamCleaner
+from ..formats.markup import StreamCleaner, remove_cuts, strip_joined
 from ._common import answer_json, citations_json, dump_citations, merged_citations
 
 try:
-    from ag_ui.core import BaseEvent, CustomEvent, RunAgentInput, TextMessageContentEvent
-    from pydantic_ai.ui.ag_ui import AGUIAdapter, AGUIEventStream
+    from ag_ui.core import BaseEvent, CustomEvent, Message, RunAgentInput, TextMessageContentEvent
+    from pydantic_ai.ui.ag_ui import DEFAULT_AG_UI_VERSION, AGUIAdapter, AGUIEventStream
 except ImportError as e:  # pragma: no cover - the extra is installed wherever the tests run
     raise ImportError(
         'The AG-UI adapter needs the `ag-ui-protocol` package: `pip install "pydantic-ai-citations[ag-ui]"`.'
@@ -178,9 +179,55 @@ class CitedAGUIEventStream(AGUIEventStream[AgentDepsT, OutputDataT]):
         return [CustomEvent(name=CITATIONS_EVENT_NAME, value=value)]
 
 
+def _without_markup(message: ModelMessage) -> ModelMessage:
+    """`message` with the citation markup of each run of consecutive text parts stripped, as the one text it makes.
+
+    `AGUIAdapter.dump_messages` joins consecutive text parts into one text, and `CitedAGUIEventStream` sends them as
+    one text message, cleaned as one text: stripping them with `strip_joined` gives what it sent.
+    """
+    if not isinstance(message, ModelResponse):
+        return message
+    parts = list(message.parts)
+    runs: list[list[tuple[int, TextPart]]] = []
+    for index, part in enumerate(parts):
+        if isinstance(part, TextPart):
+            if not (index and isinstance(parts[index - 1], TextPart)):
+                runs.append([])
+            runs[-1].append((index, part))
+    changed = False
+    for run in runs:
+        stripped, cuts = strip_joined([part.content for _, part in run])
+        if stripped.changed:
+            changed = True
+            for (index, part), removed in zip(run, cuts, strict=True):
+                parts[index] = replace(part, content=remove_cuts(part.content, removed))
+    return replace(message, parts=parts) if changed else message
+
+
 @dataclass
 class CitedAGUIAdapter(AGUIAdapter[AgentDepsT, OutputDataT]):
-    """`AGUIAdapter` whose event stream is a `CitedAGUIEventStream` (citations reach the client, late ones too)."""
+    """`AGUIAdapter` whose event stream is a `CitedAGUIEventStream` (citations reach the client, late ones too).
+
+    Its `dump_messages` gives text without citation markup, as the stream sends it.
+    """
+
+    @classmethod
+    def dump_messages(
+        cls,
+        messages: Sequence[ModelMessage],
+        *,
+        ag_ui_version: str = DEFAULT_AG_UI_VERSION,
+        preserve_file_data: bool = False,
+    ) -> list[Message]:
+        """`AGUIAdapter.dump_messages`, with text as `CitedAGUIEventStream` sends it: without citation markup.
+
+        Consecutive text parts, which make one AG-UI text, are stripped as that one text (`strip_joined`), so history
+        shown in the client reads as the streamed answer did. AG-UI has no citation carrier, so the dumped messages
+        hold no citations (Pydantic AI 2.68): keep the server-side history if you need them.
+        """
+        return super().dump_messages(
+            [_without_markup(m) for m in messages], ag_ui_version=ag_ui_version, preserve_file_data=preserve_file_data
+        )
 
     def build_event_stream(self) -> UIEventStream[RunAgentInput, BaseEvent, AgentDepsT, OutputDataT]:
         """Build the citation-aware AG-UI event stream."""
