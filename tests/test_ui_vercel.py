@@ -9,11 +9,13 @@ from typing import Any, Literal
 import pytest
 from pydantic_ai import (
     Agent,
+    AgentRunResultEvent,
     Citation,
     ContentCitationAnchor,
     ModelMessage,
     ModelResponse,
     TextPart,
+    ToolReturnPart,
     WebCitationSource,
 )
 from pydantic_ai.messages import MarkerCitationAnchor
@@ -398,32 +400,38 @@ async def test_a_streamed_history_sent_back_reports_nothing_stale(style: CitingS
         assert realigned == [answer.span_text(s) for s in answer.spans] != []
 
 
-async def test_a_streamed_run_of_several_responses_sends_no_fingerprints():
-    """The UI message holds every response of the run and loads with the metadata on the first: no fingerprint
-    could be keyed to its parts, so none is sent (rather than one that reports a false edit)."""
-    calls = 0
+class _TwoStep(ScriptedModel):
+    """Calls the `lookup` tool, then answers with its script."""
+
+    @asynccontextmanager
+    async def request_stream(
+        self,
+        messages: list[ModelMessage],
+        model_settings: ModelSettings | None,
+        model_request_parameters: ModelRequestParameters,
+        run_context: Any = None,
+    ) -> AsyncGenerator[StreamedResponse, None]:
+        _, params = self.prepare_request(model_settings, model_request_parameters)
+        looked_up = any(isinstance(p, ToolReturnPart) for m in messages for p in m.parts)
+        first: list[Step] = [('tool', 'c', 'lookup')]
+        yield _Stream(model_request_parameters=params, script=self.script if looked_up else first)
+
+
+def _two_step_agent(text: str) -> Agent[None, str]:
     cite = [Citation([WIKI], anchor=ContentCitationAnchor(start=0, end=2))]
-
-    class TwoStep(ScriptedModel):
-        @asynccontextmanager
-        async def request_stream(
-            self,
-            messages: list[ModelMessage],
-            model_settings: ModelSettings | None,
-            model_request_parameters: ModelRequestParameters,
-            run_context: Any = None,
-        ) -> AsyncGenerator[StreamedResponse, None]:
-            nonlocal calls
-            calls += 1
-            _, params = self.prepare_request(model_settings, model_request_parameters)
-            first: list[Step] = [('tool', 'c', 'lookup')]
-            yield _Stream(model_request_parameters=params, script=first if calls == 1 else self.script)
-
-    agent = Agent(TwoStep([('text', 'a', 'K2 is tall.'), ('cite', 'a', cite)]), capabilities=[CleanStaleCitations()])
+    agent = Agent(_TwoStep([('text', 'a', text), ('cite', 'a', cite)]), capabilities=[CleanStaleCitations()])
 
     @agent.tool_plain
     def lookup() -> str:
         return 'data'
+
+    return agent
+
+
+async def test_a_streamed_run_of_several_responses_sends_no_fingerprints():
+    """The UI message holds every response of the run and loads with the metadata on the first: no fingerprint
+    could be keyed to its parts, so none is sent (rather than one that reports a false edit)."""
+    agent = _two_step_agent('K2 is tall.')
 
     def metadata(chunks: Sequence[BaseChunk]) -> Any:
         (found,) = [c.message_metadata for c in chunks if isinstance(c, MessageMetadataChunk)]
@@ -433,5 +441,19 @@ async def test_a_streamed_run_of_several_responses_sends_no_fingerprints():
         assert 'pydantic_ai_citations' in metadata(
             [c async for c in VercelAIEventStream[Any, str]().transform_stream(events)]
         )
-    calls = 0
     assert 'pydantic_ai_citations' not in metadata(await chunks_of(agent))
+
+
+async def test_a_multi_step_history_dumped_by_the_server_keeps_its_fingerprints():
+    """`dump_messages` writes one UI message per response, so a run of several keeps its fingerprints there."""
+    async with _two_step_agent(f'K2 is tall.{MARKER} Few climb it.').run_stream_events('q') as events:
+        (result,) = [e.result async for e in events if isinstance(e, AgentRunResultEvent)]
+    ui = CitedVercelAIAdapter.dump_messages(result.all_messages())
+    assert [m.role for m in ui] == ['user', 'assistant', 'assistant']
+    assert find_stale(CitedVercelAIAdapter.load_messages(ui)) == []
+    part = _ui_text(ui[-1])
+    assert part.text == 'K2 is tall. Few climb it.'
+    part.text = 'Note: ' + part.text
+    assert [(p.code, p.message_index) for p in find_stale(CitedVercelAIAdapter.load_messages(ui))] == [
+        ('stale_after_edit', 3)
+    ]
