@@ -20,6 +20,8 @@ from ag_ui.core import (
     TextMessageContentEvent,
     TextMessageEndEvent,
 )
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic_ai import (
     Agent,
     Citation,
@@ -158,6 +160,11 @@ MARKED_TEXTS = [
     pytest.param(f'K2 is tall {UNRESOLVED}China border, it is.', id='marker-ends-a-part'),
 ]
 MARKED_CITES = [ScriptedCitation('K2 is tall', [WIKI]), ScriptedCitation('China border', [BORDER])]
+MARKUP_PIECES = st.sampled_from(
+    ['K2 ', 'is tall', '. ', ' ', UNRESOLVED, '\ue200cite\ue202turn9', '\ue201', '【4:0†src】', '【4:0']
+    + ['(cite index="0-1">', '</cite>', '<cite>', '\n']
+)
+"""Pieces of text and citation markup (well-formed, cut off, stray) that make hostile answers."""
 
 
 @pytest.mark.parametrize('chunk_size', [1, 5, 16])
@@ -214,6 +221,16 @@ async def test_dump_messages_strips_each_text_message_on_its_own():
     dumped = CitedAGUIAdapter[None, str].dump_messages([response])
     assert [m.content for m in dumped if isinstance(m, AssistantMessage)] == ['Looking it up', 'Found. It is tall.']
     assert response.parts[0] == TextPart(f'Looking it up {marker}')  # the history given is left as it is
+
+
+@settings(max_examples=200)
+@given(st.lists(st.lists(MARKUP_PIECES, max_size=6).map(''.join), min_size=1, max_size=4))
+def test_dumped_text_holds_no_markup(texts: list[str]):
+    messages: list[ModelMessage] = [ModelResponse(parts=[TextPart(text) for text in texts])]
+    (message,) = CitedAGUIAdapter[None, str].dump_messages(messages)
+    assert isinstance(message, AssistantMessage) and message.content is not None
+    assert not scan_markup(message.content).found
+    assert message.content == CitedAnswer.from_messages(messages).text
 
 
 async def test_text_deltas_carry_no_markup_and_anchors_follow_the_clean_text():

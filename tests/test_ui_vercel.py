@@ -7,12 +7,15 @@ from contextlib import asynccontextmanager
 from typing import Any, Literal
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic_ai import (
     Agent,
     AgentRunResultEvent,
     Citation,
     ContentCitationAnchor,
     ModelMessage,
+    ModelRequest,
     ModelResponse,
     TextPart,
     ToolReturnPart,
@@ -34,6 +37,7 @@ from pydantic_ai.ui.vercel_ai.response_types import (
 from test_ui_ag_ui import (  # the scripted stream (text, thinking, citation deltas) and an in-place change
     MARKED_CITES,
     MARKED_TEXTS,
+    MARKUP_PIECES,
     TEXT,
     UNRESOLVED,
     ScriptedModel,
@@ -457,3 +461,39 @@ async def test_a_multi_step_history_dumped_by_the_server_keeps_its_fingerprints(
     assert [(p.code, p.message_index) for p in find_stale(CitedVercelAIAdapter.load_messages(ui))] == [
         ('stale_after_edit', 3)
     ]
+
+
+@st.composite
+def _cited_parts(draw: st.DrawFn) -> list[TextPart]:
+    parts: list[TextPart] = []
+    for _ in range(draw(st.integers(1, 4))):
+        text = ''.join(draw(st.lists(MARKUP_PIECES, max_size=6)))
+        citations: list[Citation] = []
+        for source in draw(st.lists(st.sampled_from([WIKI, BORDER]), max_size=2)):
+            anchor = None
+            if text:
+                start = draw(st.integers(0, len(text) - 1))
+                kind = draw(st.sampled_from([ContentCitationAnchor, MarkerCitationAnchor]))
+                anchor = kind(start=start, end=draw(st.integers(start + 1, len(text))))
+            citations.append(Citation([source], anchor=anchor))
+        parts.append(TextPart(text, citations=citations or None))
+    return parts
+
+
+@settings(max_examples=200)
+@given(_cited_parts())
+def test_dumped_text_parts_hold_no_markup_and_keep_every_citation(parts: list[TextPart]):
+    messages: list[ModelMessage] = [ModelRequest.user_text_prompt('q'), ModelResponse(parts=parts)]
+    ui = CitedVercelAIAdapter.dump_messages(messages)
+    texts = [p for m in ui for p in m.parts if isinstance(p, TextUIPart) and m.role == 'assistant']
+    (part,) = texts
+    assert not scan_markup(part.text).found
+    assert part.text == CitedAnswer.from_messages(messages).text
+    citations = _ui_citations(part)
+    assert len(citations) == sum(len(p.citations or []) for p in parts)  # nothing disappears
+    for citation in citations:
+        anchor = citation['anchor']
+        assert anchor is None or 0 <= anchor['start'] < anchor['end'] <= len(part.text)
+    loaded = CitedVercelAIAdapter.load_messages(ui)[-1]
+    assert isinstance(loaded, ModelResponse)
+    assert [len(p.citations or []) for p in loaded.parts if isinstance(p, TextPart)] == [len(citations)]
