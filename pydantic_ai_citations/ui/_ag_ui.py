@@ -200,6 +200,7 @@ def _without_markup(message: ModelMessage) -> ModelMessage:
         if stripped.changed:
             changed = True
             for (index, part), removed in zip(run, cuts, strict=True):
+                # Citations stay as they are, on the old offsets: `AGUIAdapter.dump_messages` drops them.
                 parts[index] = replace(part, content=remove_cuts(part.content, removed))
     return replace(message, parts=parts) if changed else message
 
