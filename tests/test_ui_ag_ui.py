@@ -223,6 +223,25 @@ async def test_dump_messages_strips_each_text_message_on_its_own():
     assert response.parts[0] == TextPart(f'Looking it up {marker}')  # the history given is left as it is
 
 
+@pytest.mark.parametrize('state', ['complete', 'interrupted'])
+def test_dump_messages_removes_the_cut_off_tail_of_an_incomplete_answer(state: Literal['complete', 'interrupted']):
+    """A response that did not complete may end inside markup: that tail goes, as `CitedAnswer` removes it; a complete
+    answer's tail is prose. Text a tool call follows is not where the response was cut, and is left alone."""
+    tail = '(cite index="1-1'
+
+    def _texts(response: ModelResponse) -> list[str]:
+        dumped = CitedAGUIAdapter[None, str].dump_messages([response])
+        return [m.content for m in dumped if isinstance(m, AssistantMessage) and m.content]
+
+    answer = ModelResponse(parts=[TextPart('K2 is '), TextPart(f'tall. {tail}')], state=state)
+    expected = 'K2 is tall.' if state == 'interrupted' else f'K2 is tall. {tail}'
+    assert _texts(answer) == [expected] == [CitedAnswer.from_messages([answer]).text]
+    calling = ModelResponse(
+        parts=[TextPart(f'Looking {tail}'), ToolCallPart('lookup', {}, tool_call_id='c')], state=state
+    )
+    assert _texts(calling) == [f'Looking {tail}']
+
+
 @settings(max_examples=200)
 @given(st.lists(st.lists(MARKUP_PIECES, max_size=6).map(''.join), min_size=1, max_size=4))
 def test_dumped_text_holds_no_markup(texts: list[str]):

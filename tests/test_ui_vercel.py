@@ -18,6 +18,7 @@ from pydantic_ai import (
     ModelRequest,
     ModelResponse,
     TextPart,
+    ToolCallPart,
     ToolReturnPart,
     WebCitationSource,
 )
@@ -361,6 +362,25 @@ async def test_dump_messages_strips_history_without_fingerprints():
     (message,) = [m for m in CitedVercelAIAdapter.dump_messages(result.all_messages()) if m.role == 'assistant']
     assert _ui_text(message).text == 'Tall. Remote.'
     assert 'pydantic_ai_citations' not in (message.metadata or {})
+
+
+@pytest.mark.parametrize('state', ['complete', 'interrupted'])
+def test_dump_messages_removes_the_cut_off_tail_of_an_incomplete_answer(state: Literal['complete', 'interrupted']):
+    """A response that did not complete may end inside markup: that tail goes, as `CitedAnswer` removes it; a complete
+    answer's tail is prose. Text a tool call follows is not where the response was cut, and is left alone."""
+    tail = '(cite index="1-1'
+
+    def _texts(response: ModelResponse) -> list[str]:
+        (message,) = CitedVercelAIAdapter.dump_messages([response])
+        return [p.text for p in message.parts if isinstance(p, TextUIPart)]
+
+    answer = ModelResponse(parts=[TextPart('K2 is '), TextPart(f'tall. {tail}')], state=state)
+    expected = 'K2 is tall.' if state == 'interrupted' else f'K2 is tall. {tail}'
+    assert _texts(answer) == [expected] == [CitedAnswer.from_messages([answer]).text]
+    calling = ModelResponse(
+        parts=[TextPart(f'Looking {tail}'), ToolCallPart('lookup', {}, tool_call_id='c')], state=state
+    )
+    assert _texts(calling) == [f'Looking {tail}']
 
 
 def _streamed_history(chunks: Sequence[BaseChunk]) -> list[ModelMessage]:

@@ -23,6 +23,7 @@ from pydantic_ai.run import AgentRunResult, AgentRunResultEvent
 from pydantic_ai.tools import AgentDepsT
 from pydantic_ai.ui import UIEventStream
 
+from .._answer import incomplete_reason
 from ..formats.markup import StreamCleaner, remove_cuts, strip_joined
 from ._common import answer_json, citations_json, dump_citations, merged_citations
 
@@ -183,10 +184,13 @@ def _without_markup(message: ModelMessage) -> ModelMessage:
     """`message` with the citation markup of each run of consecutive text parts stripped, as the one text it makes.
 
     `AGUIAdapter.dump_messages` joins consecutive text parts into one text, and `CitedAGUIEventStream` sends them as
-    one text message, cleaned as one text: stripping them with `strip_joined` gives what it sent.
+    one text message, cleaned as one text: stripping them with `strip_joined` gives what it sent. When the response
+    did not complete, the run of text that ends it may end inside markup (`(cite index="1-1`): that tail is removed,
+    as `CitedAnswer` removes it.
     """
     if not isinstance(message, ModelResponse):
         return message
+    cut_off = incomplete_reason(message) is not None
     parts = list(message.parts)
     runs: list[list[tuple[int, TextPart]]] = []
     for index, part in enumerate(parts):
@@ -196,7 +200,8 @@ def _without_markup(message: ModelMessage) -> ModelMessage:
             runs[-1].append((index, part))
     changed = False
     for run in runs:
-        stripped, cuts = strip_joined([part.content for _, part in run])
+        ends = cut_off and run[-1][0] == len(parts) - 1
+        stripped, cuts = strip_joined([part.content for _, part in run], incomplete=ends)
         if stripped.changed:
             changed = True
             for (index, part), removed in zip(run, cuts, strict=True):

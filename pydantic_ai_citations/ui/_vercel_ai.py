@@ -35,7 +35,15 @@ from pydantic_ai.run import AgentRunResult, AgentRunResultEvent
 from pydantic_ai.tools import AgentDepsT
 from pydantic_ai.ui import UIEventStream
 from pydantic_ai.ui.vercel_ai import VercelAIAdapter, VercelAIEventStream
-from pydantic_ai.ui.vercel_ai.request_types import ProviderMetadata, RequestData, TextUIPart, UIMessage, UIMessagePart
+from pydantic_ai.ui.vercel_ai.request_types import (
+    ProviderMetadata,
+    RequestData,
+    SourceDocumentUIPart,
+    SourceUrlUIPart,
+    TextUIPart,
+    UIMessage,
+    UIMessagePart,
+)
 from pydantic_ai.ui.vercel_ai.response_types import (
     BaseChunk,
     DataChunk,
@@ -45,6 +53,7 @@ from pydantic_ai.ui.vercel_ai.response_types import (
     TextEndChunk,
 )
 
+from .._answer import incomplete_reason
 from .._edit import METADATA_KEY, joined_fingerprint
 from ..formats.markup import StreamCleaner, strip_markup
 from ._common import answer_json, citations_json, dump_citations, load_citations, merged_citations, web_urls
@@ -93,18 +102,20 @@ def _with_citations(metadata: ProviderMetadata | None, citations: Sequence[Citat
     return metadata or None
 
 
-def _as_streamed(ui: UIMessage) -> UIMessage:
+def _as_streamed(ui: UIMessage, *, cut_off: bool = False) -> UIMessage:
     """`ui` with each text part as `CitedVercelAIEventStream` sends it: without citation markup, anchors on that text.
 
     A UI text part holds consecutive text parts joined, and the stream cleans them as that one text
     (`strip_joined`): stripping the UI text and moving its citations, which `dump_messages` anchored on it, onto the
     stripped text (`merged_citations`) gives what the stream sent. A citation whose anchor covered nothing but markup
     keeps its sources, without an anchor (its `source-url` part stays). Provider data (`provider_details`) is left as
-    the stream leaves it.
+    the stream leaves it. `cut_off`: the response did not complete, so the text that ends it may end inside markup
+    (`(cite index="1-1`): that tail is removed, as `CitedAnswer` removes it (`strip_markup(..., incomplete=True)`).
     """
     parts: list[UIMessagePart] = []
-    for part in ui.parts:
-        if isinstance(part, TextUIPart) and (stripped := strip_markup(part.text)).changed:
+    last = _last_text(ui.parts) if cut_off else None
+    for index, part in enumerate(ui.parts):
+        if isinstance(part, TextUIPart) and (stripped := strip_markup(part.text, incomplete=index == last)).changed:
             citations = load_citations((part.provider_metadata or {}).get('pydantic_ai', {}).get('citations'))
             moved = merged_citations([TextPart(part.text, citations=citations)])
             part = part.model_copy(
@@ -114,6 +125,16 @@ def _as_streamed(ui: UIMessage) -> UIMessage:
     return ui.model_copy(update={'parts': parts})
 
 
+def _last_text(parts: Sequence[UIMessagePart]) -> int | None:
+    """The index of the text part that ends a UI message (only source listings after it), if one does."""
+    for index in range(len(parts) - 1, -1, -1):
+        if isinstance(parts[index], TextUIPart):
+            return index
+        if not isinstance(parts[index], SourceUrlUIPart | SourceDocumentUIPart):
+            return None
+    return None
+
+
 def _shown(part: ModelResponsePart) -> bool:
     """Whether `VercelAIAdapter.dump_messages` makes a UI part of `part` (a native tool return goes with its call)."""
     return not isinstance(part, NativeToolReturnPart | SpeechPart)
@@ -121,7 +142,7 @@ def _shown(part: ModelResponsePart) -> bool:
 
 def _rekeyed(ui: UIMessage, response: ModelResponse | None) -> UIMessage:
     """`ui` (dumped from `response`) as streamed, with this package's fingerprints keyed to the parts it loads as."""
-    ui = _as_streamed(ui)
+    ui = _as_streamed(ui, cut_off=response is not None and incomplete_reason(response) is not None)
     metadata = cast(object, ui.metadata)
     if not isinstance(metadata, dict) or METADATA_KEY not in metadata:
         return ui
