@@ -36,7 +36,7 @@ from pydantic_ai import (
 )
 from pydantic_ai.exceptions import UserError
 
-from ._checks import require_messages, require_result, shown
+from ._checks import require_messages, require_optional_bools, require_result, shown
 from ._edit import repair_part, survey
 from ._problems import CitationProblem, ProblemCode, shorten
 from .formats.markup import MARKER_END, MARKER_SEPARATOR, MARKER_START, remove_cuts, strip_joined
@@ -194,8 +194,12 @@ class CitedAnswer:
             messages: The run's messages (`result.all_messages()` or `new_messages()`).
             complete: Pass `False` when you know the run did not complete (a `stream_incomplete` problem is added).
                 `True` or `None` cannot make a response complete that lacks its finishing signal.
+
+        Raises:
+            UserError: `messages` is not a list of messages, or `complete` is not a bool or `None`.
         """
         require_messages(messages, where='CitedAnswer.from_messages')
+        require_optional_bools('CitedAnswer.from_messages', complete=complete)
         found = last_response(messages)
         reason = incomplete_reason(found[1] if found is not None else None)
         if reason is None and complete is False:

@@ -21,11 +21,13 @@ if TYPE_CHECKING:
 __all__ = (
     'require',
     'require_agent',
+    'require_answer',
     'require_at_least',
     'require_base_fields',
     'require_bools',
     'require_mapping',
     'require_messages',
+    'require_optional_bools',
     'require_result',
     'shown',
 )
@@ -71,6 +73,12 @@ def require_bools(where: str, **values: object) -> None:
         require(where, name, value, bool, '`True` or `False`')
 
 
+def require_optional_bools(where: str, **values: object) -> None:
+    """`require` each of `values` (by argument name) to be a `bool` or `None` (a truthy string is neither)."""
+    for name, value in values.items():
+        require(where, name, value, (bool, NoneType), '`True`, `False` or `None`')
+
+
 def require_mapping(
     where: str, name: str, value: object, keys: type, values: type | tuple[type, ...], what: str
 ) -> None:
@@ -104,6 +112,21 @@ def require_agent(agent: object, *, where: str, name: str = 'agent') -> None:
     raise UserError(
         f'{where}: `{name}` must be an agent (`Agent`, or an agent wrapping one), got {shown(agent)}.{hint}'
     )
+
+
+def require_answer(answer: object, *, where: str, name: str = 'answer') -> None:
+    """Raise `UserError` unless `answer` is a `CitedAnswer`, pointing a run's result or messages to what builds one."""
+    from ._answer import CitedAnswer  # here, not at the top: `_answer` itself imports this module
+
+    given = answer
+    if isinstance(answer, CitedAnswer):
+        return
+    hint = ''
+    if callable(getattr(answer, 'all_messages', None)):
+        hint = " For a run's result, pass `CitedAnswer.from_result(result)`."
+    elif isinstance(answer, list | tuple):
+        hint = ' For a list of messages, pass `CitedAnswer.from_messages(messages)`.'
+    raise UserError(f'{where}: `{name}` must be a `CitedAnswer`, got {shown(given)}.{hint}')
 
 
 def require_result(result: object, *, where: str, name: str = 'result') -> None:

@@ -16,9 +16,9 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from pydantic import JsonValue
-from pydantic_ai.exceptions import UserError
 
 from ._answer import CitedAnswer, RawCitation, SourceRef
+from ._checks import require_answer, require_bools
 from ._problems import CitationProblem, shorten
 from .formats.markup import MarkupIssue, MarkupMatch, offset_shifter, remove_cuts, scan_markup, strip_markup
 
@@ -63,9 +63,12 @@ def redact(answer: CitedAnswer, *, documents: bool = True, web: bool = False) ->
         documents: Redact excerpts of document sources, the quoted text in raw data of document citations, and
             problem details that may quote raw data. On by default: these are the user's documents.
         web: Also redact excerpts of web sources and the quoted text in raw web citation data.
+
+    Raises:
+        UserError: `answer` is not a `CitedAnswer`, or `documents` / `web` is not a bool.
     """
-    if not isinstance(answer, CitedAnswer):  # pyright: ignore[reportUnnecessaryIsInstance]
-        raise UserError(f'Expected a `CitedAnswer`, got {answer!r}.')
+    require_answer(answer, where='redact')
+    require_bools('redact', documents=documents, web=web)
     answer = clean_markup(answer)
     if not documents and not web:
         return answer

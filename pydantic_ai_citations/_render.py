@@ -32,6 +32,7 @@ from urllib.parse import urlsplit
 from pydantic_ai.exceptions import UserError
 
 from ._answer import CitedAnswer, SourceRef
+from ._checks import require_answer, require_bools
 from ._problems import CitationProblem, shorten
 from ._redact import clean_markup
 from ._redact import redact as _redact
@@ -265,9 +266,10 @@ class _Labels:
         return label
 
 
-def _prepare(answer: CitedAnswer, allowed_schemes: Sequence[str], redact: bool) -> tuple[CitedAnswer, frozenset[str]]:
-    if not isinstance(answer, CitedAnswer):  # pyright: ignore[reportUnnecessaryIsInstance]
-        raise UserError(f'Expected a `CitedAnswer`, got {answer!r}. Build one with `CitedAnswer.from_result(result)`.')
+def _prepare(
+    where: str, answer: CitedAnswer, allowed_schemes: Sequence[str], redact: bool
+) -> tuple[CitedAnswer, frozenset[str]]:
+    require_answer(answer, where=where)
     schemes = _check_schemes(allowed_schemes)
     # Readers never see raw citation markup, whatever built the answer; each removal is a problem (see `_removed_note`).
     return (_redact(answer) if redact else clean_markup(answer)), schemes
@@ -380,11 +382,16 @@ def render_markdown(
 
     Returns:
         Markdown. Sources without a position are listed under "Sources used"; raw-only provider data is not shown.
+
+    Raises:
+        UserError: `answer` is not a `CitedAnswer`, `style` is not one of the two, `allowed_schemes` is not a list of
+            safe schemes, or `redact` is not a bool.
     """
     if style not in ('inline', 'footnotes'):
         raise UserError(f'Unknown Markdown citation style {style!r}; use `"inline"` or `"footnotes"`.')
+    require_bools('render_markdown', redact=redact)
     original = answer
-    answer, schemes = _prepare(answer, allowed_schemes, redact)
+    answer, schemes = _prepare('render_markdown', answer, allowed_schemes, redact)
     refs = {s.number: s for s in answer.sources}
     labels = _Labels(schemes)
     plan = _plan(answer)
@@ -472,9 +479,14 @@ def render_html(
         allowed_schemes: URL schemes that may become links; anything else is shown as text.
         redact: Hide document excerpts first (see `redact`), for logs and stored reports.
         document: Return a complete HTML page with a Content-Security-Policy that forbids scripts and remote loads.
+
+    Raises:
+        UserError: `answer` is not a `CitedAnswer`, `allowed_schemes` is not a list of safe schemes, or `redact` /
+            `document` is not a bool.
     """
+    require_bools('render_html', redact=redact, document=document)
     original = answer
-    answer, schemes = _prepare(answer, allowed_schemes, redact)
+    answer, schemes = _prepare('render_html', answer, allowed_schemes, redact)
     refs = {s.number: s for s in answer.sources}
     labels = _Labels(schemes)
     plan = _plan(answer)

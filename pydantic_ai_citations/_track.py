@@ -65,6 +65,8 @@ from ._checks import (
     require_base_fields,
     require_bools,
     require_mapping,
+    require_messages,
+    require_optional_bools,
     require_result,
     shown,
 )
@@ -439,11 +441,14 @@ class TrackCitations(AbstractCapability[Any]):
             complete: Pass `False` if you know the run did not complete.
 
         Raises:
-            UserError: this instance never saw a run with this id, or its report was already taken.
+            UserError: this instance never saw a run with this id, or its report was already taken; or `run_id` is
+                not a str, `messages` not a list of messages, `complete` not a bool or `None`.
         """
-        require(
-            'TrackCitations.report_run', 'run_id', run_id, str, "the run's id (a string; for a result use `report`)"
-        )
+        where = 'TrackCitations.report_run'
+        require(where, 'run_id', run_id, str, "the run's id (a string; for a result use `report`)")
+        if messages is not None:
+            require_messages(messages, where=where)
+        require_optional_bools(where, complete=complete)
         state = self._take(run_id)
         if messages is None:
             last = state.requests[-1].response if state.requests else None

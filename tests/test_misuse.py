@@ -7,11 +7,12 @@ import dataclasses
 import importlib
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic_ai import Agent, ModelMessage, ModelResponse, RunContext, TextPart, WebCitationSource
+from pydantic_ai import Agent, AgentRunResult, ModelMessage, ModelResponse, RunContext, TextPart, WebCitationSource
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.exceptions import UserError
 from pydantic_ai.models.function import AgentInfo, FunctionModel
@@ -31,11 +32,15 @@ from pydantic_ai_citations import (
     TrackCitations,
     VerifyEvidence,
     find_stale,
+    redact,
     removed_markup,
+    render_html,
+    render_markdown,
     verify_claims,
 )
 from pydantic_ai_citations.support import check_support, check_support_sync
 from pydantic_ai_citations.testing import CitingModel, ScriptedCitation
+from pydantic_ai_citations.ui import cited_answer_chunk, cited_answer_event
 
 pytestmark = pytest.mark.anyio
 
@@ -317,6 +322,54 @@ def test_source_of_an_answer_without_sources():
     answer = CitedAnswer.from_messages(_messages())
     with pytest.raises(UserError, match=r'0 source\(s\): none'):
         answer.source(1)
+
+
+# --- flags where a flag is expected -----------------------------------------------------------------------------------
+
+
+def _flag_calls(answer: CitedAnswer, result: AgentRunResult[str]) -> list[tuple[str, str, Callable[[Any], object]]]:
+    """(where, argument, call with the value) for every `bool` / `bool | None` argument of the public API."""
+    track = TrackCitations()
+    return [
+        ('render_html', 'redact', lambda v: render_html(answer, redact=v)),
+        ('render_html', 'document', lambda v: render_html(answer, document=v)),
+        ('render_markdown', 'redact', lambda v: render_markdown(answer, redact=v)),
+        ('redact', 'documents', lambda v: redact(answer, documents=v)),
+        ('redact', 'web', lambda v: redact(answer, web=v)),
+        ('CitedAnswer.from_messages', 'complete', lambda v: CitedAnswer.from_messages(_messages(), complete=v)),
+        ('TrackCitations.report_run', 'complete', lambda v: track.report_run('run-1', complete=v)),
+        ('cited_answer_event', 'redact', lambda v: cited_answer_event(result, redact=v)),
+        ('cited_answer_chunk', 'redact', lambda v: cited_answer_chunk(result, redact=v)),
+    ]
+
+
+@pytest.mark.parametrize('value', ['yes', '', 'no', 1, None], ids=['yes', 'empty', 'no', 'one', 'none'])
+async def test_flags_must_be_bools(value: object):
+    # A string's truth is not the caller's intent: `redact=''` would have sent document excerpts unredacted.
+    answer = await _answer()
+    result = await Agent(TestModel()).run('q')
+    for where, named, call in _flag_calls(answer, result):
+        if value is None and named == 'complete':  # `bool | None`: None is the default
+            continue
+        with pytest.raises(UserError, match=rf'^{re.escape(where)}: `{named}` must be `True`(,| or) `False`'):
+            call(value)
+
+
+def test_render_and_redact_want_an_answer():
+    for where, call in (('render_html', render_html), ('render_markdown', render_markdown), ('redact', redact)):
+        with pytest.raises(UserError, match=rf'^{where}: `answer` must be a `CitedAnswer`.*from_messages\(messages\)'):
+            call(_messages())  # pyright: ignore[reportArgumentType]
+
+
+async def test_report_run_wants_messages():
+    with pytest.raises(UserError, match=r'TrackCitations\.report_run: `messages` must be a list of messages'):
+        TrackCitations().report_run('run-1', await Agent(TestModel()).run('q'))  # pyright: ignore[reportArgumentType]
+
+
+async def test_ui_answer_events_want_a_run_result():
+    for where, call in (('cited_answer_event', cited_answer_event), ('cited_answer_chunk', cited_answer_chunk)):
+        with pytest.raises(UserError, match=rf'^{where}: `result` must be the result of `agent.run`'):
+            call(await _answer())  # pyright: ignore[reportArgumentType]
 
 
 # --- testing ----------------------------------------------------------------------------------------------------------

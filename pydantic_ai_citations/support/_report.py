@@ -15,7 +15,7 @@ from pydantic import TypeAdapter
 from pydantic_ai.exceptions import UserError
 
 from .._answer import CitedAnswer, SourceRef
-from .._checks import shown
+from .._checks import require_answer, shown
 from ._claims import DEFAULT_MIN_CLAIM_WORDS, Claim, ClaimKind, claims_for
 from ._decode import DEFAULT_MAX_BYTES, decode_body
 from ._judge import Judge, Judgement, LexicalJudge
@@ -324,11 +324,7 @@ class _Planner:
         cache: MutableMapping[str, _Page] | None = None,
         stems: StemCache | None = None,
     ) -> None:
-        if not isinstance(cast(object, answer), CitedAnswer):
-            hint = (
-                ' For a run result, pass `CitedAnswer.from_result(result)`.' if hasattr(answer, 'all_messages') else ''
-            )
-            raise UserError(f'check_support: `answer` must be a `CitedAnswer`, got {shown(answer)}.{hint}')
+        require_answer(answer, where='check_support')
         if not isinstance(cast(object, pages), Mapping | SnapshotStore):
             raise UserError(
                 f'check_support: `pages` must be a mapping of URL to page or a `SnapshotStore`, got {shown(pages)}.'

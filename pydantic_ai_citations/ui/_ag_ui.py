@@ -62,8 +62,13 @@ def cited_answer_event(result: AgentRunResult[object], *, redact: bool = False) 
     Args:
         result: The completed run.
         redact: Hide document excerpts (see `redact`) before sending.
+
+    Raises:
+        UserError: `result` is not a run's result, or `redact` is not a bool.
     """
-    return CustomEvent(name=CITED_ANSWER_EVENT_NAME, value=answer_json(result, redact=redact))
+    return CustomEvent(
+        name=CITED_ANSWER_EVENT_NAME, value=answer_json(result, redact=redact, where='cited_answer_event')
+    )
 
 
 @dataclass

@@ -10,6 +10,7 @@ from pydantic import JsonValue, TypeAdapter
 from pydantic_ai import Citation, ModelMessage, TextPart, WebCitationSource
 
 from .._answer import CitedAnswer, cited_answer_ta
+from .._checks import require_bools, require_result
 from .._redact import redact as _redact
 from ..formats.markup import offset_shifter, strip_joined
 
@@ -22,8 +23,10 @@ class _HasMessages(Protocol):
     def all_messages(self) -> list[ModelMessage]: ...
 
 
-def answer_json(result: _HasMessages, *, redact: bool) -> JsonValue:
-    """The run's whole `CitedAnswer` as JSON (the one completeness verdict decides `complete`)."""
+def answer_json(result: _HasMessages, *, redact: bool, where: str) -> JsonValue:
+    """The run's whole `CitedAnswer` as JSON (the one completeness verdict decides `complete`), for the call `where`."""
+    require_result(result, where=where)
+    require_bools(where, redact=redact)  # a falsy string would send the excerpts unredacted
     answer = CitedAnswer.from_result(result)
     if redact:
         answer = _redact(answer)

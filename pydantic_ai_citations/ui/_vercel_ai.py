@@ -85,8 +85,11 @@ def cited_answer_chunk(result: AgentRunResult[object], *, redact: bool = False) 
     Args:
         result: The completed run.
         redact: Hide document excerpts (see `redact`) before sending.
+
+    Raises:
+        UserError: `result` is not a run's result, or `redact` is not a bool.
     """
-    return DataChunk(type=CITED_ANSWER_DATA_TYPE, data=answer_json(result, redact=redact))
+    return DataChunk(type=CITED_ANSWER_DATA_TYPE, data=answer_json(result, redact=redact, where='cited_answer_chunk'))
 
 
 def _with_citations(metadata: ProviderMetadata | None, citations: Sequence[Citation]) -> ProviderMetadata | None:
