@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from pydantic_ai.capabilities import AbstractCapability
 
 __all__ = (
+    'is_messages',
     'require',
     'require_agent',
     'require_answer',
@@ -151,6 +152,14 @@ def require_result(result: object, *, where: str, name: str = 'result') -> None:
 
 _MESSAGE_CLASSES = (ModelRequest, ModelResponse)
 _MESSAGE_CLASS_SET = frozenset(_MESSAGE_CLASSES)
+
+
+def is_messages(value: object) -> bool:
+    """Whether `value` is a non-empty list (or tuple) of messages: for a hint where a run's messages are not expected."""
+    if not isinstance(value, list | tuple):
+        return False
+    items = cast(Sequence[object], value)
+    return bool(items) and all(isinstance(item, _MESSAGE_CLASSES) for item in items)
 
 
 def require_messages(messages: object, *, where: str) -> None:

@@ -22,6 +22,7 @@ from pydantic_ai import (
     ToolCallPart,
     WebCitationSource,
 )
+from pydantic_ai.exceptions import UserError
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from pydantic_ai_citations import CitedAnswer, StripCitationMarkup, TrackCitations
@@ -287,7 +288,7 @@ def test_no_lost_citations_lists_at_most_five():
 
 
 def test_no_lost_citations_rejects_what_is_not_a_wire():
-    with pytest.raises(TypeError) as excinfo:
+    with pytest.raises(UserError) as excinfo:
         assert_no_lost_citations(CitedAnswer(TEXT), [1, 2])  # pyright: ignore[reportArgumentType]
     assert str(excinfo.value) == snapshot(
         'assert_no_lost_citations(): `wire` must be a `Recording` or its path, the `CitingModel` the run used, or a list of `WireCitation` (`formats.wire.count_wire_citations`); got [1, 2].'
@@ -358,14 +359,14 @@ async def test_clean_output_reads_a_run_result():
         assert_clean_output(await _fact_agent().run('q'))
     assert_clean_output(await _fact_agent(StripCitationMarkup()).run('q'))
     async with _fact_agent().iter('q') as agent_run:
-        with pytest.raises(TypeError, match='has not finished'):
+        with pytest.raises(UserError, match='has not finished'):
             assert_clean_output(agent_run)
         async for _ in agent_run:
             pass
     with pytest.raises(AssertionError, match=r'claim: openai_marker'):
         assert_clean_output(agent_run)
     async with _fact_agent().run_stream('q') as stream:
-        with pytest.raises(TypeError, match=re.escape('pass `await result.get_output()`')):
+        with pytest.raises(UserError, match=re.escape('pass `await result.get_output()`')):
             assert_clean_output(stream)
         with pytest.raises(AssertionError, match=r'claim: openai_marker'):
             assert_clean_output(await stream.get_output())
@@ -378,21 +379,48 @@ async def test_clean_output_reads_a_run_result():
     'helper', [assert_cites, assert_no_raw_markup, assert_complete, assert_no_lost_citations], ids=lambda f: f.__name__
 )
 @pytest.mark.parametrize(
-    'subject', ['K2 is tall.', None, [ModelResponse(parts=[TextPart('x')])]], ids=['str', 'none', 'messages']
+    ('subject', 'hint'),
+    [
+        pytest.param('K2 is tall.', None, id='str'),
+        pytest.param(None, None, id='none'),
+        pytest.param(
+            [ModelResponse(parts=[TextPart('x')])],
+            'For a list of messages, use `CitedAnswer.from_messages(messages)`.',
+            id='messages',
+        ),
+        pytest.param(
+            Fact(claim='K2', sources=[]), 'For a structured output, use `assert_clean_output(output)`.', id='model'
+        ),
+        pytest.param({'claim': 'K2'}, 'For a structured output, use `assert_clean_output(output)`.', id='dict'),
+    ],
 )
-def test_answer_helpers_reject_what_is_not_a_result_or_answer(helper: Any, subject: object):
+def test_answer_helpers_reject_what_is_not_a_result_or_answer(helper: Any, subject: object, hint: str | None):
     extra: dict[str, tuple[object, ...]] = {'assert_cites': ('https://x.org',), 'assert_no_lost_citations': ([],)}
     args = extra.get(helper.__name__, ())
-    with pytest.raises(TypeError, match=rf'^{helper.__name__}\(\) takes the result of `agent.run`') as excinfo:
+    expected = rf'^{helper.__name__}\(\): `subject` must be the result of `agent.run`.*or a `CitedAnswer`; got '
+    with pytest.raises(UserError, match=expected) as excinfo:
         helper(subject, *args)
-    assert ('CitedAnswer.from_messages' in str(excinfo.value)) is isinstance(subject, list)
+    message = str(excinfo.value)
+    assert message.endswith(hint) if hint else 'For a' not in message
 
 
-def test_clean_output_rejects_answers_and_unreadable_values():
-    with pytest.raises(TypeError, match=re.escape('use `assert_no_raw_markup(answer)`')):
+async def test_clean_output_rejects_what_is_not_an_output():
+    with pytest.raises(UserError, match=re.escape('got a `CitedAnswer`: use `assert_no_raw_markup(answer)`')):
         assert_clean_output(CitedAnswer(TEXT))
-    with pytest.raises(TypeError, match='cannot be read as JSON'):
+    with pytest.raises(UserError, match=r"^assert_clean_output\(\): `output` must be a run's result.*read as JSON\.$"):
         assert_clean_output(object())
+    agent = _fact_agent()
+    with pytest.raises(UserError, match=re.escape("That is the agent: pass the run's result")):
+        assert_clean_output(agent)
+    result = await agent.run('q')
+    with pytest.raises(UserError, match=re.escape("That is a run's messages: pass the run's result or its `output`")):
+        assert_clean_output(result.all_messages())
+    pending = agent.run('q')
+    try:
+        with pytest.raises(UserError, match=re.escape('Did you forget `await`?')):
+            assert_clean_output(pending)
+    finally:
+        pending.close()
 
 
 # --- the README's example test --------------------------------------------------------------------------------------

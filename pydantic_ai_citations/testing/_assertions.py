@@ -3,26 +3,31 @@
 Each helper takes what a test holds -- the result of `agent.run` / `run_sync` (`AgentRunResult`), of
 `agent.run_stream` (`StreamedRunResult`), of `agent.iter` (`AgentRun`), or a `CitedAnswer` -- and raises an
 `AssertionError` whose message says what was expected instead and shows the answer with its marks, as
-`render_markdown(answer, 'footnotes')` renders it. Nothing here has its own idea of the facts it checks: markup is
+`render_markdown(answer, 'footnotes')` renders it. Given anything else, a helper raises `UserError` naming the call to
+make instead. Nothing here has its own idea of the facts it checks: markup is
 what `formats.markup` finds, completeness is `CitedAnswer.complete` (the one verdict), and a citation sent on the
 wire is accounted for exactly as `check_seams` accounts for it.
 """
 
 from __future__ import annotations
 
+import inspect
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import is_dataclass
 from os import PathLike
 from pathlib import Path
 from typing import Any, NoReturn, Protocol, cast
 
-from pydantic import JsonValue
+from pydantic import BaseModel, JsonValue
 from pydantic_ai import ModelMessage, TextPart
+from pydantic_ai.agent import AbstractAgent
+from pydantic_ai.exceptions import UserError
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from .._answer import CitedAnswer, answer_parts, last_response, run_messages
-from .._checks import shown
+from .._checks import is_messages, shown
 from .._json_markup import format_path, strip_json_markup
 from .._problems import shorten
 from .._render import render_markdown
@@ -165,12 +170,16 @@ def assert_clean_output(output: object) -> None:
         output: A run's result (`AgentRunResult`, or a finished `AgentRun`; its `output` is checked) or the output
             itself: a Pydantic model, a dataclass, a dict, a list or a string. For `run_stream`, pass
             `await result.get_output()`.
+
+    Raises:
+        UserError: `output` is a `CitedAnswer`, an agent, a run's messages, a `StreamedRunResult`, an unfinished
+            `AgentRun`, or anything else that cannot be read as JSON.
     """
     value = _output_value(output)
     try:
         data = cast(JsonValue, to_jsonable_python(value))
     except PydanticSerializationError:
-        raise TypeError(_output_type_error(value)) from None
+        raise UserError(_output_type_error(value)) from None
     stripped = strip_json_markup(data)
     if not stripped.changed and not stripped.problems:
         return
@@ -196,8 +205,12 @@ def _answer(subject: object, helper: str) -> CitedAnswer:
     if callable(getattr(subject, 'all_messages', None)):
         return CitedAnswer.from_result(cast(_RunResult, subject))
     got = shown(subject)
-    hint = ' For a list of messages, use `CitedAnswer.from_messages(messages)`.' if isinstance(subject, list) else ''
-    raise TypeError(f'{helper}() takes {_EXPECTED_SUBJECT}; got {got}.{hint}')
+    hint = ''
+    if isinstance(subject, list):
+        hint = ' For a list of messages, use `CitedAnswer.from_messages(messages)`.'
+    elif isinstance(subject, BaseModel | Mapping) or is_dataclass(subject):
+        hint = ' For a structured output, use `assert_clean_output(output)`.'
+    raise UserError(f'{helper}(): `subject` must be {_EXPECTED_SUBJECT}; got {got}.{hint}')
 
 
 def _run_text(result: object) -> str:
@@ -230,35 +243,45 @@ def _wire_expectations(wire: object, responses: int | None, answer: CitedAnswer)
         for citation in cast(Sequence[WireCitation], wire):
             seen.setdefault(citation.key, citation)  # one object seen in an event and a snapshot counts once
         return [wire_citation_expected(c) for c in seen.values()]
-    raise TypeError(
+    raise UserError(
         'assert_no_lost_citations(): `wire` must be a `Recording` or its path, the `CitingModel` the run used, or a '
         f'list of `WireCitation` (`formats.wire.count_wire_citations`); got {got}.'
     )
 
 
 def _output_value(output: object) -> object:
+    given = output
     if isinstance(output, CitedAnswer):
-        raise TypeError(
-            'assert_clean_output() checks a structured output; got a `CitedAnswer`: use `assert_no_raw_markup(answer)` '
-            'for its text.'
+        raise UserError(
+            "assert_clean_output(): `output` must be a structured output or the run's result, got a `CitedAnswer`: use "
+            '`assert_no_raw_markup(answer)` for its text.'
         )
+    if isinstance(output, AbstractAgent):
+        raise UserError(
+            _output_type_error(given, " That is the agent: pass the run's result (`await agent.run(...)`).")
+        )
+    if is_messages(output):
+        # Messages hold the prompt, tool calls and provider data: not what the agent returned.
+        raise UserError(_output_type_error(output, " That is a run's messages: pass the run's result or its `output`."))
     if callable(getattr(output, 'all_messages', None)):
         if callable(getattr(output, 'get_output', None)):
-            raise TypeError(
+            raise UserError(
                 'assert_clean_output() cannot wait for a streamed output: pass `await result.get_output()` instead of '
                 'the `StreamedRunResult`.'
             )
         inner = getattr(output, 'result', output)  # an `AgentRun` holds its `AgentRunResult` once finished
         if inner is None:
-            raise TypeError('assert_clean_output(): the `AgentRun` has not finished; it has no output yet.')
+            raise UserError('assert_clean_output(): the `AgentRun` has not finished; it has no output yet.')
         return cast(Any, inner).output
+    if inspect.isawaitable(output):
+        raise UserError(_output_type_error(output, ' Did you forget `await`?'))
     return output
 
 
-def _output_type_error(value: object) -> str:
+def _output_type_error(value: object, hint: str = ' It cannot be read as JSON.') -> str:
     return (
-        "assert_clean_output() takes a run's result or its output (a Pydantic model, a dataclass, a dict, a list or "
-        f'a string); got {shown(value)}, which cannot be read as JSON.'
+        "assert_clean_output(): `output` must be a run's result or its output (a Pydantic model, a dataclass, a dict, "
+        f'a list or a string), got {shown(value)}.{hint}'
     )
 
 
