@@ -923,10 +923,7 @@ class SQLiteConversationStore(_StoredAnswers):
                 package wrote; `timeout` is not a number of seconds.
             StoreCorruptionError: The database file is damaged, or its schema is not the one its version says.
         """
-        if not isinstance(cast(object, path), str | os.PathLike):
-            raise UserError(
-                f'SQLiteConversationStore: `path` must be a str or path-like (or `:memory:`), got {shown(path)}.'
-            )
+        require('SQLiteConversationStore', 'path', path, (str, os.PathLike), 'a str or path-like (or `:memory:`)')
         require_at_least('SQLiteConversationStore', 'timeout', timeout, 0, (int, float), 'a number of seconds (>= 0)')
         self.path = os.fspath(path)
         self._versions = _versions()

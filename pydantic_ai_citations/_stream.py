@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import KW_ONLY, dataclass, field
+from types import NoneType
 from typing import Any, Literal, cast
 
 from pydantic_ai import ModelMessage, ModelResponse, ModelResponsePart, TextPart
@@ -40,7 +41,7 @@ from pydantic_ai.run import AgentRunResultEvent
 from pydantic_ai.tools import AgentDepsT
 
 from ._answer import CitedAnswer
-from ._checks import require_agent
+from ._checks import is_messages, require, require_agent
 from .formats.markup import StreamCleaner
 
 __all__ = (
@@ -317,9 +318,17 @@ async def stream_cited(
         the run; `stream.snapshot()` then gives what arrived, marked incomplete.
 
     Raises:
-        UserError: `agent` is not an agent, or `via` is neither `'events'` nor `'run_stream'`.
+        UserError: `agent` is not an agent, `user_prompt` is not a prompt, or `via` is neither `'events'` nor
+            `'run_stream'`.
     """
     require_agent(agent, where='stream_cited')
+    require(
+        'stream_cited', 'user_prompt', user_prompt, (str, Sequence, NoneType), 'a str, a list of `UserContent` or None'
+    )
+    if is_messages(user_prompt):
+        raise UserError(
+            'stream_cited: `user_prompt` must be the prompt, got a list of messages: pass them as `message_history=`.'
+        )
     if via == 'events':
         run_events = cast(Callable[..., AbstractAsyncContextManager[AsyncIterator[object]]], agent.run_stream_events)
         async with run_events(user_prompt, **run_kwargs) as events:

@@ -1338,6 +1338,18 @@ def test_bad_api_override(tmp_path: Path, api: str, error: type[Exception], matc
         load_recording(path, api=api)  # type: ignore[arg-type]
 
 
+def test_path_must_be_a_path(tmp_path: Path) -> None:
+    for call in (load_recording, replay_recording):
+        with pytest.raises(
+            UserError, match=rf'^{call.__name__}: `path` must be the recording file \(a str or path-like\), got 123\.$'
+        ):
+            call(123)  # pyright: ignore[reportArgumentType]
+    path = tmp_path / 'x.yaml'
+    path.write_text(_cassette('https://api.openai.com/v1/responses', {}, {}))
+    with pytest.raises(UserError, match=r'got a loaded `Recording`: use `recording\.model\(\)`'):
+        replay_recording(load_recording(path))  # pyright: ignore[reportArgumentType]
+
+
 @pytest.mark.parametrize('text', ['interactions: []\nversion: 1\n', 'version: 1\n', '- 1\n- 2\n', ''])
 def test_empty_interactions(tmp_path: Path, text: str) -> None:
     path = tmp_path / 'empty.yaml'

@@ -219,6 +219,14 @@ async def test_misuse():
     with pytest.raises(UserError, match="`agent` must be an agent.*That is a run's result"):
         async with stream_cited(result, 'q'):  # pyright: ignore[reportArgumentType]
             pass
+    for prompt, expected in (
+        (5, r'^stream_cited: `user_prompt` must be a str, a list of `UserContent` or None, got 5\.$'),
+        (result.all_messages(), r'got a list of messages: pass them as `message_history=`'),
+    ):
+        for via in ('events', 'run_stream'):
+            with pytest.raises(UserError, match=expected):
+                async with stream_cited(citing(), prompt, via=via):  # pyright: ignore[reportArgumentType]
+                    pass
     async with stream_cited(citing(), 'q') as stream:
         await collect(stream)
         with pytest.raises(UserError, match='once'):

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import re
 import zlib
 from collections.abc import Mapping
@@ -28,6 +29,7 @@ from pydantic import JsonValue
 from pydantic_ai.exceptions import UserError
 from pydantic_ai.settings import ModelSettings
 
+from .._checks import require
 from .._models import PROVIDER_APIS, ProviderApi
 from ..formats._sse import MAX_JSON_DEPTH, loads_bounded, sse_data
 from ._eventstream import EventStreamFormatError, decode_event_stream, encode_event_stream
@@ -210,10 +212,11 @@ def load_recording(path: str | Path, *, api: RecordingApi | None = None) -> Reco
         api: Override the provider API detected from the recorded URIs or the file name.
 
     Raises:
-        UserError: `api` is not one of `RecordingApi`.
+        UserError: `path` is not a str or path-like, or `api` is not one of `RecordingApi`.
         RecordingError: the file is missing, malformed or truncated, holds no model-endpoint response, or was
             made against a provider replay does not know.
     """
+    _require_path('load_recording', path)
     p = Path(path)
     if api is not None and api not in _APIS:
         raise UserError(f'Unknown recording api {api!r}: expected one of {", ".join(_APIS)}.')
@@ -262,9 +265,19 @@ def replay_recording(path: str | Path, *, api: RecordingApi | None = None) -> Mo
     retry, consuming the next one.
 
     Raises:
+        UserError: `path` is not a str or path-like, or `api` is not one of `RecordingApi`.
         RecordingError: see `load_recording`.
     """
+    _require_path('replay_recording', path)
     return load_recording(path, api=api).model()
+
+
+def _require_path(where: str, path: object) -> None:
+    if isinstance(path, Recording):
+        raise UserError(
+            f'{where}: `path` must be the recording file, got a loaded `Recording`: use `recording.model()`.'
+        )
+    require(where, 'path', path, (str, os.PathLike), 'the recording file (a str or path-like)')
 
 
 # --- YAML layouts -------------------------------------------------------------------------------------------------
