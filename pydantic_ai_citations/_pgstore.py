@@ -401,6 +401,8 @@ class PostgresConversationStore(_StoredAnswers):
     # --- the five primitives, and a one-query history ---
 
     async def read_record(self, conversation_id: str) -> ConversationRecord | None:
+        self._require_id('read_record', conversation_id)
+
         async def read(conn: _Conn) -> ConversationRecord | None:
             row = await _fetchone(conn, sql.RECORD, (conversation_id,))
             return None if row is None else _record_from_row(conversation_id, row[0])
@@ -470,6 +472,8 @@ class PostgresConversationStore(_StoredAnswers):
             await self._write(cid, lambda conn, pipeline: write(conn, pipeline, new=False))
 
     async def delete_record(self, conversation_id: str, *, expected_revision: str) -> None:
+        self._require_id('delete_record', conversation_id, expected_revision=expected_revision)
+
         async def delete(conn: _Conn, pipeline: AsyncPipeline) -> None:
             row = await _fetchone(conn, sql.REVISION, (conversation_id,))
             if row is None or row[0] != expected_revision:
@@ -513,23 +517,15 @@ class PostgresConversationStore(_StoredAnswers):
 
         return await self._query(read)
 
-    async def edit_answer(
+    async def _edit_answer(
         self,
         conversation_id: str,
-        *,
         message_index: int,
         part_index: int,
         new_text: str,
-        expected_revision: str | None = None,
-        scope: str | None = None,
+        expected_revision: str | None,
+        scope: str | None,
     ) -> tuple[Conversation, list[CitationProblem]]:
-        """Edit a stored answer's text part, atomically, as a new branch: `SQLiteConversationStore.edit_answer`.
-
-        Raises:
-            UserError: The conversation is not stored, or the indexes do not name a text part of a response.
-            ConversationConflict: The conversation changed since `expected_revision`.
-        """
-
         async def edit(conn: _Conn, pipeline: AsyncPipeline) -> tuple[Conversation, list[CitationProblem]]:
             row = await _fetchone(conn, sql.RECORD_AND_SCOPE, (conversation_id,))
             if row is None or (scope is not None and row[1] != scope):

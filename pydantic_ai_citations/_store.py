@@ -764,7 +764,8 @@ class _StoredAnswers(ConversationStore):
         (`conversation.messages = run.all_messages()`, `conversation.usage = run.usage`) and save that.
 
         Raises:
-            UserError: `conversation` is neither a `Conversation` nor an `AgentRunResult`.
+            UserError: `conversation` is neither a `Conversation` nor an `AgentRunResult`, its `conversation_id` is
+                not a `str`, or `scope` is neither a `str` nor `None`.
             ConversationConflict: As `ConversationStore.save`.
         """
         if isinstance(conversation, StreamedRunResult):
@@ -780,36 +781,182 @@ class _StoredAnswers(ConversationStore):
                 f'(`AgentRunResult`), got {shown(conversation)}.'
             )
         held = conversation.conversation if isinstance(conversation, AgentRunResult) else conversation
-        for name, value in (('conversation_id', cast(object, held.conversation_id)), ('scope', scope)):
-            if isinstance(value, str) and '\x00' in value:
+        # Stored as it is: another type would only fail when the record is read back (`StoreCorruptionError`).
+        self._require_id('save', held.conversation_id, scope=scope)
+        for name, value in (('conversation_id', held.conversation_id), ('scope', scope)):
+            if value is not None and '\x00' in value:
                 raise UserError(f'{type(self).__name__}.save: `{name}` holds a NUL character: {shown(value)}.')
         return await super().save(conversation, scope=scope)
 
     async def load(
         self, conversation_id: str, *, limit: int | None = None, scope: str | None = None
     ) -> Conversation | None:
-        """Pydantic AI's `ConversationStore.load`, refusing a `conversation_id` that is not a `str`.
+        """Pydantic AI's `ConversationStore.load`, refusing arguments of the wrong type (see `_require_id`).
 
         Raises:
-            UserError: `conversation_id` is not a `str`, or `limit` is negative.
+            UserError: `conversation_id` is not a `str`, `scope` not a `str` or `None`, or `limit` not an int >= 0
+                or `None`.
         """
-        self._require_id('load', conversation_id)
+        self._require_id('load', conversation_id, scope=scope, limit=limit)
         return await super().load(conversation_id, limit=limit, scope=scope)
 
     async def load_entries(
         self, conversation_id: str, *, limit: int | None = None, scope: str | None = None
     ) -> list[ConversationEntry] | None:
-        """Pydantic AI's `ConversationStore.load_entries`, refusing a `conversation_id` that is not a `str`.
+        """Pydantic AI's `ConversationStore.load_entries`, refusing arguments of the wrong type (see `_require_id`).
 
         Raises:
-            UserError: `conversation_id` is not a `str`, or `limit` is negative.
+            UserError: `conversation_id` is not a `str`, `scope` not a `str` or `None`, or `limit` not an int >= 0
+                or `None`.
         """
-        self._require_id('load_entries', conversation_id)
+        self._require_id('load_entries', conversation_id, scope=scope, limit=limit)
         return await super().load_entries(conversation_id, limit=limit, scope=scope)
 
-    def _require_id(self, method: str, conversation_id: object) -> None:
-        # Pydantic AI types it `str`; any other value would only ever find nothing.
+    async def branch(
+        self,
+        conversation_id: str,
+        *,
+        at: int | None = None,
+        from_entry: str | None = None,
+        expected_revision: str | None,
+        scope: str | None = None,
+    ) -> Conversation:
+        """Pydantic AI's `ConversationStore.branch`, refusing arguments of the wrong type (see `_require_id`).
+
+        Raises:
+            UserError: As `ConversationStore.branch`, or an argument is of the wrong type.
+            ConversationConflict: As `ConversationStore.branch`.
+        """
+        self._require_id(
+            'branch', conversation_id, at=at, from_entry=from_entry, expected_revision=expected_revision, scope=scope
+        )
+        return await super().branch(
+            conversation_id, at=at, from_entry=from_entry, expected_revision=expected_revision, scope=scope
+        )
+
+    async def fork(
+        self,
+        conversation_id: str,
+        *,
+        at: int | None = None,
+        from_entry: str | None = None,
+        new_conversation_id: str | None = None,
+        scope: str | None = None,
+        source_scope: str | None = None,
+    ) -> Conversation:
+        """Pydantic AI's `ConversationStore.fork`, refusing arguments of the wrong type (see `_require_id`).
+
+        Raises:
+            UserError: As `ConversationStore.fork`, or an argument is of the wrong type.
+            ConversationConflict: As `ConversationStore.fork`.
+        """
+        self._require_id(
+            'fork',
+            conversation_id,
+            at=at,
+            from_entry=from_entry,
+            new_conversation_id=new_conversation_id,
+            scope=scope,
+            source_scope=source_scope,
+        )
+        return await super().fork(
+            conversation_id,
+            at=at,
+            from_entry=from_entry,
+            new_conversation_id=new_conversation_id,
+            scope=scope,
+            source_scope=source_scope,
+        )
+
+    async def delete(self, conversation_id: str, *, scope: str | None = None) -> None:
+        """Pydantic AI's `ConversationStore.delete`, refusing arguments of the wrong type (see `_require_id`).
+
+        Raises:
+            UserError: `conversation_id` is not a `str`, or `scope` not a `str` or `None`.
+        """
+        self._require_id('delete', conversation_id, scope=scope)
+        await super().delete(conversation_id, scope=scope)
+
+    async def list_conversations(
+        self, *, scope: str | None = None, limit: int | None = None
+    ) -> list[ConversationRecord]:
+        """Pydantic AI's `ConversationStore.list_conversations`, refusing arguments of the wrong type.
+
+        Raises:
+            UserError: `scope` is not a `str` or `None`, or `limit` not an int >= 0 or `None`.
+        """
+        self._require_optional('list_conversations', scope=scope, limit=limit)
+        return await super().list_conversations(scope=scope, limit=limit)
+
+    async def edit_answer(
+        self,
+        conversation_id: str,
+        *,
+        message_index: int,
+        part_index: int,
+        new_text: str,
+        expected_revision: str | None = None,
+        scope: str | None = None,
+    ) -> tuple[Conversation, list[CitationProblem]]:
+        """Edit a stored answer's text part with `edit_response`, atomically, as a new branch of the conversation.
+
+        The edited response and the messages after it are stored as new entries branching off the message before
+        it; the old history stays stored as a branch (`ConversationRecord.branches`), like Pydantic AI's `branch`.
+        The edited part's citations are realigned (or dropped and reported), and the response is fingerprinted afresh
+        (so `find_stale` catches later edits made outside the store, also for answers not fingerprinted before).
+
+        Args:
+            conversation_id: The conversation.
+            message_index: Index of the `ModelResponse` in the conversation's current history.
+            part_index: Index of the `TextPart` in that response.
+            new_text: The new text.
+            expected_revision: The revision the caller loaded; `None` edits whatever is current.
+            scope: Only edit it if it was saved with this scope.
+
+        Returns:
+            The edited conversation (ready to continue and `save`), and what `edit_text` dropped.
+
+        Raises:
+            UserError: The conversation is not stored, the indexes do not name a text part of a response, or an
+                argument is of the wrong type.
+            ConversationConflict: The conversation changed since `expected_revision`.
+        """
+        where = f'{type(self).__name__}.edit_answer'
+        self._require_id('edit_answer', conversation_id, expected_revision=expected_revision, scope=scope)
+        require(where, 'message_index', message_index, int, 'an index into the history (an int)')
+        require(where, 'part_index', part_index, int, "an index into the response's parts (an int)")
+        require(where, 'new_text', new_text, str, 'a str')
+        return await self._edit_answer(conversation_id, message_index, part_index, new_text, expected_revision, scope)
+
+    @abstractmethod
+    async def _edit_answer(
+        self,
+        conversation_id: str,
+        message_index: int,
+        part_index: int,
+        new_text: str,
+        expected_revision: str | None,
+        scope: str | None,
+    ) -> tuple[Conversation, list[CitationProblem]]: ...
+
+    def _require_id(self, method: str, conversation_id: object, **optional: object) -> None:
+        """Raise `UserError` unless `conversation_id` is a `str` and each of `optional` is as `_require_optional` says."""
         require(f'{type(self).__name__}.{method}', 'conversation_id', conversation_id, str, 'a str')
+        self._require_optional(method, **optional)
+
+    def _require_optional(self, method: str, **values: object) -> None:
+        """Raise `UserError` unless each of `values` is the type Pydantic AI gives it, or `None`.
+
+        `at` / `limit` are ints; the others (scopes, revisions, entry and conversation ids) are strs. Pydantic AI
+        types them so and checks none: another value would find nothing (a scope or id is compared with what is
+        stored), fail later with a `TypeError`, or be stored and make the record unreadable.
+        """
+        where = f'{type(self).__name__}.{method}'
+        for name, value in values.items():
+            if name in ('at', 'limit'):
+                require(where, name, value, (int, NoneType), 'an int or None')
+            else:
+                require(where, name, value, (str, NoneType), 'a str or None')
 
     @abstractmethod
     async def _answers(
@@ -817,7 +964,12 @@ class _StoredAnswers(ConversationStore):
     ) -> list[StoredAnswer]: ...
 
     async def answer(self, entry_id: str) -> StoredAnswer | None:
-        """The stored answer of the response with this entry id, or `None`."""
+        """The stored answer of the response with this entry id, or `None`.
+
+        Raises:
+            UserError: `entry_id` is not a `str`.
+        """
+        require(f'{type(self).__name__}.answer', 'entry_id', entry_id, str, 'a str (`ConversationEntry.id`)')
         found = await self._answers(sql.BY_ENTRY, (entry_id,))
         return found[0] if found else None
 
@@ -884,8 +1036,7 @@ class _StoredAnswers(ConversationStore):
 
     async def iter_answers(self, *, batch_size: int = 500) -> AsyncIterator[StoredAnswer]:
         """Every stored answer, by entry id, read `batch_size` at a time: memory stays bounded (audits)."""
-        if batch_size < 1:
-            raise UserError(f'`batch_size` must be at least 1, got {batch_size!r}.')
+        require_at_least(f'{type(self).__name__}.iter_answers', 'batch_size', batch_size, 1, int, 'at least 1 (an int)')
         after = ''
         while True:
             page = await self._answers(sql.AFTER_ENTRY, (after,), order=sql.BY_ENTRY_ID, limit=batch_size)
@@ -996,6 +1147,8 @@ class SQLiteConversationStore(_StoredAnswers):
     # --- the five primitives, and a one-query history ---
 
     async def read_record(self, conversation_id: str) -> ConversationRecord | None:
+        self._require_id('read_record', conversation_id)
+
         def read(conn: sqlite3.Connection) -> ConversationRecord | None:
             row = conn.execute(sql.RECORD, (conversation_id,)).fetchone()
             return None if row is None else _record_from_row(conversation_id, row[0])
@@ -1039,6 +1192,8 @@ class SQLiteConversationStore(_StoredAnswers):
         await self._write(write)
 
     async def delete_record(self, conversation_id: str, *, expected_revision: str) -> None:
+        self._require_id('delete_record', conversation_id, expected_revision=expected_revision)
+
         def delete(conn: sqlite3.Connection) -> None:
             row = conn.execute(sql.REVISION, (conversation_id,)).fetchone()
             if row is None or row[0] != expected_revision:
@@ -1074,38 +1229,15 @@ class SQLiteConversationStore(_StoredAnswers):
 
         return await self._run(read)
 
-    async def edit_answer(
+    async def _edit_answer(
         self,
         conversation_id: str,
-        *,
         message_index: int,
         part_index: int,
         new_text: str,
-        expected_revision: str | None = None,
-        scope: str | None = None,
+        expected_revision: str | None,
+        scope: str | None,
     ) -> tuple[Conversation, list[CitationProblem]]:
-        """Edit a stored answer's text part with `edit_response`, atomically, as a new branch of the conversation.
-
-        The edited response and the messages after it are stored as new entries branching off the message before
-        it; the old history stays stored as a branch (`ConversationRecord.branches`), like Pydantic AI's `branch`.
-        The edited part's citations are realigned (or dropped and reported), and the response is fingerprinted afresh
-        (so `find_stale` catches later edits made outside the store, also for answers not fingerprinted before).
-
-        Args:
-            conversation_id: The conversation.
-            message_index: Index of the `ModelResponse` in the conversation's current history.
-            part_index: Index of the `TextPart` in that response.
-            new_text: The new text.
-            expected_revision: The revision the caller loaded; `None` edits whatever is current.
-            scope: Only edit it if it was saved with this scope.
-
-        Returns:
-            The edited conversation (ready to continue and `save`), and what `edit_text` dropped.
-
-        Raises:
-            UserError: The conversation is not stored, or the indexes do not name a text part of a response.
-            ConversationConflict: The conversation changed since `expected_revision`.
-        """
         result: list[tuple[Conversation, list[CitationProblem]]] = []
 
         def edit(conn: sqlite3.Connection) -> None:

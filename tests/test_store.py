@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import re
 import sqlite3
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -304,6 +305,70 @@ async def test_corrupt_row_raises_clearly_and_loses_nothing_else(store: Store, b
     raw_execute(backend, target, "UPDATE conversations SET record = ? WHERE conversation_id = 'good'", (b'nope',))
     with pytest.raises(StoreCorruptionError, match="'good' in table 'conversations'"):
         await store.load('good')
+
+
+WRONG_TYPES = [
+    pytest.param('load', (123,), {}, 'conversation_id', id='load'),
+    pytest.param('load', ('c',), {'scope': 5}, 'scope', id='load-scope'),
+    pytest.param('load_entries', ('c',), {'limit': '2'}, 'limit', id='load-entries-limit'),
+    pytest.param('delete', (123,), {}, 'conversation_id', id='delete'),
+    pytest.param('delete', ('c',), {'scope': b'u1'}, 'scope', id='delete-scope'),
+    pytest.param('branch', (123,), {'at': 0, 'expected_revision': None}, 'conversation_id', id='branch'),
+    pytest.param('branch', ('c',), {'at': True, 'expected_revision': None}, 'at', id='branch-at-bool'),
+    pytest.param('branch', ('c',), {'at': 0, 'expected_revision': 7}, 'expected_revision', id='branch-revision'),
+    pytest.param('fork', (123,), {}, 'conversation_id', id='fork'),
+    pytest.param('fork', ('c',), {'new_conversation_id': 5}, 'new_conversation_id', id='fork-new-id'),
+    pytest.param('fork', ('c',), {'from_entry': 5}, 'from_entry', id='fork-from-entry'),
+    pytest.param('fork', ('c',), {'scope': 5}, 'scope', id='fork-scope'),
+    pytest.param(
+        'edit_answer', (123,), {'message_index': 1, 'part_index': 0, 'new_text': 'x'}, 'conversation_id', id='edit'
+    ),
+    pytest.param(
+        'edit_answer',
+        ('c',),
+        {'message_index': '1', 'part_index': 0, 'new_text': 'x'},
+        'message_index',
+        id='edit-message-index',
+    ),
+    pytest.param(
+        'edit_answer',
+        ('c',),
+        {'message_index': 1, 'part_index': True, 'new_text': 'x'},
+        'part_index',
+        id='edit-part-index-bool',
+    ),
+    pytest.param(
+        'edit_answer', ('c',), {'message_index': 1, 'part_index': 0, 'new_text': 5}, 'new_text', id='edit-new-text'
+    ),
+    pytest.param('list_conversations', (), {'scope': 5}, 'scope', id='list-scope'),
+    pytest.param('read_record', (123,), {}, 'conversation_id', id='read-record'),
+    pytest.param('delete_record', (123,), {'expected_revision': 'r'}, 'conversation_id', id='delete-record'),
+    pytest.param('answer', (5,), {}, 'entry_id', id='answer'),
+]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(('method', 'args', 'kwargs', 'named'), WRONG_TYPES)
+async def test_arguments_of_the_wrong_type_are_refused(
+    store: Store, method: str, args: tuple[object, ...], kwargs: dict[str, object], named: str
+) -> None:
+    # Pydantic AI checks none of them: a wrong id or scope found nothing, was stored and made the record unreadable
+    # (`fork(new_conversation_id=5)`), or failed with a `TypeError` (`at='1'`); `True` was taken as 1.
+    await store.save(await agent().run('q', conversation=Conversation(conversation_id='c')))
+    where = re.escape(f'{type(store).__name__}.{method}')
+    with pytest.raises(UserError, match=rf'^{where}: `{named}` must be '):
+        await getattr(store, method)(*args, **kwargs)
+    assert [r.conversation_id for r in await store.list_conversations()] == ['c']
+
+
+@pytest.mark.anyio
+async def test_save_refuses_an_id_or_scope_that_would_make_the_record_unreadable(store: Store) -> None:
+    where = re.escape(f'{type(store).__name__}.save')
+    with pytest.raises(UserError, match=rf'^{where}: `conversation_id` must be a str, got 5\.$'):
+        await store.save(Conversation(conversation_id=5, messages=[ModelRequest.user_text_prompt('q')]))  # pyright: ignore[reportArgumentType]
+    with pytest.raises(UserError, match=rf'^{where}: `scope` must be a str or None, got 5\.$'):
+        await store.save(Conversation(conversation_id='s'), scope=5)  # pyright: ignore[reportArgumentType]
+    assert await store.list_conversations() == []
 
 
 @pytest.mark.anyio
