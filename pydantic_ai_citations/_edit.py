@@ -225,7 +225,8 @@ def edit_response(
     """
     require('edit_response', 'response', response, ModelResponse, 'a `ModelResponse` (`edit_text` edits a `TextPart`)')
     parts = response.parts
-    in_range = isinstance(part_index, int) and 0 <= part_index < len(parts)  # pyright: ignore[reportUnnecessaryIsInstance]
+    index = cast(object, part_index)
+    in_range = isinstance(index, int) and not isinstance(index, bool) and 0 <= index < len(parts)
     part = parts[part_index] if in_range else None
     if not isinstance(part, TextPart):
         raise UserError(f'`part_index` {part_index!r} does not name a `TextPart` of the response.')

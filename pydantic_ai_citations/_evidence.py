@@ -52,7 +52,7 @@ from pydantic_ai.settings import ModelSettings
 from pydantic_ai.tools import RunContext
 
 from ._answer import CitedAnswer, last_response
-from ._checks import require, require_base_fields, require_bools, require_mapping, shown
+from ._checks import require, require_at_least, require_base_fields, require_bools, require_mapping, shown
 from ._json_markup import FieldPath, format_path
 from ._ledger import record_problems
 from ._problems import CitationProblem, shorten
@@ -671,8 +671,7 @@ async def verify_claims(
         model_settings: Extra model settings (e.g. `max_tokens`).
         max_concurrency: How many claims are checked at once.
     """
-    if max_concurrency < 1:
-        raise UserError(f'verify_claims(max_concurrency={max_concurrency!r}): must be at least 1')
+    require_at_least('verify_claims', 'max_concurrency', max_concurrency, 1, int, 'at least 1 (an int)')
     require_mapping(
         'verify_claims', 'documents', documents, str, (str, BinaryContent, DocumentUrl), 'a mapping of id to document'
     )

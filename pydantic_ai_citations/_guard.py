@@ -22,7 +22,7 @@ from pydantic_ai.exceptions import ModelRetry, UserError
 from pydantic_ai.messages import ToolCallPart
 from pydantic_ai.tools import RunContext, ToolDefinition
 
-from ._checks import require_agent, require_base_fields, require_bools
+from ._checks import require_agent, require_base_fields, require_bools, shown
 from ._json_markup import (
     FieldPath,
     RemovedMarkup,
@@ -191,8 +191,12 @@ class StripCitationMarkup(AbstractCapability[object]):
         return found[0]
 
     def removed_markup(self, result: _HasRunId | str) -> list[RemovedMarkup]:
-        """What this capability removed during a run (pass the run's result, or its `run_id`)."""
-        kept = self._runs.get(result if isinstance(result, str) else result.run_id)
+        """What this capability removed during a run (pass the run's result, or its `run_id`).
+
+        Raises:
+            UserError: `result` is neither a run's result nor a `run_id`.
+        """
+        kept = self._runs.get(_run_id(result, 'StripCitationMarkup.removed_markup'))
         return list(kept) if kept is not None else []
 
     async def for_run(self, ctx: RunContext[object]) -> StripCitationMarkup:
@@ -297,9 +301,18 @@ def removed_markup(
         result: The run's result, or its `run_id`.
 
     Raises:
-        UserError: `owner` is neither, or the agent has no `StripCitationMarkup` (or several).
+        UserError: `owner` is neither, or the agent has no `StripCitationMarkup` (or several); `result` is neither a
+            run's result nor a `run_id`.
     """
     if not isinstance(owner, StripCitationMarkup):
         require_agent(owner, where='removed_markup', name='owner')
+    run_id = _run_id(result, 'removed_markup')
     strip = owner if isinstance(owner, StripCitationMarkup) else StripCitationMarkup.of(owner)
-    return strip.removed_markup(result)
+    return strip.removed_markup(run_id)
+
+
+def _run_id(result: object, where: str) -> str:
+    run_id = result if isinstance(result, str) else getattr(result, 'run_id', None)
+    if not isinstance(run_id, str):
+        raise UserError(f"{where}: `result` must be the run's result or its `run_id` (a str), got {shown(result)}.")
+    return run_id

@@ -155,6 +155,9 @@ def perplexity_http_client(
         transport: The transport to wrap (default: a new `httpx2.AsyncHTTPTransport()`).
         timeout: Client timeout in seconds.
     """
+    require(
+        'perplexity_http_client', 'tap', tap, PerplexityTap, 'a `PerplexityTap` (the one given to `TrackCitations`)'
+    )
     return httpx2.AsyncClient(transport=tap.transport(transport), timeout=timeout)
 
 
@@ -387,6 +390,7 @@ def cohere_http_client(
     tap: CohereTap, *, transport: httpx.AsyncBaseTransport | None = None, timeout: float | None = 600.0
 ) -> httpx.AsyncClient:
     """An `httpx.AsyncClient` (the cohere SDK's HTTP library) whose Cohere chat responses feed `tap`."""
+    require('cohere_http_client', 'tap', tap, CohereTap, 'a `CohereTap` (the one given to `TrackCitations`)')
     import httpx
 
     return httpx.AsyncClient(transport=tap.transport(transport), timeout=timeout)
@@ -487,6 +491,7 @@ def anthropic_http_client(
         transport: The transport to wrap (default: a new `httpx2.AsyncHTTPTransport()`).
         timeout: Client timeout in seconds.
     """
+    require('anthropic_http_client', 'tap', tap, AnthropicTap, 'an `AnthropicTap` (the one given to `TrackCitations`)')
     return httpx2.AsyncClient(transport=tap.transport(transport), timeout=timeout)
 
 
@@ -694,6 +699,7 @@ def mistral_http_client(
         transport: The transport to wrap (default: a new `httpx2.AsyncHTTPTransport()`).
         timeout: Client timeout in seconds.
     """
+    require('mistral_http_client', 'tap', tap, MistralTap, 'a `MistralTap` (the one given to `TrackCitations`)')
     return httpx2.AsyncClient(transport=tap.transport(transport), timeout=timeout)
 
 

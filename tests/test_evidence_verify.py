@@ -191,8 +191,11 @@ def test_read_verdict(text: str, verdict: str):
 @pytest.mark.anyio
 async def test_verify_claims_misuse():
     model = FunctionModel(lambda m, i: ModelResponse(parts=[TextPart('x')]))
-    with pytest.raises(UserError, match='max_concurrency=0'):
-        await verify_claims(['c'], DOCUMENTS, model=model, max_concurrency=0)
+    for given in (0, '4', True):
+        with pytest.raises(
+            UserError, match=rf'^verify_claims: `max_concurrency` must be at least 1 \(an int\), got {given!r}'
+        ):
+            await verify_claims(['c'], DOCUMENTS, model=model, max_concurrency=given)  # pyright: ignore[reportArgumentType]
     with pytest.raises(UserError, match='documents=\\{\\}'):
         await verify_claims(['c'], {}, model=model)
 

@@ -659,6 +659,8 @@ def test_edit_response_refreshes_fingerprints() -> None:
     assert METADATA_KEY in edited.metadata  # now fingerprinted: later edits are caught
     with pytest.raises(UserError, match='`part_index` 0 does not name a `TextPart`'):
         edit_response(ModelResponse(parts=[]), 0, 'x')
+    with pytest.raises(UserError, match='`part_index` True does not name a `TextPart`'):
+        edit_response(ModelResponse(parts=[TextPart('a'), TextPart('b')]), True, 'x')  # not part 1
 
 
 def test_edit_response_wants_a_response() -> None:

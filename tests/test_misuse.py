@@ -31,7 +31,11 @@ from pydantic_ai_citations import (
     StripCitationMarkup,
     TrackCitations,
     VerifyEvidence,
+    anthropic_http_client,
+    cohere_http_client,
     find_stale,
+    mistral_http_client,
+    perplexity_http_client,
     redact,
     removed_markup,
     render_html,
@@ -295,6 +299,34 @@ async def test_an_agent_where_an_agent_is_expected(call: Any, where: str, named:
     result = await Agent(TestModel()).run('q')
     with pytest.raises(UserError, match=f"`{named}` must be an agent.*That is a run's result: pass the agent"):
         call(result)
+
+
+@pytest.mark.parametrize('given', [None, 123], ids=['none', 'int'])
+def test_removed_markup_wants_a_result_or_run_id(given: object):
+    strip = StripCitationMarkup()
+    agent = Agent(TestModel(), capabilities=[strip])
+    with pytest.raises(
+        UserError, match=rf"^removed_markup: `result` must be the run's result or its `run_id`.*{given}"
+    ):
+        removed_markup(agent, given)  # pyright: ignore[reportArgumentType]
+    with pytest.raises(UserError, match=r'^StripCitationMarkup\.removed_markup: `result` must be'):
+        strip.removed_markup(given)  # pyright: ignore[reportArgumentType]
+    assert removed_markup(agent, 'run-1') == []
+
+
+@pytest.mark.parametrize(
+    ('client', 'tap', 'wanted'),
+    [
+        pytest.param(anthropic_http_client, MistralTap(), 'AnthropicTap', id='anthropic-given-mistral'),
+        pytest.param(mistral_http_client, AnthropicTap(), 'MistralTap', id='mistral-given-anthropic'),
+        pytest.param(perplexity_http_client, None, 'PerplexityTap', id='perplexity-given-none'),
+        pytest.param(cohere_http_client, PerplexityTap(), 'CohereTap', id='cohere-given-perplexity'),
+    ],
+)
+def test_http_clients_want_their_own_tap(client: Any, tap: object, wanted: str):
+    # Another tap has a `transport` too: its client was built, and fed a tap `TrackCitations` never reads.
+    with pytest.raises(UserError, match=rf'^{client.__name__}: `tap` must be an? `{wanted}`'):
+        client(tap)
 
 
 async def test_check_support_wants_a_cited_answer():
