@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import itertools
 import json
 import re
 from pathlib import Path
@@ -197,6 +198,45 @@ def test_default_matrix_values(default_matrix: CapabilityMatrix):
             },
         }
     )
+
+
+README = Path(__file__).parent.parent / 'README.md'
+_GLOSS = re.compile(r'(?P<value>.+?) \((?P<gloss>.+)\)')
+
+
+def _readme_excerpt() -> list[list[str]]:
+    """The cells of the first table under the README's "The capability matrix" heading, header first."""
+    lines = README.read_text(encoding='utf-8').split('## The capability matrix', 1)[1].splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith('| API |'))
+    table = list(itertools.takewhile(lambda line: line.startswith('|'), lines[start:]))
+    rows = [[cell.strip() for cell in line.strip().strip('|').split('|')] for line in table]
+    return [rows[0], *rows[2:]]  # without the `|---|` line
+
+
+def test_readme_excerpt_agrees_with_the_matrix(default_matrix: CapabilityMatrix):
+    """Every cell of the README's excerpt is what the matrix measures: the value, and for a combined value (`mixed`)
+    the values it combines in parentheses. Rows whose cells are all the same may share a line (`Mistral, Groq`)."""
+    header, *lines = _readme_excerpt()
+    titles = {c.title: c.key for c in COLUMNS}
+    assert header[0] == 'API' and all(title in titles for title in header[1:]), header
+    keys = [titles[title] for title in header[1:]]
+    rows = {row.title: row for row in default_matrix.rows}
+    shown: list[str] = []
+    for api, *cells in lines:
+        assert len(cells) == len(keys), api
+        for title in api.split(', '):
+            assert title in rows, f'README row {title!r} is not a matrix row; rows: {sorted(rows)}'
+            row = rows[title]
+            shown.append(title)
+            for key, cell in zip(keys, cells, strict=True):
+                glossed = _GLOSS.fullmatch(cell)
+                value = glossed['value'] if glossed else cell
+                measured = default_matrix.cell(row.api, key, family=row.families)
+                assert value == measured, f'README says {title} / {key} is {value!r}; the matrix measures {measured!r}'
+                if glossed:
+                    combined = ' / '.join(sorted(default_matrix.values(row.api, key, family=row.families)))
+                    assert glossed['gloss'] == combined, f'README: {title} / {key} combines {combined!r}'
+    assert len(shown) == len(set(shown)), shown
 
 
 def test_wire_accounting_is_complete_on_fixtures(default_matrix: CapabilityMatrix):
