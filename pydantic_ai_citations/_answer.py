@@ -37,7 +37,7 @@ from pydantic_ai import (
 from pydantic_ai.exceptions import UserError
 
 from ._checks import require_messages, require_optional_bools, require_result, shown
-from ._edit import repair_part, survey
+from ._edit import shown_realigned, survey
 from ._problems import CitationProblem, ProblemCode, shorten
 from .formats.markup import MARKER_END, MARKER_SEPARATOR, MARKER_START, remove_cuts, strip_joined
 from .formats.perplexity import recover_sonar, sonar_result_urls
@@ -533,12 +533,8 @@ def _realigned(b: _Builder, response: ModelResponse, message_index: int, part_in
     them before the next request; one whose words are no longer found once is kept as a source without a position.
     Reported as `stale_after_edit`. The history itself is not changed.
     """
-    repaired, dropped = repair_part(response, part_index, part, 'realign')
-    lost = sorted({p.citation_index for p in dropped if p.citation_index is not None})
-    # Numbered as `repair_part` numbers them (a hand-built part may hold anything).
-    old = [c for c in cast(list[object], part.citations or []) if isinstance(c, Citation)]
-    citations = [*(repaired.citations or []), *(replace(old[i], anchor=None) for i in lost if i < len(old))]
-    unplaced = f'; {len(lost)} whose words were not found are listed without a position' if lost else ''
+    shown, lost = shown_realigned(response, part_index, part)
+    unplaced = f'; {lost} whose words were not found are listed without a position' if lost else ''
     b.problems.append(
         CitationProblem(
             'stale_after_edit',
@@ -548,7 +544,7 @@ def _realigned(b: _Builder, response: ModelResponse, message_index: int, part_in
             part_index=part_index,
         )
     )
-    return replace(part, citations=citations or None)
+    return shown
 
 
 _MARKUP_HINTS = (MARKER_START, MARKER_END, MARKER_SEPARATOR, '【', 'cite')

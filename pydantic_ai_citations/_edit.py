@@ -985,6 +985,33 @@ def _is_hex(value: str) -> bool:
     return 0 < len(value) <= 16 and all(c in '0123456789abcdef' for c in value)
 
 
+def shown_realigned(response: ModelResponse, part_index: int, part: TextPart) -> tuple[TextPart, int]:
+    """`part`, edited since its citations were made, as a reader is shown it, and how many citations lost their place.
+
+    Its citations are realigned on the text as it is now by their anchor prints, as `CleanStaleCitations` realigns
+    them before the next request; one whose words are no longer found once is kept as a source without a position
+    (never dropped). The history itself is not changed.
+    """
+    repaired, dropped = repair_part(response, part_index, part, 'realign')
+    lost = sorted({p.citation_index for p in dropped if p.citation_index is not None})
+    # Numbered as `repair_part` numbers them (a hand-built part may hold anything).
+    old = [c for c in cast(list[object], part.citations or []) if isinstance(c, Citation)]
+    citations = [*(repaired.citations or []), *(replace(old[i], anchor=None) for i in lost if i < len(old))]
+    return replace(part, citations=citations or None), len(lost)
+
+
+def shown_response(response: ModelResponse) -> ModelResponse:
+    """`response` with each part edited since it was fingerprinted as a reader is shown it (`shown_realigned`)."""
+    stale = {part_index for _, part_index, part, _ in survey([response], anchors=False) if part is not None}
+    if not stale:
+        return response
+    parts = [
+        shown_realigned(response, i, part)[0] if i in stale and isinstance(part, TextPart) else part
+        for i, part in enumerate(response.parts)
+    ]
+    return replace(response, parts=parts)
+
+
 def repair_part(
     response: ModelResponse, part_index: int, part: TextPart, on_edit: Literal['realign', 'clear']
 ) -> tuple[TextPart, list[CitationProblem]]:

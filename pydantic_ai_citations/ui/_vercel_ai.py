@@ -54,7 +54,7 @@ from pydantic_ai.ui.vercel_ai.response_types import (
 )
 
 from .._answer import incomplete_reason
-from .._edit import METADATA_KEY, joined_fingerprint
+from .._edit import METADATA_KEY, joined_fingerprint, shown_response
 from ..formats.markup import StreamCleaner, strip_markup
 from ._common import answer_json, citations_json, dump_citations, load_citations, merged_citations, web_urls
 
@@ -364,9 +364,12 @@ class CitedVercelAIAdapter(VercelAIAdapter[AgentDepsT, OutputDataT]):
         (`ModelResponse.metadata['pydantic_ai_citations']`) are keyed by part index: they are re-keyed to the parts
         `load_messages` makes (`joined_fingerprint`), on the text as shown, so an unedited round trip reports nothing
         stale, and text edited in the browser is found stale and realigned (or cleared) by `CleanStaleCitations` and
-        `CitedAnswer`.
+        `CitedAnswer`. A part edited on the server since it was fingerprinted (outside `edit_text`) is shown with its
+        citations realigned, as `CitedAnswer` shows it, and stays reported as stale when it comes back.
         """
-        dumped = super().dump_messages(messages, generate_message_id=generate_message_id, sdk_version=sdk_version)
+        # A part edited since it was fingerprinted is shown as `CitedAnswer` shows it: its citations realigned.
+        shown = [shown_response(m) if isinstance(m, ModelResponse) else m for m in messages]
+        dumped = super().dump_messages(shown, generate_message_id=generate_message_id, sdk_version=sdk_version)
         # One assistant UI message per response that has a part the UI shows, in order.
         responses = iter(m for m in messages if isinstance(m, ModelResponse) and any(map(_shown, m.parts)))
         return [_rekeyed(ui, next(responses, None)) if ui.role == 'assistant' else ui for ui in dumped]
