@@ -37,7 +37,7 @@ from pydantic_ai import (
 from pydantic_ai.exceptions import UserError
 
 from ._checks import require_messages, require_optional_bools, require_result, shown
-from ._edit import shown_realigned, survey
+from ._edit import edited_parts, shown_realigned
 from ._problems import CitationProblem, ProblemCode, shorten
 from .formats.markup import MARKER_END, MARKER_SEPARATOR, MARKER_START, remove_cuts, strip_joined
 from .formats.perplexity import recover_sonar, sonar_result_urls
@@ -479,7 +479,7 @@ def _build(found: tuple[int, ModelResponse] | None, *, incomplete: str | None) -
     indexes = answer_parts(response)
     unmapped = recover(response)
     sonar = recover_sonar(response)[0] if 'unmapped' in (response.provider_details or {}) else {}
-    stale = {part_index for _, part_index, part, _ in survey([response], anchors=False) if part is not None}
+    stale = edited_parts(response)
     parts = [cast(TextPart, response.parts[i]) for i in indexes]
     parts = [
         _realigned(b, response, message_index, i, p) if i in stale else p for i, p in zip(indexes, parts, strict=True)

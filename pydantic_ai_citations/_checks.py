@@ -119,7 +119,7 @@ def require_answer(answer: object, *, where: str, name: str = 'answer') -> None:
     """Raise `UserError` unless `answer` is a `CitedAnswer`, pointing a run's result or messages to what builds one."""
     from ._answer import CitedAnswer  # here, not at the top: `_answer` itself imports this module
 
-    given = answer
+    given = answer  # (not narrowed by the checks below: they would make its type partly unknown)
     if isinstance(answer, CitedAnswer):
         return
     hint = ''

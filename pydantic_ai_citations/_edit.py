@@ -588,11 +588,11 @@ def joined_fingerprint(
     """The fingerprint data (`metadata['pydantic_ai_citations']`) for `response` rebuilt with text parts joined.
 
     `rebuilt` is `response` as a UI's `dump_messages` and `load_messages` make it, consecutive text parts joined:
-    `rebuilt.parts[j]` holds the text of `response`'s parts `joins[j]`, in order. A joined part is fingerprinted afresh (as `fingerprint_response` does) only when the parts it joins are as they
-    were fingerprinted, every cited one among them included. When one of them was edited since, it keeps that part's
-    fingerprint, which its text does not match, and the anchor prints of all its parts' citations in order: `find_stale`
-    reports it and a repair realigns its citations by them (all are dropped, and reported, if the rebuilt part lost one
-    of them). A part joining none that was fingerprinted gets none (as before), and a fingerprinted part that is gone
+    `rebuilt.parts[j]` holds the text of `response`'s parts `joins[j]`, in order. A joined part is fingerprinted
+    afresh (as `fingerprint_response` does) only when the parts it joins are as they were fingerprinted, every cited
+    one among them included. When one of them was edited since, it keeps that part's fingerprint, which its text does
+    not match, and the anchor prints of all its parts' citations in order: `find_stale` reports it and a repair
+    realigns its citations by them (all are dropped, and reported, if the rebuilt part lost one of them). A part joining none that was fingerprinted gets none (as before), and a fingerprinted part that is gone
     stays reported as gone. `None` when `response` was never fingerprinted.
     """
     prints, _ = _read_ours(response.metadata, False)
@@ -1000,9 +1000,14 @@ def shown_realigned(response: ModelResponse, part_index: int, part: TextPart) ->
     return replace(part, citations=citations or None), len(lost)
 
 
+def edited_parts(response: ModelResponse) -> set[int]:
+    """The indexes of `response`'s parts whose text changed since they were fingerprinted (not those that are gone)."""
+    return {part_index for _, part_index, part, _ in survey([response], anchors=False) if part is not None}
+
+
 def shown_response(response: ModelResponse) -> ModelResponse:
     """`response` with each part edited since it was fingerprinted as a reader is shown it (`shown_realigned`)."""
-    stale = {part_index for _, part_index, part, _ in survey([response], anchors=False) if part is not None}
+    stale = edited_parts(response)
     if not stale:
         return response
     parts = [

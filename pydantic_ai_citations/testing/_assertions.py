@@ -250,7 +250,7 @@ def _wire_expectations(wire: object, responses: int | None, answer: CitedAnswer)
 
 
 def _output_value(output: object) -> object:
-    given = output
+    given = output  # (not narrowed by the checks below: they would make its type partly unknown)
     if isinstance(output, CitedAnswer):
         raise UserError(
             "assert_clean_output(): `output` must be a structured output or the run's result, got a `CitedAnswer`: use "
