@@ -354,3 +354,24 @@ def test_openai_markers_and_the_grammar_agree(body: tuple[str, ...]):
         (m.start, m.end, m.source_ids) for m in scan.matches
     ]
     assert [(p.code, p.start, p.end) for p in extraction.problems] == [(i.code, i.start, i.end) for i in scan.issues]
+
+
+@pytest.mark.parametrize(
+    ('pieces', 'holds'),
+    [
+        (['Few climb it ', '(cite index="1-1'], True),
+        (['Few climb it ', '<cit'], True),
+        (['Few climb it.'], False),
+        (['Few climb it. '], False),  # a trailing space is held, but it opens nothing
+        (['Few (cite index="0-1">', 'climb'], False),
+        ([], False),
+    ],
+)
+def test_stream_cleaner_says_when_it_holds_a_possible_opening(pieces: list[str], holds: bool):
+    cleaner = StreamCleaner()
+    for piece in pieces:
+        cleaner.feed(piece)
+    assert cleaner.holds_opening is holds
+    closed = cleaner.close(incomplete=True)
+    assert cleaner.holds_opening is False  # nothing held after close
+    assert ('cite' in closed or '<cit' in closed) is False

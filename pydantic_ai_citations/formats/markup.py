@@ -733,6 +733,20 @@ class StreamCleaner:
         """How many characters of the input were removed so far."""
         return self._removed
 
+    @property
+    def holds_opening(self) -> bool:
+        """Whether what is held back may open markup: `close()` would show it as prose, `close(incomplete=True)` not.
+
+        A stream that cannot tell yet whether its text was cut off there waits for that before closing.
+        """
+        if not self._held:
+            return False
+        text = self._last + self._held
+        return (
+            strip_markup(text, numbered=self._numbered, incomplete=True).text
+            != strip_markup(text, numbered=self._numbered).text
+        )
+
     def feed(self, delta: str) -> str:
         """Add the next piece of text; return the clean text now safe to show (possibly `''`)."""
         if self._closed:

@@ -25,7 +25,7 @@ from pydantic_ai.ui import UIEventStream
 
 from .._answer import incomplete_reason
 from ..formats.markup import StreamCleaner, remove_cuts, strip_joined
-from ._common import answer_json, citations_json, dump_citations, merged_citations
+from ._common import HeldTextEnds, answer_json, citations_json, dump_citations, merged_citations
 
 try:
     from ag_ui.core import BaseEvent, CustomEvent, Message, RunAgentInput, TextMessageContentEvent
@@ -81,10 +81,14 @@ class _Message:
     closed: bool = False
     sent: str = '[]'
     """JSON of the citations the client has."""
+    cut_off: bool = False
+    """The text was cut off (its tail, a possible opening of markup, was not sent)."""
 
 
 @dataclass
-class CitedAGUIEventStream(AGUIEventStream[AgentDepsT, OutputDataT]):
+class CitedAGUIEventStream(
+    HeldTextEnds[RunAgentInput, BaseEvent, AgentDepsT, OutputDataT], AGUIEventStream[AgentDepsT, OutputDataT]
+):
     """`AGUIEventStream` whose text carries no citation markup and whose citations reach the client.
 
     After each `TEXT_MESSAGE_END` of a message with citations, and again when citations arrive after that, it
@@ -136,10 +140,19 @@ class CitedAGUIEventStream(AGUIEventStream[AgentDepsT, OutputDataT]):
     async def handle_part_end(self, event: PartEndEvent) -> AsyncIterator[BaseEvent]:
         part = event.part
         message = self._cit_messages.get(event.index)
-        closing = isinstance(part, TextPart) and message is not None and event.next_part_kind != 'text'
         if isinstance(part, TextPart) and message is not None:
             self._cit_parts[event.index] = part
-            if closing and (rest := message.cleaner.close()):
+            if event.next_part_kind != 'text' and self._cit_hold(message.cleaner.holds_opening, event):
+                return  # prose or cut-off markup: `_cit_end_text` runs once that is known
+        async for agui_event in self._cit_end_text(event, cut_off=self._cit_broken):
+            yield agui_event
+
+    async def _cit_end_text(self, event: PartEndEvent, *, cut_off: bool) -> AsyncIterator[BaseEvent]:
+        message = self._cit_messages.get(event.index)
+        closing = isinstance(event.part, TextPart) and message is not None and event.next_part_kind != 'text'
+        if closing and message is not None:
+            message.cut_off = cut_off
+            if rest := message.cleaner.close(incomplete=cut_off):
                 yield TextMessageContentEvent(message_id=message.message_id, delta=rest)
         async for agui_event in super().handle_part_end(event):
             yield agui_event
@@ -172,7 +185,7 @@ class CitedAGUIEventStream(AGUIEventStream[AgentDepsT, OutputDataT]):
 
     def _citations_events(self, message: _Message) -> list[BaseEvent]:
         parts = [self._cit_parts[i] for i in message.indexes]
-        citations = merged_citations(parts)
+        citations = merged_citations(parts, cut_off=message.cut_off)
         current = citations_json(citations)
         if current == message.sent:
             return []

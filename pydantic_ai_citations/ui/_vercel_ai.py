@@ -56,7 +56,15 @@ from pydantic_ai.ui.vercel_ai.response_types import (
 from .._answer import incomplete_reason
 from .._edit import METADATA_KEY, joined_fingerprint, shown_response
 from ..formats.markup import StreamCleaner, strip_markup
-from ._common import answer_json, citations_json, dump_citations, load_citations, merged_citations, web_urls
+from ._common import (
+    HeldTextEnds,
+    answer_json,
+    citations_json,
+    dump_citations,
+    load_citations,
+    merged_citations,
+    web_urls,
+)
 
 __all__ = (
     'CITATIONS_DATA_TYPE',
@@ -207,10 +215,14 @@ class _TextGroup:
     closed: bool = False
     sent: str | None = None
     """JSON of the citations the UI has (from `text-end` or our last data chunk)."""
+    cut_off: bool = False
+    """The text was cut off (its tail, a possible opening of markup, was not shown)."""
 
 
 @dataclass
-class CitedVercelAIEventStream(VercelAIEventStream[AgentDepsT, OutputDataT]):
+class CitedVercelAIEventStream(
+    HeldTextEnds[RequestData, BaseChunk, AgentDepsT, OutputDataT], VercelAIEventStream[AgentDepsT, OutputDataT]
+):
     """`VercelAIEventStream` whose text carries no citation markup and that also delivers late citations.
 
     Late citations (Google, OpenAI Chat, OpenRouter, xAI when another part follows the text) are sent as a
@@ -267,13 +279,27 @@ class CitedVercelAIEventStream(VercelAIEventStream[AgentDepsT, OutputDataT]):
     async def handle_part_end(self, event: PartEndEvent) -> AsyncIterator[BaseChunk]:
         part = event.part
         group = self._cit_groups.get(event.index)
-        closing = isinstance(part, TextPart) and group is not None and event.next_part_kind != 'text'
         if isinstance(part, TextPart) and group is not None:
             self._cit_parts[event.index] = part
             self._cit_at_end[event.index] = part
-            if closing and (rest := group.cleaner.close()):
+            if event.next_part_kind != 'text' and self._cit_hold(group.cleaner.holds_opening, event):
+                return  # prose or cut-off markup: `_cit_end_text` runs once that is known
+        async for chunk in self._cit_end_text(event, cut_off=self._cit_broken):
+            yield chunk
+
+    async def _cit_end_text(self, event: PartEndEvent, *, cut_off: bool) -> AsyncIterator[BaseChunk]:
+        part = event.part
+        group = self._cit_groups.get(event.index)
+        closing = isinstance(part, TextPart) and group is not None and event.next_part_kind != 'text'
+        if closing and group is not None:
+            group.cut_off = cut_off
+            if rest := group.cleaner.close(incomplete=cut_off):
                 yield TextDeltaChunk(id=group.text_id, delta=rest)
-        at_end = merged_citations([self._cit_at_end[i] for i in group.indexes]) if closing and group else None
+        at_end = (
+            merged_citations([self._cit_at_end[i] for i in group.indexes], cut_off=cut_off)
+            if closing and group
+            else None
+        )
         async for chunk in super().handle_part_end(event):
             # The parent anchors `text-end`'s citations on the parts' raw text; the UI got it stripped as one text.
             if at_end is not None and isinstance(chunk, TextEndChunk):
@@ -313,7 +339,7 @@ class CitedVercelAIEventStream(VercelAIEventStream[AgentDepsT, OutputDataT]):
 
     def _late_chunks(self, group: _TextGroup) -> list[BaseChunk]:
         parts = [self._cit_parts[i] for i in group.indexes]
-        citations = merged_citations(parts)
+        citations = merged_citations(parts, cut_off=group.cut_off)
         current = citations_json(citations)
         if current == group.sent:
             return []
