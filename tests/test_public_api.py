@@ -134,6 +134,7 @@ def test_ui_all_is_pinned():
             'CitedAGUIEventStream',
             'CitedVercelAIAdapter',
             'CitedVercelAIEventStream',
+            'STEPS_METADATA_KEY',
             'cited_answer_chunk',
             'cited_answer_event',
         ]

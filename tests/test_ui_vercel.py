@@ -26,8 +26,8 @@ from pydantic_ai.messages import MarkerCitationAnchor
 from pydantic_ai.models import ModelRequestParameters, StreamedResponse
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.settings import ModelSettings
-from pydantic_ai.ui.vercel_ai import VercelAIEventStream
-from pydantic_ai.ui.vercel_ai.request_types import SourceUrlUIPart, TextUIPart, UIMessage
+from pydantic_ai.ui.vercel_ai import VercelAIAdapter
+from pydantic_ai.ui.vercel_ai.request_types import SourceUrlUIPart, StepStartUIPart, TextUIPart, UIMessage
 from pydantic_ai.ui.vercel_ai.response_types import (
     BaseChunk,
     DataChunk,
@@ -50,7 +50,12 @@ from test_ui_ag_ui import (  # the scripted stream (text, thinking, citation del
 from pydantic_ai_citations import CitedAnswer, CleanStaleCitations, TrackCitations, find_stale
 from pydantic_ai_citations.formats.markup import scan_markup
 from pydantic_ai_citations.testing import CITING_STYLES, CitingModel, CitingStyle, ScriptedCitation
-from pydantic_ai_citations.ui import CITATIONS_DATA_TYPE, CitedVercelAIAdapter, CitedVercelAIEventStream
+from pydantic_ai_citations.ui import (
+    CITATIONS_DATA_TYPE,
+    STEPS_METADATA_KEY,
+    CitedVercelAIAdapter,
+    CitedVercelAIEventStream,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -473,20 +478,83 @@ def _two_step_agent(text: str) -> Agent[None, str]:
     return agent
 
 
-async def test_a_streamed_run_of_several_responses_sends_no_fingerprints():
-    """The UI message holds every response of the run and loads with the metadata on the first: no fingerprint
-    could be keyed to its parts, so none is sent (rather than one that reports a false edit)."""
-    agent = _two_step_agent('K2 is tall.')
+class _CitedTwoStep(_TwoStep):
+    """Answers with cited text and calls the `lookup` tool, then answers with its script."""
 
-    def metadata(chunks: Sequence[BaseChunk]) -> Any:
-        (found,) = [c.message_metadata for c in chunks if isinstance(c, MessageMetadataChunk)]
-        return found
+    @asynccontextmanager
+    async def request_stream(
+        self,
+        messages: list[ModelMessage],
+        model_settings: ModelSettings | None,
+        model_request_parameters: ModelRequestParameters,
+        run_context: Any = None,
+    ) -> AsyncGenerator[StreamedResponse, None]:
+        _, params = self.prepare_request(model_settings, model_request_parameters)
+        looked_up = any(isinstance(p, ToolReturnPart) for m in messages for p in m.parts)
+        cite = [Citation([BORDER], anchor=ContentCitationAnchor(start=0, end=5))]
+        first: list[Step] = [('text', 'x', f'Let me{MARKER} look.'), ('cite', 'x', cite), ('tool', 'c', 'lookup')]
+        yield _Stream(model_request_parameters=params, script=self.script if looked_up else first)
 
-    async with agent.run_stream_events('q') as events:  # the stock stream sends the last response's fingerprints
-        assert 'pydantic_ai_citations' in metadata(
-            [c async for c in VercelAIEventStream[Any, str]().transform_stream(events)]
-        )
-    assert 'pydantic_ai_citations' not in metadata(await chunks_of(agent))
+
+def _cited_two_step_agent(text: str) -> Agent[None, str]:
+    cite = [Citation([WIKI], anchor=ContentCitationAnchor(start=0, end=2))]
+    agent = Agent(_CitedTwoStep([('text', 'a', text), ('cite', 'a', cite)]), capabilities=[CleanStaleCitations()])
+
+    @agent.tool_plain
+    def lookup() -> str:
+        return 'data'
+
+    return agent
+
+
+async def _multi_step_ui(agent: Agent[None, str]) -> tuple[list[UIMessage], Any]:
+    """The history `useChat` holds after a streamed run of several responses: the user's message, and one assistant
+    message with every response's parts (each after a `step-start`), text as streamed, and the streamed metadata."""
+    async with agent.run_stream_events('q') as events:
+        chunks = [c async for c in CitedVercelAIEventStream[Any, str]().transform_stream(events)]
+    (metadata,) = [c.message_metadata for c in chunks if isinstance(c, MessageMetadataChunk)]
+    async with agent.run_stream_events('q') as events:
+        (result,) = [e.result async for e in events if isinstance(e, AgentRunResultEvent)]
+    dumped = CitedVercelAIAdapter.dump_messages(result.all_messages())
+    steps = [p for m in dumped[1:] for p in [StepStartUIPart(type='step-start'), *m.parts]]
+    return [dumped[0], UIMessage(id='a', role='assistant', metadata=metadata, parts=steps)], metadata
+
+
+@pytest.mark.parametrize('cited_first', [False, True])
+async def test_a_streamed_run_of_several_responses_keeps_each_ones_fingerprints(cited_first: bool):
+    """The UI message holds every response of the run and loads with the metadata on the first: the stream lists
+    each response's fingerprints, and `load_messages` gives each its own, so an edit in any of them is found."""
+    text = f'K2 is tall.{MARKER} Few climb it.'
+    agent = _cited_two_step_agent(text) if cited_first else _two_step_agent(text)
+    ui, metadata = await _multi_step_ui(agent)
+    assert 'pydantic_ai_citations' not in metadata  # (keyed to one response's parts: it would point at the wrong ones)
+    steps = metadata[STEPS_METADATA_KEY]
+    assert len(steps) == 2 and steps[1] is not None and (steps[0] is not None) is cited_first
+    history = CitedVercelAIAdapter.load_messages(ui)
+    assert find_stale(history) == []
+    responses = [i for i, m in enumerate(history) if isinstance(m, ModelResponse)]
+    assert all(STEPS_METADATA_KEY not in (history[i].metadata or {}) for i in responses)
+    texts = [p for p in ui[1].parts if isinstance(p, TextUIPart)]
+    for part in texts:  # edited in the browser, each in turn
+        original = part.text
+        part.text = 'Note: ' + original
+        (problem,) = find_stale(CitedVercelAIAdapter.load_messages(ui))
+        assert problem.code == 'stale_after_edit'
+        assert problem.message_index == responses[texts.index(part) - len(texts)]
+        part.text = original
+    assert len(texts) == (2 if cited_first else 1)
+
+
+async def test_a_multi_step_message_the_ui_changed_gets_no_fingerprints():
+    """Entries that no longer match the responses the UI message loads as are dropped, never put on the wrong one."""
+    ui, _ = await _multi_step_ui(_cited_two_step_agent('K2 is tall.'))
+    second = next(i for i, p in enumerate(ui[1].parts) if i and isinstance(p, StepStartUIPart))
+    ui[1] = ui[1].model_copy(update={'parts': ui[1].parts[second:]})  # the first response's parts removed
+    history = CitedVercelAIAdapter.load_messages(ui)
+    assert all(not (m.metadata or {}).get('pydantic_ai_citations') for m in history if isinstance(m, ModelResponse))
+    assert find_stale(history) == []
+    # The stock loader leaves the list on the first response, where nothing reads it as a fingerprint.
+    assert find_stale(VercelAIAdapter.load_messages(ui)) == []
 
 
 async def test_a_multi_step_history_dumped_by_the_server_keeps_its_fingerprints():

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from ._vercel_ai import (
         CITATIONS_DATA_TYPE,
         CITED_ANSWER_DATA_TYPE,
+        STEPS_METADATA_KEY,
         CitedVercelAIAdapter,
         CitedVercelAIEventStream,
         cited_answer_chunk,
@@ -31,7 +32,13 @@ if TYPE_CHECKING:
 
 _HOMES = {
     **dict.fromkeys(
-        ('CITATIONS_DATA_TYPE', 'CITED_ANSWER_DATA_TYPE', 'CitedVercelAIAdapter', 'CitedVercelAIEventStream'),
+        (
+            'CITATIONS_DATA_TYPE',
+            'CITED_ANSWER_DATA_TYPE',
+            'STEPS_METADATA_KEY',
+            'CitedVercelAIAdapter',
+            'CitedVercelAIEventStream',
+        ),
         '_vercel_ai',
     ),
     'cited_answer_chunk': '_vercel_ai',
@@ -46,6 +53,7 @@ __all__ = (
     'CITATIONS_EVENT_NAME',
     'CITED_ANSWER_DATA_TYPE',
     'CITED_ANSWER_EVENT_NAME',
+    'STEPS_METADATA_KEY',
     'CitedAGUIAdapter',
     'CitedAGUIEventStream',
     'CitedVercelAIAdapter',

@@ -69,6 +69,7 @@ from ._common import (
 __all__ = (
     'CITATIONS_DATA_TYPE',
     'CITED_ANSWER_DATA_TYPE',
+    'STEPS_METADATA_KEY',
     'CitedVercelAIAdapter',
     'CitedVercelAIEventStream',
     'cited_answer_chunk',
@@ -188,21 +189,82 @@ def _with_ours(metadata: dict[str, object], ours: dict[str, object] | None) -> d
     return rest if ours is None else {**rest, METADATA_KEY: ours}
 
 
+STEPS_METADATA_KEY = f'{METADATA_KEY}_steps'
+"""`UIMessage.metadata` key of the fingerprints of a streamed run of several responses: one entry per response, in order.
+
+The AI SDK holds such a run as one UI message, which `load_messages` loads as several responses with the metadata on
+the first; `CitedVercelAIAdapter.load_messages` gives each response its own entry (`ModelResponse.metadata` under
+`pydantic_ai_citations`)."""
+
+
 def _streamed_metadata(chunk: MessageMetadataChunk, result: AgentRunResult[Any]) -> MessageMetadataChunk:
     """The run's message metadata with this package's fingerprints of the text the UI received.
 
-    The UI message holds every response of the run, and loads back with this metadata on the first: the
-    fingerprints are kept (keyed to the parts it loads as, on the text as streamed) only for a run of one response.
+    The UI message holds every response of the run the UI shows. Each one's fingerprints are keyed to the parts
+    `load_messages` makes of it, on the text as streamed; for a run of one response they are the message's
+    `pydantic_ai_citations`, for several they are listed, one per response, under `STEPS_METADATA_KEY`.
     """
     metadata = cast(object, chunk.message_metadata)
-    if not isinstance(metadata, dict) or METADATA_KEY not in metadata:
+    given = cast(dict[str, object], metadata) if isinstance(metadata, dict) else {}
+    responses = [m for m in result.new_messages() if isinstance(m, ModelResponse) and any(map(_shown, m.parts))]
+    prints = [_streamed_fingerprint(r, last=r is responses[-1]) for r in responses]
+    rest = {k: v for k, v in given.items() if k not in (METADATA_KEY, STEPS_METADATA_KEY)}
+    if len(prints) > 1 and any(p is not None for p in prints):
+        rest[STEPS_METADATA_KEY] = prints
+    elif len(prints) == 1 and prints[0] is not None:
+        rest[METADATA_KEY] = prints[0]
+    if rest == given or (not rest and not isinstance(metadata, dict)):
         return chunk
-    responses = [m for m in result.new_messages() if isinstance(m, ModelResponse)]
-    ours = None
-    if len(responses) == 1 and any(map(_shown, responses[0].parts)):
-        (ui,) = [m for m in VercelAIAdapter[Any, Any].dump_messages(responses) if m.role == 'assistant']
-        ours = _loaded_fingerprint(responses[0], _as_streamed(ui))
-    return chunk.model_copy(update={'message_metadata': _with_ours(cast(dict[str, object], metadata), ours)})
+    return chunk.model_copy(update={'message_metadata': rest})
+
+
+def _streamed_fingerprint(response: ModelResponse, *, last: bool) -> dict[str, object] | None:
+    """`response`'s fingerprints keyed to the parts it loads as from the stream's UI message (`None`: it has none)."""
+    if METADATA_KEY not in (response.metadata or {}):
+        return None
+    (ui,) = [m for m in VercelAIAdapter[Any, Any].dump_messages([response]) if m.role == 'assistant']
+    # Only the text that ends the run can have been cut off: what the stream did not show of it is not printed.
+    cut_off = last and incomplete_reason(response) is not None
+    return _loaded_fingerprint(response, _as_streamed(ui, cut_off=cut_off))
+
+
+def _spread_steps(loaded: list[ModelMessage], messages: Sequence[UIMessage]) -> None:
+    """Give each response loaded from a streamed UI message of several its own fingerprints (`STEPS_METADATA_KEY`).
+
+    The UI message's metadata is on the first response it loads as; the entries go to it and the responses after
+    it that the same UI message made, in order. When their number does not match (the UI changed the message), none
+    is given: no fingerprint rather than one on the wrong response.
+    """
+    responses = [m for m in loaded if isinstance(m, ModelResponse)]
+    # Each list of entries by identity: the response carrying it is the first its UI message loads as.
+    carrying: dict[int, int] = {}
+    for index, response in enumerate(responses):
+        held = cast(dict[str, object], response.metadata or {})
+        if STEPS_METADATA_KEY in held:
+            carrying[id(held[STEPS_METADATA_KEY])] = index
+    if not carrying:
+        return
+    for ui in messages:
+        metadata = cast(object, ui.metadata)
+        if ui.role != 'assistant' or not isinstance(metadata, dict):
+            continue
+        steps = cast(dict[str, object], metadata).get(STEPS_METADATA_KEY)
+        first = carrying.get(id(steps)) if steps is not None else None
+        if first is None:
+            continue
+        held = responses[first].metadata
+        assert held is not None
+        del held[STEPS_METADATA_KEY]
+        try:
+            count = sum(isinstance(m, ModelResponse) for m in VercelAIAdapter[Any, Any].load_messages([ui]))
+        except Exception:  # pragma: no cover - it loaded in its history; alone it gets no fingerprints
+            continue
+        entries = cast(list[object], steps) if isinstance(steps, list) else []
+        if len(entries) != count or first + count > len(responses):
+            continue
+        for response, entry in zip(responses[first : first + count], entries, strict=True):
+            if isinstance(entry, dict):
+                response.metadata = {**(response.metadata or {}), METADATA_KEY: entry}
 
 
 @dataclass
@@ -399,6 +461,18 @@ class CitedVercelAIAdapter(VercelAIAdapter[AgentDepsT, OutputDataT]):
         # One assistant UI message per response that has a part the UI shows, in order.
         responses = iter(m for m in messages if isinstance(m, ModelResponse) and any(map(_shown, m.parts)))
         return [_rekeyed(ui, next(responses, None)) if ui.role == 'assistant' else ui for ui in dumped]
+
+    @classmethod
+    def load_messages(cls, messages: Sequence[UIMessage]) -> list[ModelMessage]:
+        """`VercelAIAdapter.load_messages`, with each response of a streamed run of several given its fingerprints.
+
+        The AI SDK holds a run of several responses as one UI message, which loads as those responses with the
+        message's metadata on the first: the fingerprints `CitedVercelAIEventStream` sent for each of them
+        (`STEPS_METADATA_KEY`) are put on each, so an edit in the browser is found in any of them.
+        """
+        loaded = super().load_messages(messages)
+        _spread_steps(loaded, messages)
+        return loaded
 
     def build_event_stream(self) -> UIEventStream[RequestData, BaseChunk, AgentDepsT, OutputDataT]:
         """Build the citation-aware Vercel AI event stream."""
