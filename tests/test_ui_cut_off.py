@@ -17,16 +17,32 @@ import pytest
 from ag_ui.core import BaseEvent, CustomEvent, TextMessageContentEvent
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from pydantic_ai import Agent, Citation, ContentCitationAnchor, ModelMessage, ModelResponse, TextPart
+from pydantic_ai import (
+    Agent,
+    Citation,
+    ContentCitationAnchor,
+    ModelMessage,
+    ModelResponse,
+    RunContext,
+    TextPart,
+)
+from pydantic_ai import CustomEvent as RunEvent
+from pydantic_ai.exceptions import RunCancelled
 from pydantic_ai.models import ModelRequestParameters, StreamedResponse
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.settings import ModelSettings
-from pydantic_ai.ui.vercel_ai.response_types import BaseChunk, TextDeltaChunk
+from pydantic_ai.ui.vercel_ai.request_types import TextUIPart, UIMessage, UIMessagePart
+from pydantic_ai.ui.vercel_ai.response_types import BaseChunk, DataChunk, TextDeltaChunk
 from test_ui_ag_ui import ScriptedModel, Step, _Stream
 
 from pydantic_ai_citations import CitedAnswer
 from pydantic_ai_citations.formats.markup import scan_markup, strip_markup
-from pydantic_ai_citations.ui import CitedAGUIEventStream, CitedVercelAIEventStream
+from pydantic_ai_citations.ui import (
+    STEPS_METADATA_KEY,
+    CitedAGUIEventStream,
+    CitedVercelAIAdapter,
+    CitedVercelAIEventStream,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -217,3 +233,76 @@ async def test_a_cut_off_answer_sent_back_from_the_ui_is_not_stale():
     response = history[-1]
     assert isinstance(response, ModelResponse) and response.text == 'K2 is tall.'
     assert find_stale(history) == []
+
+
+@dataclass(kw_only=True)
+class _Checked(RunEvent):
+    """An event an output validator emits after the answer: it does not show whether the answer completed."""
+
+    ok: bool = True
+
+
+@pytest.mark.parametrize('protocol', PROTOCOLS)
+async def test_events_after_a_cut_off_answer_do_not_make_its_tail_prose(protocol: Protocol):
+    agent: Agent[None, str] = Agent(CutOffModel([('text', 'a', 'Few climb it. '), ('text', 'a', '(cite index="1-1')]))
+
+    # (pyright matches no overload of `output_validator` for a validator taking `RunContext` here: checked at run time)
+    @agent.output_validator  # pyright: ignore[reportCallIssue, reportArgumentType, reportUntypedFunctionDecorator]
+    async def check(ctx: RunContext[None], output: str) -> str:
+        await ctx.emit(_Checked())
+        return output
+
+    seen = await stream_to(protocol, agent)
+    assert seen.answer is not None and not seen.answer.complete
+    assert seen.text == seen.answer.text == 'Few climb it.'
+
+
+def _cancelling(tail: str) -> Agent[None, str]:
+    agent: Agent[None, str] = Agent(ScriptedModel([('text', 'a', 'Few climb it. '), ('text', 'a', tail)]))
+
+    # (pyright matches no overload of `output_validator` for a validator taking `RunContext` here: checked at run time)
+    @agent.output_validator  # pyright: ignore[reportCallIssue, reportArgumentType, reportUntypedFunctionDecorator]
+    async def cancel(ctx: RunContext[None], output: str) -> str:
+        ctx.cancel()
+        return output
+
+    return agent
+
+
+async def test_a_cancelled_runs_text_ends_before_the_on_cancel_events_and_keeps_a_complete_tail():
+    """The history `on_cancel` saves ends with a complete response: its tail is prose, as its dump shows it."""
+    saved: list[list[ModelMessage]] = []
+
+    async def on_cancel(cancelled: RunCancelled) -> AsyncIterator[BaseChunk]:
+        saved.append(cancelled.all_messages())
+        yield DataChunk(type='data-cancelled', data={})
+
+    async with _cancelling('(cite').run_stream_events('q') as events:
+        chunks = [c async for c in CitedVercelAIEventStream[None, str]().transform_stream(events, on_cancel=on_cancel)]
+    types = [str(getattr(c, 'type', '')) for c in chunks]
+    assert types.index('text-end') < types.index('data-cancelled')
+    assert ends_text_after_its_last_delta('vercel', types)
+    shown = ''.join(c.delta for c in chunks if isinstance(c, TextDeltaChunk))
+    (dumped,) = [m for m in CitedVercelAIAdapter.dump_messages(saved[0]) if m.role == 'assistant']
+    assert shown == 'Few climb it. (cite' == next(p.text for p in dumped.parts if isinstance(p, TextUIPart))
+
+
+async def test_released_ag_ui_events_are_stamped():
+    async with _cancelling('(cite').run_stream_events('q') as events:
+        sent = [e async for e in CitedAGUIEventStream[None, str]().transform_stream(events)]
+    assert [e.type.value for e in sent if e.timestamp is None] == []
+
+
+def test_messages_sharing_one_list_of_steps_get_no_fingerprints():
+    """(Only messages built in Python share objects.) Whose list it is cannot be told: none is given, nothing fails."""
+    steps: list[object] = [None, {'fingerprints': {'0': 'x'}}]
+    user = UIMessage(id='u', role='user', parts=[TextUIPart(text='q')])
+    answer: list[UIMessagePart] = [TextUIPart(text='K2 is tall.')]
+    messages = [
+        user,
+        UIMessage(id='a', role='assistant', metadata={STEPS_METADATA_KEY: steps}, parts=answer),
+        UIMessage(id='u2', role='user', parts=[TextUIPart(text='again')]),
+        UIMessage(id='b', role='assistant', metadata={STEPS_METADATA_KEY: steps}, parts=answer),
+    ]
+    loaded = CitedVercelAIAdapter.load_messages(messages)
+    assert [m.metadata.get('pydantic_ai_citations') if m.metadata else None for m in loaded] == [None] * 4

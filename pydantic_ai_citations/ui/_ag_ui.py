@@ -148,6 +148,11 @@ class CitedAGUIEventStream(
             yield agui_event
 
     async def _cit_end_text(self, event: PartEndEvent, *, cut_off: bool) -> AsyncIterator[BaseEvent]:
+        # Stamped here: a held end is released outside `AGUIEventStream.handle_event`, which stamps the others.
+        async for agui_event in self._cit_text_end(event, cut_off=cut_off):
+            yield self._stamped(agui_event)
+
+    async def _cit_text_end(self, event: PartEndEvent, *, cut_off: bool) -> AsyncIterator[BaseEvent]:
         message = self._cit_messages.get(event.index)
         closing = isinstance(event.part, TextPart) and message is not None and event.next_part_kind != 'text'
         if closing and message is not None:
@@ -167,7 +172,13 @@ class CitedAGUIEventStream(
         # `TrackCitations` maps raw formats onto the parts in place once the response is done (resolved markers,
         # Perplexity `[N]`, Cohere): the parts this stream holds from their `PartEndEvent` show it now.
         for agui_event in self._all_citations_events():
-            yield agui_event
+            yield self._stamped(agui_event)
+
+    def _stamped(self, agui_event: BaseEvent) -> BaseEvent:
+        """`agui_event` with a timestamp, as `AGUIEventStream.handle_event` gives the events it sends."""
+        if agui_event.timestamp is None:
+            agui_event.timestamp = self._get_timestamp()
+        return agui_event
 
     async def handle_run_result(self, event: AgentRunResultEvent[Any]) -> AsyncIterator[BaseEvent]:
         async for agui_event in super().handle_run_result(event):

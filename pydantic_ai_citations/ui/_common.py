@@ -10,12 +10,12 @@ from typing import Protocol, TypeVar, cast
 from pydantic import JsonValue, TypeAdapter
 from pydantic_ai import Citation, ModelMessage, TextPart, WebCitationSource
 from pydantic_ai.exceptions import RunCancelled
-from pydantic_ai.messages import PartEndEvent
+from pydantic_ai.messages import PartEndEvent, PartStartEvent
 from pydantic_ai.output import OutputDataT
 from pydantic_ai.tools import AgentDepsT
 from pydantic_ai.ui import NativeEvent, OnCancelFunc, OnCompleteFunc, UIEventStream
 
-from .._answer import CitedAnswer, cited_answer_ta, incomplete_reason
+from .._answer import CitedAnswer, cited_answer_ta, incomplete_reason, last_response
 from .._checks import require_bools, require_result
 from .._redact import redact as _redact
 from ..formats.markup import offset_shifter, strip_joined
@@ -99,17 +99,29 @@ _RunInputT = TypeVar('_RunInputT')
 _EventT = TypeVar('_EventT')
 
 
+@dataclass(frozen=True)
+class _StreamBroke:
+    """Put into the event stream by `HeldTextEnds` when it raised while a text end was held: release it first."""
+
+    error: Exception
+
+
 @dataclass
 class HeldTextEnds(UIEventStream[_RunInputT, _EventT, AgentDepsT, OutputDataT]):
     """The end of a response's text, held back while it decides what a reader sees: was the response cut off there?
 
-    A text that ends in what may open citation markup (`(cite index="1-1`, `<cit`: see `StreamCleaner.holds_opening`)
-    shows that tail as prose when the response completed, and not at all when it was cut off there. An adapter asks
-    `_cit_hold(holds_opening, event)` at the `PartEndEvent` that ends a UI text; when it holds, the adapter's
-    `_cit_end_text(event, cut_off=...)` (the tail and the protocol's text end) runs as soon as that is known: at the
-    next event of the response (it went on: prose), when the response is done (cut off if the run's last response did
-    not complete, `incomplete_reason`), and before an error or a cancellation is reported (cut off). A stream that
-    broke is cut off.
+    A response whose text ends in what may open citation markup (`(cite index="1-1`, `<cit`: see
+    `StreamCleaner.holds_opening`) shows that tail as prose when it completed, and not at all when it was cut off
+    there. An adapter asks `_cit_hold(holds_opening, event)` at the `PartEndEvent` that ends a UI text; only the last
+    part of a response is held (a part after it shows the response went on). The adapter's
+    `_cit_end_text(event, cut_off=...)` (the tail and the protocol's text end) then runs once the stream knows:
+
+    - at the run's end, from the completeness of its last response (`incomplete_reason`, as `CitedAnswer` and the
+      dumps judge it); events in between (custom events, capability events) do not decide it;
+    - when the event stream raises, before the parent reports the error or cancellation (and before an `on_cancel`
+      callback's events): cut off, unless a cancellation's history ends with a complete response;
+    - when the run goes on to another step (tool calls, a retry) before it ends: the stream cannot see that response's
+      finishing signal there, and shows the tail as prose (`dump_messages` judges each response by its own).
     """
 
     _cit_broken: bool = field(default=False, init=False, repr=False)
@@ -128,8 +140,12 @@ class HeldTextEnds(UIEventStream[_RunInputT, _EventT, AgentDepsT, OutputDataT]):
         try:
             async for event in stream:
                 yield event
-        except Exception:  # what the parent reports as an error or a cancellation
+        except Exception as error:  # what the parent reports as an error or a cancellation
             self._cit_broken = True
+            if self._cit_held is not None:
+                # Handed to `handle_event` before the error reaches the parent's handling of it, so the text ends
+                # before an `on_cancel` callback or the error chunk (a client may stop reading at the error).
+                yield cast(NativeEvent, _StreamBroke(error))
             raise
         finally:
             aclose = getattr(stream, 'aclose', None)
@@ -138,7 +154,7 @@ class HeldTextEnds(UIEventStream[_RunInputT, _EventT, AgentDepsT, OutputDataT]):
 
     def _cit_hold(self, holds_opening: bool, event: PartEndEvent) -> bool:
         """Whether to hold the end of the text `event` ends (`holds_opening`: its cleaner's `holds_opening`)."""
-        if holds_opening and not self._cit_broken:
+        if holds_opening and event.next_part_kind is None and not self._cit_broken:
             self._cit_held = event
             return True
         return False
@@ -155,27 +171,34 @@ class HeldTextEnds(UIEventStream[_RunInputT, _EventT, AgentDepsT, OutputDataT]):
                 yield e
 
     async def handle_event(self, event: NativeEvent) -> AsyncIterator[_EventT]:
-        async for e in self._cit_release(cut_off=False):  # the response went on after the text: not cut off there
-            yield e
+        broke = cast(object, event)
+        if isinstance(broke, _StreamBroke):
+            async for e in self._cit_release(cut_off=_cut_off_by(broke.error)):
+                yield e
+            return
+        if isinstance(event, PartStartEvent):  # (a safety net: the turn to the next step released it already)
+            async for e in self._cit_release(cut_off=False):
+                yield e
         async for e in super().handle_event(event):
             yield e
 
     async def after_response(self) -> AsyncIterator[_EventT]:
+        # At the run's end the held text ends its last response; before it, the run goes on to another step.
         result = self._result
-        last_incomplete = result is not None and incomplete_reason(result.response) is not None
-        async for e in self._cit_release(cut_off=self._cit_broken or last_incomplete):
+        cut_off = self._cit_broken or (result is not None and incomplete_reason(result.response) is not None)
+        async for e in self._cit_release(cut_off=cut_off):
             yield e
         async for e in super().after_response():
             yield e
 
     async def on_error(self, error: Exception) -> AsyncIterator[_EventT]:
-        async for e in self._cit_release(cut_off=True):  # before the error: a client may stop reading there
+        async for e in self._cit_release(cut_off=True):  # (released when the stream raised: a safety net)
             yield e
         async for e in super().on_error(error):
             yield e
 
     async def on_cancelled(self, cancelled: RunCancelled) -> AsyncIterator[_EventT]:
-        async for e in self._cit_release(cut_off=True):
+        async for e in self._cit_release(cut_off=_cut_off_by(cancelled)):  # (as `on_error`)
             yield e
         async for e in super().on_cancelled(cancelled):
             yield e
@@ -185,3 +208,14 @@ class HeldTextEnds(UIEventStream[_RunInputT, _EventT, AgentDepsT, OutputDataT]):
             yield e
         async for e in super().after_stream():
             yield e
+
+
+def _cut_off_by(error: Exception) -> bool:
+    """Whether the response being streamed when `error` ended the stream was cut off.
+
+    Yes, unless a cancellation's history ends with a complete response (an output validator cancelled the run after it).
+    """
+    if not isinstance(error, RunCancelled):
+        return True
+    found = last_response(error.all_messages())
+    return found is None or incomplete_reason(found[1]) is not None

@@ -237,11 +237,12 @@ def _spread_steps(loaded: list[ModelMessage], messages: Sequence[UIMessage]) -> 
     """
     responses = [m for m in loaded if isinstance(m, ModelResponse)]
     # Each list of entries by identity: the response carrying it is the first its UI message loads as.
-    carrying: dict[int, int] = {}
+    carrying: dict[int, int | None] = {}  # (`None`: on several responses, so whose it is cannot be told)
     for index, response in enumerate(responses):
         held = cast(dict[str, object], response.metadata or {})
         if STEPS_METADATA_KEY in held:
-            carrying[id(held[STEPS_METADATA_KEY])] = index
+            key = id(held[STEPS_METADATA_KEY])
+            carrying[key] = None if key in carrying else index
     if not carrying:
         return
     for ui in messages:
@@ -254,7 +255,7 @@ def _spread_steps(loaded: list[ModelMessage], messages: Sequence[UIMessage]) -> 
             continue
         held = responses[first].metadata
         assert held is not None
-        del held[STEPS_METADATA_KEY]
+        held.pop(STEPS_METADATA_KEY, None)
         try:
             count = sum(isinstance(m, ModelResponse) for m in VercelAIAdapter[Any, Any].load_messages([ui]))
         except Exception:  # pragma: no cover - it loaded in its history; alone it gets no fingerprints
