@@ -2,14 +2,12 @@ from __future__ import annotations
 
 import json
 import runpy
-from collections.abc import AsyncGenerator, AsyncIterator, Sequence
-from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
 import pytest
+from _scripted import ScriptedModel, Step
 from pydantic_ai import (
     Agent,
     Citation,
@@ -20,16 +18,12 @@ from pydantic_ai import (
     WebCitationSource,
 )
 from pydantic_ai.messages import (
-    ModelResponseStreamEvent,
     PartDeltaEvent,
     PartEndEvent,
     PartStartEvent,
     TextPartDelta,
-    ToolCallPart,
 )
-from pydantic_ai.models import Model, ModelRequestParameters, StreamedResponse
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel
-from pydantic_ai.settings import ModelSettings
 from pydantic_ai.ui.vercel_ai import VercelAIEventStream
 from pydantic_ai.ui.vercel_ai.response_types import BaseChunk, DataChunk, SourceUrlChunk, TextEndChunk
 
@@ -323,80 +317,6 @@ async def test_vercel_adapter_uses_cited_stream():
     assert answer.complete
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# A minimal scripted stream (section 6b of the reference): text and citation deltas on chosen vendor part ids.
-
-Step = tuple[Literal['text'], object, str] | tuple[Literal['cite'], object, list[Citation]]
-
-
-@dataclass
-class _Stream(StreamedResponse):
-    script: Sequence[Step] = ()
-    _ts: datetime = field(default_factory=lambda: datetime.now(UTC))
-
-    async def _get_event_iterator(self) -> AsyncIterator[ModelResponseStreamEvent]:
-        for kind, vendor, value in self.script:
-            if kind == 'text':
-                assert isinstance(value, str)
-                events = self._parts_manager.handle_text_delta(vendor_part_id=vendor, content=value)
-            else:
-                assert isinstance(value, list)
-                events = self._parts_manager.handle_text_delta(
-                    vendor_part_id=vendor, content='', citations=value, provider_name='scripted'
-                )
-            for event in events:
-                yield event
-
-    @property
-    def model_name(self) -> str:
-        return 'scripted'
-
-    @property
-    def provider_name(self) -> str:
-        return 'scripted'
-
-    @property
-    def provider_url(self) -> None:
-        return None
-
-    @property
-    def timestamp(self) -> datetime:
-        return self._ts
-
-
-class ScriptedModel(Model):
-    def __init__(self, script: Sequence[Step]):
-        super().__init__()
-        self.script = script
-
-    @property
-    def model_name(self) -> str:
-        return 'scripted'
-
-    @property
-    def system(self) -> str:
-        return 'scripted'
-
-    async def request(
-        self,
-        messages: list[ModelMessage],
-        model_settings: ModelSettings | None,
-        model_request_parameters: ModelRequestParameters,
-    ) -> ModelResponse:
-        return ModelResponse(parts=[TextPart(''.join(str(v) for k, _, v in self.script if k == 'text'))])
-
-    @asynccontextmanager
-    async def request_stream(
-        self,
-        messages: list[ModelMessage],
-        model_settings: ModelSettings | None,
-        model_request_parameters: ModelRequestParameters,
-        run_context: Any = None,
-    ) -> AsyncGenerator[StreamedResponse, None]:
-        _, params = self.prepare_request(model_settings, model_request_parameters)
-        yield _Stream(model_request_parameters=params, script=self.script)
-
-
 def test_example_stream_to_ui_runs(capsys: pytest.CaptureFixture[str]):
     example = Path(__file__).resolve().parents[1] / 'examples' / 'stream_to_ui.py'
     runpy.run_path(str(example), run_name='__main__')
@@ -427,27 +347,11 @@ async def test_stream_failing_before_any_text(via: Literal['events', 'run_stream
 
 async def test_vercel_multi_step_run_keeps_late_citation_tracking_per_response():
     """Part indexes start over in each model response: the stream's own bookkeeping must too."""
-    calls = 0
     cite = [Citation([WIKI], anchor=ContentCitationAnchor(start=0, end=2))]
-
-    class TwoStep(ScriptedModel):
-        @asynccontextmanager
-        async def request_stream(
-            self,
-            messages: list[ModelMessage],
-            model_settings: ModelSettings | None,
-            model_request_parameters: ModelRequestParameters,
-            run_context: Any = None,
-        ) -> AsyncGenerator[StreamedResponse, None]:
-            nonlocal calls
-            calls += 1
-            _, params = self.prepare_request(model_settings, model_request_parameters)
-            if calls == 1:
-                yield _ToolCallStream(model_request_parameters=params)
-            else:
-                yield _Stream(model_request_parameters=params, script=self.script)
-
-    agent = Agent(TwoStep([('text', 'a', 'K2 is tall. '), ('text', 'b', 'Very.'), ('cite', 'a', cite)]))
+    first: list[Step] = [('text', 't', 'Checking. '), ('tool', 'c', 'lookup')]
+    agent = Agent(
+        ScriptedModel([('text', 'a', 'K2 is tall. '), ('text', 'b', 'Very.'), ('cite', 'a', cite)], first=first)
+    )
 
     @agent.tool_plain
     def lookup() -> str:
@@ -483,11 +387,3 @@ class PartStartEventFactory:
     @staticmethod
     def text(content: str) -> PartStartEvent:
         return PartStartEvent(index=0, part=TextPart(content))
-
-
-@dataclass
-class _ToolCallStream(_Stream):
-    async def _get_event_iterator(self) -> AsyncIterator[ModelResponseStreamEvent]:
-        for event in self._parts_manager.handle_text_delta(vendor_part_id='t', content='Checking. '):
-            yield event
-        yield self._parts_manager.handle_part(vendor_part_id='c', part=ToolCallPart('lookup', {}, tool_call_id='c1'))

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import json
 import warnings
-from collections.abc import AsyncGenerator, AsyncIterator, Sequence
-from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 import pytest
+from _scripted import ScriptedModel, Step
 from ag_ui.core import (
     AssistantMessage,
     BaseEvent,
@@ -34,10 +33,9 @@ from pydantic_ai import (
     WebCitationSource,
 )
 from pydantic_ai.capabilities import AbstractCapability
-from pydantic_ai.messages import MarkerCitationAnchor, ModelResponseStreamEvent
-from pydantic_ai.models import Model, ModelRequestContext, ModelRequestParameters, StreamedResponse
+from pydantic_ai.messages import MarkerCitationAnchor
+from pydantic_ai.models import ModelRequestContext
 from pydantic_ai.models.function import AgentInfo, FunctionModel
-from pydantic_ai.settings import ModelSettings
 from pydantic_ai.ui.ag_ui import AGUIEventStream
 
 from pydantic_ai_citations import CitedAnswer, TrackCitations
@@ -361,26 +359,11 @@ async def test_citations_after_the_message_ended_are_sent_again_with_the_same_me
 
 async def test_multi_step_run_keeps_track_per_response():
     """Part indexes start over in each model response: the stream's own bookkeeping must too."""
-    calls = 0
     cite = [Citation([WIKI], anchor=ContentCitationAnchor(start=0, end=2))]
-
-    class TwoStep(ScriptedModel):
-        @asynccontextmanager
-        async def request_stream(
-            self,
-            messages: list[ModelMessage],
-            model_settings: ModelSettings | None,
-            model_request_parameters: ModelRequestParameters,
-            run_context: Any = None,
-        ) -> AsyncGenerator[StreamedResponse, None]:
-            nonlocal calls
-            calls += 1
-            _, params = self.prepare_request(model_settings, model_request_parameters)
-            first: list[Step] = [('text', 't', 'Checking. '), ('tool', 'c', 'lookup')]
-            script = first if calls == 1 else self.script
-            yield _Stream(model_request_parameters=params, script=script)
-
-    agent = Agent(TwoStep([('text', 'a', 'K2 is tall. '), ('text', 'b', 'Very.'), ('cite', 'a', cite)]))
+    first: list[Step] = [('text', 't', 'Checking. '), ('tool', 'c', 'lookup')]
+    agent = Agent(
+        ScriptedModel([('text', 'a', 'K2 is tall. '), ('text', 'b', 'Very.'), ('cite', 'a', cite)], first=first)
+    )
 
     @agent.tool_plain
     def lookup() -> str:
@@ -519,83 +502,3 @@ async def test_real_recorded_streams(corpus: Path, name: str):
     urls = {answer.source(n).url or answer.source(n).document_id for s in answer.spans for n in s.sources}
     assert {url for _, url in anchored(final, text)} == urls
     assert {answer.span_text(s) for s in answer.spans} == {words for words, _ in anchored(final, text)}
-
-
-# --------------------------------------------------------------------------------------------------------------------
-# A minimal scripted stream: text, thinking, tool calls and citation deltas on chosen vendor part ids.
-
-Step = tuple[Literal['text', 'think', 'tool'], object, str] | tuple[Literal['cite'], object, list[Citation]]
-
-
-@dataclass
-class _Stream(StreamedResponse):
-    script: Sequence[Step] = ()
-    _ts: datetime = field(default_factory=lambda: datetime.now(UTC))
-
-    async def _get_event_iterator(self) -> AsyncIterator[ModelResponseStreamEvent]:
-        for kind, vendor, value in self.script:
-            if kind == 'cite':
-                events = self._parts_manager.handle_text_delta(
-                    vendor_part_id=vendor, content='', citations=cast(list[Citation], value), provider_name='scripted'
-                )
-            elif kind == 'text':
-                events = self._parts_manager.handle_text_delta(vendor_part_id=vendor, content=cast(str, value))
-            elif kind == 'think':
-                events = self._parts_manager.handle_thinking_delta(vendor_part_id=vendor, content=cast(str, value))
-            else:
-                events = [
-                    self._parts_manager.handle_tool_call_part(
-                        vendor_part_id=vendor, tool_name=cast(str, value), args='{}'
-                    )
-                ]
-            for event in events:
-                yield event
-
-    @property
-    def model_name(self) -> str:
-        return 'scripted'
-
-    @property
-    def provider_name(self) -> str:
-        return 'scripted'
-
-    @property
-    def provider_url(self) -> None:
-        return None
-
-    @property
-    def timestamp(self) -> datetime:
-        return self._ts
-
-
-class ScriptedModel(Model):
-    def __init__(self, script: Sequence[Step]):
-        super().__init__()
-        self.script = script
-
-    @property
-    def model_name(self) -> str:
-        return 'scripted'
-
-    @property
-    def system(self) -> str:
-        return 'scripted'
-
-    async def request(
-        self,
-        messages: list[ModelMessage],
-        model_settings: ModelSettings | None,
-        model_request_parameters: ModelRequestParameters,
-    ) -> ModelResponse:
-        raise NotImplementedError
-
-    @asynccontextmanager
-    async def request_stream(
-        self,
-        messages: list[ModelMessage],
-        model_settings: ModelSettings | None,
-        model_request_parameters: ModelRequestParameters,
-        run_context: Any = None,
-    ) -> AsyncGenerator[StreamedResponse, None]:
-        _, params = self.prepare_request(model_settings, model_request_parameters)
-        yield _Stream(model_request_parameters=params, script=self.script)

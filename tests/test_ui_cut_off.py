@@ -7,13 +7,13 @@ and end the text (`text-end`, `TEXT_MESSAGE_END`) right after it either way, bef
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import anyio
 import pytest
+from _scripted import ScriptedModel, Step
 from ag_ui.core import BaseEvent, CustomEvent, TextMessageContentEvent
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -28,12 +28,9 @@ from pydantic_ai import (
 )
 from pydantic_ai import CustomEvent as RunEvent
 from pydantic_ai.exceptions import RunCancelled
-from pydantic_ai.models import ModelRequestParameters, StreamedResponse
 from pydantic_ai.models.function import AgentInfo, FunctionModel
-from pydantic_ai.settings import ModelSettings
 from pydantic_ai.ui.vercel_ai.request_types import TextUIPart, UIMessage, UIMessagePart
 from pydantic_ai.ui.vercel_ai.response_types import BaseChunk, DataChunk, TextDeltaChunk
-from test_ui_ag_ui import ScriptedModel, Step, _Stream
 
 from pydantic_ai_citations import CitedAnswer
 from pydantic_ai_citations.formats.markup import scan_markup, strip_markup
@@ -93,26 +90,9 @@ def ends_text_after_its_last_delta(protocol: Protocol, types: Sequence[str]) -> 
     return types[last + 1] == TEXT_END[protocol]
 
 
-@dataclass
-class _SignalledStream(_Stream):
-    """A scripted stream of a provider that sends a finishing signal, ending without one: cut off, no error."""
-
-    @property
-    def provider_name(self) -> str:
-        return 'anthropic'
-
-
-class CutOffModel(ScriptedModel):
-    @asynccontextmanager
-    async def request_stream(
-        self,
-        messages: list[ModelMessage],
-        model_settings: ModelSettings | None,
-        model_request_parameters: ModelRequestParameters,
-        run_context: Any = None,
-    ) -> AsyncGenerator[StreamedResponse, None]:
-        _, params = self.prepare_request(model_settings, model_request_parameters)
-        yield _SignalledStream(model_request_parameters=params, script=self.script)
+def CutOffModel(script: Sequence[Step]) -> ScriptedModel:
+    """A scripted model of a provider that sends a finishing signal, whose stream ends without one: cut off, no error."""
+    return ScriptedModel(script, provider='anthropic')
 
 
 @pytest.mark.parametrize('protocol', PROTOCOLS)

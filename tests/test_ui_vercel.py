@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Sequence
 from typing import Any, Literal
 
 import pytest
+from _scripted import ScriptedModel, Step
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic_ai import (
@@ -19,13 +19,10 @@ from pydantic_ai import (
     ModelResponse,
     TextPart,
     ToolCallPart,
-    ToolReturnPart,
     WebCitationSource,
 )
 from pydantic_ai.messages import MarkerCitationAnchor
-from pydantic_ai.models import ModelRequestParameters, StreamedResponse
 from pydantic_ai.models.function import AgentInfo, FunctionModel
-from pydantic_ai.settings import ModelSettings
 from pydantic_ai.ui.vercel_ai import VercelAIAdapter
 from pydantic_ai.ui.vercel_ai.request_types import SourceUrlUIPart, StepStartUIPart, TextUIPart, UIMessage
 from pydantic_ai.ui.vercel_ai.response_types import (
@@ -35,17 +32,7 @@ from pydantic_ai.ui.vercel_ai.response_types import (
     TextDeltaChunk,
     TextEndChunk,
 )
-from test_ui_ag_ui import (  # the scripted stream (text, thinking, citation deltas) and an in-place change
-    MARKED_CITES,
-    MARKED_TEXTS,
-    MARKUP_PIECES,
-    TEXT,
-    UNRESOLVED,
-    ScriptedModel,
-    Step,
-    _AddCitationInPlace,
-    _Stream,
-)
+from test_ui_ag_ui import MARKED_CITES, MARKED_TEXTS, MARKUP_PIECES, TEXT, UNRESOLVED, _AddCitationInPlace
 
 from pydantic_ai_citations import CitedAnswer, CleanStaleCitations, TrackCitations, find_stale
 from pydantic_ai_citations.formats.markup import scan_markup
@@ -450,26 +437,10 @@ async def test_a_streamed_history_sent_back_reports_nothing_stale(style: CitingS
         assert realigned == [answer.span_text(s) for s in answer.spans] != []
 
 
-class _TwoStep(ScriptedModel):
-    """Calls the `lookup` tool, then answers with its script."""
-
-    @asynccontextmanager
-    async def request_stream(
-        self,
-        messages: list[ModelMessage],
-        model_settings: ModelSettings | None,
-        model_request_parameters: ModelRequestParameters,
-        run_context: Any = None,
-    ) -> AsyncGenerator[StreamedResponse, None]:
-        _, params = self.prepare_request(model_settings, model_request_parameters)
-        looked_up = any(isinstance(p, ToolReturnPart) for m in messages for p in m.parts)
-        first: list[Step] = [('tool', 'c', 'lookup')]
-        yield _Stream(model_request_parameters=params, script=self.script if looked_up else first)
-
-
 def _two_step_agent(text: str) -> Agent[None, str]:
     cite = [Citation([WIKI], anchor=ContentCitationAnchor(start=0, end=2))]
-    agent = Agent(_TwoStep([('text', 'a', text), ('cite', 'a', cite)]), capabilities=[CleanStaleCitations()])
+    model = ScriptedModel([('text', 'a', text), ('cite', 'a', cite)], first=[('tool', 'c', 'lookup')])
+    agent = Agent(model, capabilities=[CleanStaleCitations()])
 
     @agent.tool_plain
     def lookup() -> str:
@@ -478,27 +449,14 @@ def _two_step_agent(text: str) -> Agent[None, str]:
     return agent
 
 
-class _CitedTwoStep(_TwoStep):
-    """Answers with cited text and calls the `lookup` tool, then answers with its script."""
-
-    @asynccontextmanager
-    async def request_stream(
-        self,
-        messages: list[ModelMessage],
-        model_settings: ModelSettings | None,
-        model_request_parameters: ModelRequestParameters,
-        run_context: Any = None,
-    ) -> AsyncGenerator[StreamedResponse, None]:
-        _, params = self.prepare_request(model_settings, model_request_parameters)
-        looked_up = any(isinstance(p, ToolReturnPart) for m in messages for p in m.parts)
-        cite = [Citation([BORDER], anchor=ContentCitationAnchor(start=0, end=5))]
-        first: list[Step] = [('text', 'x', f'Let me{MARKER} look.'), ('cite', 'x', cite), ('tool', 'c', 'lookup')]
-        yield _Stream(model_request_parameters=params, script=self.script if looked_up else first)
-
-
 def _cited_two_step_agent(text: str) -> Agent[None, str]:
+    """Answers with cited text and calls the `lookup` tool, then answers with `text`."""
     cite = [Citation([WIKI], anchor=ContentCitationAnchor(start=0, end=2))]
-    agent = Agent(_CitedTwoStep([('text', 'a', text), ('cite', 'a', cite)]), capabilities=[CleanStaleCitations()])
+    first_cite = [Citation([BORDER], anchor=ContentCitationAnchor(start=0, end=5))]
+    first: list[Step] = [('text', 'x', f'Let me{MARKER} look.'), ('cite', 'x', first_cite), ('tool', 'c', 'lookup')]
+    agent = Agent(
+        ScriptedModel([('text', 'a', text), ('cite', 'a', cite)], first=first), capabilities=[CleanStaleCitations()]
+    )
 
     @agent.tool_plain
     def lookup() -> str:
