@@ -176,7 +176,7 @@ class HeldTextEnds(UIEventStream[_RunInputT, _EventT, AgentDepsT, OutputDataT]):
             async for e in self._cit_release(cut_off=_cut_off_by(broke.error)):
                 yield e
             return
-        if isinstance(event, PartStartEvent):  # (a safety net: the turn to the next step released it already)
+        if isinstance(event, PartStartEvent):  # a next response with no turn in between (a retry): the run went on
             async for e in self._cit_release(cut_off=False):
                 yield e
         async for e in super().handle_event(event):
