@@ -55,6 +55,7 @@ __all__ = (
     'find_stale',
     'fingerprint_response',
     'joined_fingerprint',
+    'moved_raw_offsets',
     'strip_citation_markers',
 )
 
@@ -435,6 +436,32 @@ def _range_holder(entry: object) -> dict[str, object] | None:
             if isinstance(holder.get('start_index'), int) and isinstance(holder.get('end_index'), int):
                 return holder
     return None
+
+
+def moved_raw_offsets(raw: object, move: Callable[[int], int]) -> object:
+    """`raw` (a part's `provider_details['citations']`) with each entry's offsets into the part's text moved by `move`.
+
+    The offsets are the character ranges OpenAI and xAI keep (`start_index`/`end_index`, under `url_citation` for
+    OpenAI Chat; see `_range_holder`) and an OpenAI file citation's `index`: Pydantic AI replays OpenAI's annotations
+    from them, while they still cover what they cite. Google's `segment` offsets (UTF-8 bytes, never replayed) and
+    positions in cited documents are left as they are, and so is anything that is not a list.
+    """
+    if not isinstance(raw, list):
+        return raw
+    out: list[object] = []
+    for entry in cast(list[object], raw):
+        holder: Any = _range_holder(entry)
+        if holder is not None:
+            moved = {**holder, 'start_index': move(holder['start_index']), 'end_index': move(holder['end_index'])}
+            out.append(moved if holder is entry else {**cast(dict[str, object], entry), 'url_citation': moved})
+            continue
+        found = cast(dict[str, object], entry) if isinstance(entry, dict) else None
+        index = found.get('index') if found is not None else None
+        if found is not None and found.get('type') == 'file_citation' and isinstance(index, int):
+            out.append({**found, 'index': move(index)})
+        else:
+            out.append(cast(object, entry))
+    return out
 
 
 def _raw_in_step(raw: object, step: _RawStep, problems: list[CitationProblem]) -> list[object] | None:

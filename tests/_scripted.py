@@ -14,8 +14,13 @@ from pydantic_ai.messages import ModelResponseStreamEvent
 from pydantic_ai.models import Model, ModelRequestParameters, StreamedResponse
 from pydantic_ai.settings import ModelSettings
 
-Step = tuple[Literal['text', 'think', 'tool'], object, str] | tuple[Literal['cite'], object, list[Citation]]
-"""(kind, vendor part id, value): text, thinking or a tool call (the tool's name, no arguments), or citations."""
+Step = (
+    tuple[Literal['text', 'think', 'tool'], object, str]
+    | tuple[Literal['cite'], object, list[Citation]]
+    | tuple[Literal['raw'], object, dict[str, Any]]
+)
+"""(kind, vendor part id, value): text, thinking or a tool call (the tool's name, no arguments), citations, or a text
+part's raw `provider_details` (as OpenAI's annotations arrive)."""
 
 
 @dataclass
@@ -30,6 +35,10 @@ class ScriptedStream(StreamedResponse):
             if kind == 'cite':
                 events = self._parts_manager.handle_text_delta(
                     vendor_part_id=vendor, content='', citations=cast(list[Citation], value), provider_name='scripted'
+                )
+            elif kind == 'raw':
+                events = self._parts_manager.handle_text_delta(
+                    vendor_part_id=vendor, content='', provider_details=cast(dict[str, Any], value)
                 )
             elif kind == 'text':
                 events = self._parts_manager.handle_text_delta(vendor_part_id=vendor, content=cast(str, value))

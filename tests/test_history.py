@@ -36,6 +36,7 @@ from pydantic_ai_citations._edit import (
     edit_text_with_problems,
     fingerprint_response,
     joined_fingerprint,
+    moved_raw_offsets,
     repair_history,
     strip_citation_markers,
 )
@@ -1075,3 +1076,24 @@ def test_a_fingerprinted_part_that_is_gone_stays_reported_after_joining():
     rebuilt = ModelResponse(parts=[TextPart(TEXT[:25]), ToolCallPart('lookup', {}), TextPart(TEXT[35:])])
     rebuilt.metadata = {METADATA_KEY: joined_fingerprint(response, rebuilt, {0: [0], 2: [2]})}
     assert [(p.code, p.part_index) for p in find_stale([rebuilt])] == [('stale_after_edit', 3)]
+
+
+def test_raw_offsets_into_the_text_move_and_others_stay():
+    def move(offset: int) -> int:
+        return offset - 10
+
+    raw: list[object] = [
+        {'type': 'url_citation', 'url': 'u', 'start_index': 20, 'end_index': 30},  # OpenAI Responses, xAI
+        {'type': 'url_citation', 'url_citation': {'url': 'u', 'start_index': 20, 'end_index': 30}},  # OpenAI Chat
+        {'type': 'file_citation', 'file_id': 'f', 'index': 25},
+        {'segment': {'start_index': 20, 'end_index': 30}, 'grounding_chunk_indices': [0]},  # Google: UTF-8 bytes
+        {'type': 'char_location', 'start_char_index': 5, 'end_char_index': 9},  # Anthropic: in the cited document
+        'not a dict',
+    ]
+    assert moved_raw_offsets(raw, move) == [
+        {'type': 'url_citation', 'url': 'u', 'start_index': 10, 'end_index': 20},
+        {'type': 'url_citation', 'url_citation': {'url': 'u', 'start_index': 10, 'end_index': 20}},
+        {'type': 'file_citation', 'file_id': 'f', 'index': 15},
+        *raw[3:],
+    ]
+    assert moved_raw_offsets({'not': 'a list'}, move) == {'not': 'a list'}

@@ -564,3 +564,55 @@ def test_dumped_text_parts_hold_no_markup_and_keep_every_citation(parts: list[Te
     loaded = CitedVercelAIAdapter.load_messages(ui)[-1]
     assert isinstance(loaded, ModelResponse)
     assert [len(p.citations or []) for p in loaded.parts if isinstance(p, TextPart)] == [len(citations)]
+
+
+RAW_LINK = ' ([k2.org](https://k2.org/))'
+
+
+def _openai_part(text: str) -> TextPart:
+    """An OpenAI Responses answer part: a marker before an inline link, and the link's raw `url_citation`."""
+    start = text.index(RAW_LINK) + 1
+    raw = {
+        'type': 'url_citation',
+        'url': 'https://k2.org/',
+        'title': 'K2',
+        'start_index': start,
+        'end_index': len(text),
+    }
+    cite = Citation(
+        [WebCitationSource('https://k2.org/', title='K2')], anchor=ContentCitationAnchor(start=start, end=len(text))
+    )
+    return TextPart(text, citations=[cite], provider_name='openai', provider_details={'citations': [raw]})
+
+
+def _raw_ranges(provider_metadata: Any, text: str) -> list[str]:
+    raw = provider_metadata['pydantic_ai']['provider_details']['citations']
+    return [text[entry['start_index'] : entry['end_index']] for entry in raw]
+
+
+def test_dumped_raw_provider_offsets_follow_the_text_as_shown():
+    """OpenAI's `url_citation` ranges, which Pydantic AI replays only while they still cover the link, are moved with
+    the markup removed before them, as the citations are."""
+    part = _openai_part(f'K2 is tall.{MARKER} It lies in Asia{RAW_LINK}')
+    (ui,) = [m for m in CitedVercelAIAdapter.dump_messages([ModelResponse(parts=[part])]) if m.role == 'assistant']
+    shown = _ui_text(ui)
+    assert shown.text == f'K2 is tall. It lies in Asia{RAW_LINK}'
+    assert _raw_ranges(shown.provider_metadata, shown.text) == [RAW_LINK.strip()]
+    (loaded,) = [m for m in CitedVercelAIAdapter.load_messages([ui]) if isinstance(m, ModelResponse)]
+    (text,) = [p for p in loaded.parts if isinstance(p, TextPart)]
+    assert text.content == shown.text
+    assert shown.provider_metadata is not None
+    assert text.provider_details == shown.provider_metadata['pydantic_ai']['provider_details']
+
+
+async def test_streamed_raw_provider_offsets_follow_the_text_as_shown():
+    raw = f'K2 is tall.{MARKER} It lies in Asia{RAW_LINK}'
+    part = _openai_part(raw)
+    assert part.provider_details is not None and part.citations is not None
+    script: list[Step] = [('text', 'a', raw), ('raw', 'a', part.provider_details), ('cite', 'a', part.citations)]
+    chunks = await chunks_of(Agent(ScriptedModel(script)))
+    text = text_of(chunks)
+    assert text == f'K2 is tall. It lies in Asia{RAW_LINK}'
+    end = next(c for c in chunks if isinstance(c, TextEndChunk))
+    assert _raw_ranges(end.provider_metadata, text) == [RAW_LINK.strip()]
+    assert anchored(end_citations(chunks), text) == [(RAW_LINK.strip(), 'https://k2.org/')]

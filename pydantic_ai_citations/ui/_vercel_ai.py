@@ -54,8 +54,8 @@ from pydantic_ai.ui.vercel_ai.response_types import (
 )
 
 from .._answer import incomplete_reason
-from .._edit import METADATA_KEY, joined_fingerprint, shown_response
-from ..formats.markup import StreamCleaner, strip_markup
+from .._edit import METADATA_KEY, joined_fingerprint, moved_raw_offsets, shown_response
+from ..formats.markup import Cut, StreamCleaner, offset_shifter, strip_joined, strip_markup
 from ._common import (
     HeldTextEnds,
     answer_json,
@@ -101,10 +101,20 @@ def cited_answer_chunk(result: AgentRunResult[object], *, redact: bool = False) 
     return DataChunk(type=CITED_ANSWER_DATA_TYPE, data=answer_json(result, redact=redact, where='cited_answer_chunk'))
 
 
-def _with_citations(metadata: ProviderMetadata | None, citations: Sequence[Citation]) -> ProviderMetadata | None:
-    """`metadata` with `citations` in its `pydantic_ai.citations` (none: the key is left out)."""
+def _with_citations(
+    metadata: ProviderMetadata | None, citations: Sequence[Citation], cuts: Sequence[Cut] = ()
+) -> ProviderMetadata | None:
+    """`metadata` with `citations` in its `pydantic_ai.citations` (none: the key is left out).
+
+    `cuts`: the ranges of the UI text part's text (its parts' texts joined) removed from what the UI shows; the raw
+    provider citations' offsets into that text (`provider_details['citations']`) are moved onto the text as shown.
+    """
     metadata = dict(metadata or {})
     ours = {k: v for k, v in metadata.get('pydantic_ai', {}).items() if k != 'citations'}
+    details = ours.get('provider_details')
+    if cuts and isinstance(details, dict) and 'citations' in details:
+        raw = cast(dict[str, object], details)
+        ours['provider_details'] = {**raw, 'citations': moved_raw_offsets(raw['citations'], offset_shifter(cuts))}
     if citations:
         ours['citations'] = dump_citations(citations)
     if ours:
@@ -120,8 +130,8 @@ def _as_streamed(ui: UIMessage, *, cut_off: bool = False) -> UIMessage:
     A UI text part holds consecutive text parts joined, and the stream cleans them as that one text
     (`strip_joined`): stripping the UI text and moving its citations, which `dump_messages` anchored on it, onto the
     stripped text (`merged_citations`) gives what the stream sent. A citation whose anchor covered nothing but markup
-    keeps its sources, without an anchor (its `source-url` part stays). Provider data (`provider_details`) is left as
-    the stream leaves it. `cut_off`: the response did not complete, so the text that ends it may end inside markup
+    keeps its sources, without an anchor (its `source-url` part stays). Provider data (`provider_details`) is as the
+    stream leaves it: the offsets into the text in its raw citations moved onto the stripped text. `cut_off`: the response did not complete, so the text that ends it may end inside markup
     (`(cite index="1-1`): that tail is removed, as `CitedAnswer` removes it (`strip_markup(..., incomplete=True)`).
     """
     parts: list[UIMessagePart] = []
@@ -130,9 +140,8 @@ def _as_streamed(ui: UIMessage, *, cut_off: bool = False) -> UIMessage:
         if isinstance(part, TextUIPart) and (stripped := strip_markup(part.text, incomplete=index == last)).changed:
             citations = load_citations((part.provider_metadata or {}).get('pydantic_ai', {}).get('citations'))
             moved = merged_citations([TextPart(part.text, citations=citations)])
-            part = part.model_copy(
-                update={'text': stripped.text, 'provider_metadata': _with_citations(part.provider_metadata, moved)}
-            )
+            shown = _with_citations(part.provider_metadata, moved, stripped.cuts)
+            part = part.model_copy(update={'text': stripped.text, 'provider_metadata': shown})
         parts.append(part)
     return ui.model_copy(update={'parts': parts})
 
@@ -358,15 +367,15 @@ class CitedVercelAIEventStream(
             group.cut_off = cut_off
             if rest := group.cleaner.close(incomplete=cut_off):
                 yield TextDeltaChunk(id=group.text_id, delta=rest)
-        at_end = (
-            merged_citations([self._cit_at_end[i] for i in group.indexes], cut_off=cut_off)
-            if closing and group
-            else None
-        )
+        parts = [self._cit_at_end[i] for i in group.indexes] if closing and group else []
+        at_end = merged_citations(parts, cut_off=cut_off) if parts else None
         async for chunk in super().handle_part_end(event):
-            # The parent anchors `text-end`'s citations on the parts' raw text; the UI got it stripped as one text.
+            # The parent anchors `text-end`'s citations (and the raw ones, joined) on the parts' raw text; the UI got
+            # it stripped as one text.
             if at_end is not None and isinstance(chunk, TextEndChunk):
-                chunk = chunk.model_copy(update={'provider_metadata': _with_citations(chunk.provider_metadata, at_end)})
+                cuts = strip_joined([p.content for p in parts], incomplete=cut_off)[0].cuts
+                metadata = _with_citations(chunk.provider_metadata, at_end, cuts)
+                chunk = chunk.model_copy(update={'provider_metadata': metadata})
             yield chunk
         if at_end is not None and group is not None:
             # `text-end` has the parts as they were at their own ends, and the parent listed their URLs.
