@@ -582,11 +582,13 @@ def _openai_part(text: str) -> TextPart:
     cite = Citation(
         [WebCitationSource('https://k2.org/', title='K2')], anchor=ContentCitationAnchor(start=start, end=len(text))
     )
-    return TextPart(text, citations=[cite], provider_name='openai', provider_details={'citations': [raw]})
+    # (`annotations`: OpenAI's own, kept with `openai_include_raw_annotations`, which `TrackCitations` turns on)
+    details = {'citations': [raw], 'annotations': [raw]}
+    return TextPart(text, citations=[cite], provider_name='openai', provider_details=details)
 
 
-def _raw_ranges(provider_metadata: Any, text: str) -> list[str]:
-    raw = provider_metadata['pydantic_ai']['provider_details']['citations']
+def _raw_ranges(provider_metadata: Any, text: str, key: str = 'citations') -> list[str]:
+    raw = provider_metadata['pydantic_ai']['provider_details'][key]
     return [text[entry['start_index'] : entry['end_index']] for entry in raw]
 
 
@@ -598,6 +600,7 @@ def test_dumped_raw_provider_offsets_follow_the_text_as_shown():
     shown = _ui_text(ui)
     assert shown.text == f'K2 is tall. It lies in Asia{RAW_LINK}'
     assert _raw_ranges(shown.provider_metadata, shown.text) == [RAW_LINK.strip()]
+    assert _raw_ranges(shown.provider_metadata, shown.text, 'annotations') == [RAW_LINK.strip()]
     (loaded,) = [m for m in CitedVercelAIAdapter.load_messages([ui]) if isinstance(m, ModelResponse)]
     (text,) = [p for p in loaded.parts if isinstance(p, TextPart)]
     assert text.content == shown.text
@@ -615,4 +618,5 @@ async def test_streamed_raw_provider_offsets_follow_the_text_as_shown():
     assert text == f'K2 is tall. It lies in Asia{RAW_LINK}'
     end = next(c for c in chunks if isinstance(c, TextEndChunk))
     assert _raw_ranges(end.provider_metadata, text) == [RAW_LINK.strip()]
+    assert _raw_ranges(end.provider_metadata, text, 'annotations') == [RAW_LINK.strip()]
     assert anchored(end_citations(chunks), text) == [(RAW_LINK.strip(), 'https://k2.org/')]

@@ -101,20 +101,28 @@ def cited_answer_chunk(result: AgentRunResult[object], *, redact: bool = False) 
     return DataChunk(type=CITED_ANSWER_DATA_TYPE, data=answer_json(result, redact=redact, where='cited_answer_chunk'))
 
 
+_RAW_CITATION_KEYS = ('citations', 'annotations')
+"""The `provider_details` keys of a text part that hold raw citations with offsets into its text."""
+
+
 def _with_citations(
     metadata: ProviderMetadata | None, citations: Sequence[Citation], cuts: Sequence[Cut] = ()
 ) -> ProviderMetadata | None:
     """`metadata` with `citations` in its `pydantic_ai.citations` (none: the key is left out).
 
     `cuts`: the ranges of the UI text part's text (its parts' texts joined) removed from what the UI shows; the raw
-    provider citations' offsets into that text (`provider_details['citations']`) are moved onto the text as shown.
+    provider citations' offsets into that text (`provider_details['citations']` and OpenAI's `['annotations']`) are
+    moved onto the text as shown.
     """
     metadata = dict(metadata or {})
     ours = {k: v for k, v in metadata.get('pydantic_ai', {}).items() if k != 'citations'}
     details = ours.get('provider_details')
-    if cuts and isinstance(details, dict) and 'citations' in details:
-        raw = cast(dict[str, object], details)
-        ours['provider_details'] = {**raw, 'citations': moved_raw_offsets(raw['citations'], offset_shifter(cuts))}
+    if cuts and isinstance(details, dict):
+        raw, move = dict(cast(dict[str, object], details)), offset_shifter(cuts)
+        for key in _RAW_CITATION_KEYS:  # (`annotations`: OpenAI's, kept with `openai_include_raw_annotations`)
+            if key in raw:
+                raw[key] = moved_raw_offsets(raw[key], move)
+        ours['provider_details'] = raw
     if citations:
         ours['citations'] = dump_citations(citations)
     if ours:
