@@ -438,6 +438,12 @@ def _range_holder(entry: object) -> dict[str, object] | None:
     return None
 
 
+def _with_range(entry: object, holder: dict[str, object], start: int, end: int) -> dict[str, object]:
+    """`entry` (whose `_range_holder` is `holder`) with that range moved to `start`/`end`."""
+    moved = {**holder, 'start_index': start, 'end_index': end}
+    return moved if holder is entry else {**cast(dict[str, object], entry), 'url_citation': moved}
+
+
 def moved_raw_offsets(raw: object, move: Callable[[int], int]) -> object:
     """`raw` (a part's `provider_details['citations']`) with each entry's offsets into the part's text moved by `move`.
 
@@ -452,8 +458,7 @@ def moved_raw_offsets(raw: object, move: Callable[[int], int]) -> object:
     for entry in cast(list[object], raw):
         holder: Any = _range_holder(entry)
         if holder is not None:
-            moved = {**holder, 'start_index': move(holder['start_index']), 'end_index': move(holder['end_index'])}
-            out.append(moved if holder is entry else {**cast(dict[str, object], entry), 'url_citation': moved})
+            out.append(_with_range(entry, holder, move(holder['start_index']), move(holder['end_index'])))
             continue
         found = cast(dict[str, object], entry) if isinstance(entry, dict) else None
         index = found.get('index') if found is not None else None
@@ -484,8 +489,7 @@ def _raw_in_step(raw: object, step: _RawStep, problems: list[CitationProblem]) -
                 if old not in moved:
                     problems.append(_raw_dropped(i, old))
                 continue
-            new_holder = {**holder, 'start_index': new[0], 'end_index': new[1]}
-            out.append(new_holder if holder is item else {**cast(dict[str, object], item), 'url_citation': new_holder})
+            out.append(_with_range(item, holder, *new))
         return out
     if step.moved and not step.citations_changed:
         # Offsets not read here (Google's are UTF-8 bytes) are still true where every anchored citation stayed put.

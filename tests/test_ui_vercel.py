@@ -394,6 +394,17 @@ def test_dump_messages_removes_the_cut_off_tail_of_an_incomplete_answer(state: L
         parts=[TextPart(f'Looking {tail}'), ToolCallPart('lookup', {}, tool_call_id='c')], state=state
     )
     assert _texts(calling) == [f'Looking {tail}']
+    # A citation anchored up to the end keeps an anchor on the text shown, as `CitedAnswer` anchors it.
+    text = f'tall. {tail}'
+    cited = TextPart(text, citations=[Citation([WIKI], anchor=ContentCitationAnchor(start=0, end=len(text)))])
+    answer = ModelResponse(parts=[cited], state=state)
+    (message,) = CitedVercelAIAdapter.dump_messages([answer])
+    part = _ui_text(message)
+    expected_answer = CitedAnswer.from_messages([answer])
+    assert all(c['anchor']['end'] <= len(part.text) for c in _ui_citations(part))
+    assert anchored(_ui_citations(part), part.text) == [
+        (expected_answer.span_text(s), WIKI.url) for s in expected_answer.spans
+    ]
 
 
 def _streamed_history(chunks: Sequence[BaseChunk]) -> list[ModelMessage]:

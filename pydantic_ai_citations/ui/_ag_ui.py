@@ -149,10 +149,10 @@ class CitedAGUIEventStream(
 
     async def _cit_end_text(self, event: PartEndEvent, *, cut_off: bool) -> AsyncIterator[BaseEvent]:
         # Stamped here: a held end is released outside `AGUIEventStream.handle_event`, which stamps the others.
-        async for agui_event in self._cit_text_end(event, cut_off=cut_off):
+        async for agui_event in self._cit_unstamped_end(event, cut_off=cut_off):
             yield self._stamped(agui_event)
 
-    async def _cit_text_end(self, event: PartEndEvent, *, cut_off: bool) -> AsyncIterator[BaseEvent]:
+    async def _cit_unstamped_end(self, event: PartEndEvent, *, cut_off: bool) -> AsyncIterator[BaseEvent]:
         message = self._cit_messages.get(event.index)
         closing = isinstance(event.part, TextPart) and message is not None and event.next_part_kind != 'text'
         if closing and message is not None:

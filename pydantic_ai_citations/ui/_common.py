@@ -18,7 +18,7 @@ from pydantic_ai.ui import NativeEvent, OnCancelFunc, OnCompleteFunc, UIEventStr
 from .._answer import CitedAnswer, cited_answer_ta, incomplete_reason, last_response
 from .._checks import require_bools, require_result
 from .._redact import redact as _redact
-from ..formats.markup import offset_shifter, strip_joined
+from ..formats.markup import Cut, offset_shifter, strip_joined
 
 __all__ = (
     'HeldTextEnds',
@@ -47,18 +47,22 @@ def answer_json(result: _HasMessages, *, redact: bool, where: str) -> JsonValue:
     return cast(JsonValue, cited_answer_ta.dump_python(answer, mode='json'))
 
 
-def merged_citations(parts: Sequence[TextPart], *, cut_off: bool = False) -> list[Citation]:
+def merged_citations(
+    parts: Sequence[TextPart], *, cut_off: bool = False, part_cuts: Sequence[Sequence[Cut]] | None = None
+) -> list[Citation]:
     """Citations of consecutive text parts, anchored on their joined text as the UI shows it.
 
     The UI shows the parts' joined text without citation markup, stripped as one text (`formats.markup.strip_joined`;
     the adapters clean the text deltas of the parts with one `StreamCleaner`, which gives the same text), so anchors
     are moved onto that text. A citation whose anchor covered nothing but markup keeps its sources, without an anchor.
     `cut_off`: the text was cut off, and the possible opening of markup that ends it is not shown either.
+    `part_cuts`: what `strip_joined` removed from each part, when the caller has it (`cut_off` is then not read).
     """
     out: list[Citation] = []
     offset = 0
-    contents = [part.content for part in parts]
-    for part, cuts in zip(parts, strip_joined(contents, incomplete=cut_off)[1], strict=True):
+    if part_cuts is None:
+        part_cuts = strip_joined([part.content for part in parts], incomplete=cut_off)[1]
+    for part, cuts in zip(parts, part_cuts, strict=True):
         shift = offset_shifter(cuts)
         for citation in part.citations or []:
             anchor = citation.anchor
@@ -183,10 +187,10 @@ class HeldTextEnds(UIEventStream[_RunInputT, _EventT, AgentDepsT, OutputDataT]):
             yield e
 
     async def after_response(self) -> AsyncIterator[_EventT]:
-        # At the run's end the held text ends its last response; before it, the run goes on to another step.
+        # At the run's end the held text ends its last response; before it, the run goes on to another step. (A
+        # stream that broke released its held text already: `_StreamBroke`; nothing is held after that.)
         result = self._result
-        cut_off = self._cit_broken or (result is not None and incomplete_reason(result.response) is not None)
-        async for e in self._cit_release(cut_off=cut_off):
+        async for e in self._cit_release(cut_off=result is not None and incomplete_reason(result.response) is not None):
             yield e
         async for e in super().after_response():
             yield e
@@ -204,7 +208,8 @@ class HeldTextEnds(UIEventStream[_RunInputT, _EventT, AgentDepsT, OutputDataT]):
             yield e
 
     async def after_stream(self) -> AsyncIterator[_EventT]:
-        async for e in self._cit_release(cut_off=self._cit_broken):  # (released earlier on every path: a safety net)
+        # A stream of events that ends without the run's result (a standalone encoder): nothing says it was cut off.
+        async for e in self._cit_release(cut_off=False):
             yield e
         async for e in super().after_stream():
             yield e

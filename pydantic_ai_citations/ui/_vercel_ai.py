@@ -147,7 +147,7 @@ def _as_streamed(ui: UIMessage, *, cut_off: bool = False) -> UIMessage:
     for index, part in enumerate(ui.parts):
         if isinstance(part, TextUIPart) and (stripped := strip_markup(part.text, incomplete=index == last)).changed:
             citations = load_citations((part.provider_metadata or {}).get('pydantic_ai', {}).get('citations'))
-            moved = merged_citations([TextPart(part.text, citations=citations)])
+            moved = merged_citations([TextPart(part.text, citations=citations)], part_cuts=[stripped.cuts])
             shown = _with_citations(part.provider_metadata, moved, stripped.cuts)
             part = part.model_copy(update={'text': stripped.text, 'provider_metadata': shown})
         parts.append(part)
@@ -230,7 +230,7 @@ def _streamed_metadata(chunk: MessageMetadataChunk, result: AgentRunResult[Any])
         rest[STEPS_METADATA_KEY] = prints
     elif len(prints) == 1 and prints[0] is not None:
         rest[METADATA_KEY] = prints[0]
-    if rest == given or (not rest and not isinstance(metadata, dict)):
+    if rest == given:  # (metadata that is not a dict counts as `{}`: nothing to add to it either)
         return chunk
     return chunk.model_copy(update={'message_metadata': rest})
 
@@ -376,13 +376,13 @@ class CitedVercelAIEventStream(
             if rest := group.cleaner.close(incomplete=cut_off):
                 yield TextDeltaChunk(id=group.text_id, delta=rest)
         parts = [self._cit_at_end[i] for i in group.indexes] if closing and group else []
-        at_end = merged_citations(parts, cut_off=cut_off) if parts else None
+        stripped, part_cuts = strip_joined([p.content for p in parts], incomplete=cut_off)
+        at_end = merged_citations(parts, part_cuts=part_cuts) if parts else None
         async for chunk in super().handle_part_end(event):
             # The parent anchors `text-end`'s citations (and the raw ones, joined) on the parts' raw text; the UI got
             # it stripped as one text.
             if at_end is not None and isinstance(chunk, TextEndChunk):
-                cuts = strip_joined([p.content for p in parts], incomplete=cut_off)[0].cuts
-                metadata = _with_citations(chunk.provider_metadata, at_end, cuts)
+                metadata = _with_citations(chunk.provider_metadata, at_end, stripped.cuts)
                 chunk = chunk.model_copy(update={'provider_metadata': metadata})
             yield chunk
         if at_end is not None and group is not None:
