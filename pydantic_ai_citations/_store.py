@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, cast
 import anyio.to_thread
 import pydantic
 from pydantic import JsonValue, TypeAdapter
-from pydantic_ai import AgentRunResult, ModelMessage, ModelResponse, TextPart
+from pydantic_ai import AgentRunResult, ModelMessage, ModelRequest, ModelResponse, TextPart
 from pydantic_ai.conversation import Conversation
 from pydantic_ai.conversation_store import (
     ConversationConflict,
@@ -71,6 +71,20 @@ _CONFIG = pydantic.ConfigDict(defer_build=True, ser_json_bytes='base64', val_jso
 _message_ta: TypeAdapter[ModelMessage] = TypeAdapter(ModelMessage, config=_CONFIG)
 """One message, as `ModelMessagesTypeAdapter` writes each item of a history."""
 _messages_ta: TypeAdapter[list[ModelMessage]] = TypeAdapter(list[ModelMessage], config=_CONFIG)
+_by_kind: dict[type, TypeAdapter[Any]] = {
+    ModelRequest: TypeAdapter(list[ModelRequest], config=_CONFIG),
+    ModelResponse: TypeAdapter(list[ModelResponse], config=_CONFIG),
+}
+"""One-item lists of a message of that exact class: the same bytes as `_message_ta`'s, in less than half its time (the
+union's serializer spends more on finding the member than the member spends on the message)."""
+
+
+def _message_json(message: ModelMessage) -> bytes:
+    """`message` as `ModelMessagesTypeAdapter` writes it as an item of a history (`_message_ta.dump_json`)."""
+    adapter = _by_kind.get(type(message))
+    if adapter is None:  # a subclass, or not a message (which the union's serializer reports)
+        return _message_ta.serializer.to_json(message)
+    return adapter.serializer.to_json([message])[1:-1]
 _records_ta: TypeAdapter[list[ConversationRecord]] = TypeAdapter(list[ConversationRecord], config=_CONFIG)
 """A record, stored as a one-item list: the config (bytes as base64, like messages) only applies to a container."""
 
@@ -543,10 +557,9 @@ def _entry_rows(conversation_id: str, entries: Sequence[ConversationEntry]) -> l
         UserError: A message cannot be written as JSON (a lone surrogate in a string, say): it would not load back.
     """
     rows: list[tuple[object, ...]] = []
-    to_json = _message_ta.serializer.to_json  # what `dump_json` calls, without its per-call overhead (20 per save)
     for index, entry in enumerate(entries):
         try:
-            rows.append((entry.id, entry.parent_id, entry.kind, to_json(entry.message)))
+            rows.append((entry.id, entry.parent_id, entry.kind, _message_json(entry.message)))
         except PydanticSerializationError as e:
             raise UserError(
                 f"New message {index} of conversation {conversation_id!r} cannot be stored: {e}. Pydantic AI's "

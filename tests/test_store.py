@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing
 import os
 import re
@@ -18,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic_ai import (
     Agent,
+    BinaryContent,
     Citation,
     ContentCitationAnchor,
     DocumentCitationSource,
@@ -25,6 +27,9 @@ from pydantic_ai import (
     ModelRequest,
     ModelResponse,
     TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
     WebCitationSource,
 )
 from pydantic_ai.conversation import Conversation
@@ -47,7 +52,7 @@ from pydantic_ai_citations import (
 )
 from pydantic_ai_citations import _store_sql as sql
 from pydantic_ai_citations._edit import METADATA_KEY
-from pydantic_ai_citations._store import SCHEMA_VERSION, migrate
+from pydantic_ai_citations._store import SCHEMA_VERSION, _message_json, migrate  # pyright: ignore[reportPrivateUsage]
 from pydantic_ai_citations._store_sql import POSTGRES
 from pydantic_ai_citations._urls import url_host
 
@@ -477,6 +482,28 @@ def recordings() -> list[Any]:
     return [pytest.param(p.relative_to(root).as_posix(), id=p.stem) for p in sorted(root.rglob('*.yaml'))]
 
 
+@dataclasses.dataclass(repr=False)
+class _TaggedResponse(ModelResponse):
+    """A response subclass an application might use: stored as `ModelMessagesTypeAdapter` writes it too."""
+
+
+def test_each_message_is_stored_as_its_history_item() -> None:
+    image = BinaryContent(b'\x00\xff\x10', media_type='image/png')  # bytes: written as base64, as in a history
+    messages: list[ModelMessage] = [
+        ModelRequest(parts=[UserPromptPart(['Look at this:', image])], instructions='Be brief.'),
+        ModelResponse(
+            parts=[
+                TextPart('A cat.', citations=[Citation([WebCitationSource('https://a.example/')])]),
+                ToolCallPart('zoom', {'factor': 2}),
+            ],
+            model_name='m',
+        ),
+        ModelRequest(parts=[ToolReturnPart('zoom', image, tool_call_id='c1')]),
+        _TaggedResponse(parts=[TextPart('Still a cat.')]),
+    ]
+    assert [_message_json(m) for m in messages] == [dump([m])[1:-1] for m in messages]
+
+
 @pytest.mark.anyio
 @pytest.mark.filterwarnings('ignore:The model .* is deprecated:DeprecationWarning')
 @pytest.mark.parametrize('relative', recordings())
@@ -497,6 +524,8 @@ async def test_recording_round_trip_byte_identical(corpus: Path, relative: str |
     else:
         result = await replay_agent.run(prompt, model_settings=recording.model_settings, conversation=conversation)
         messages = result.all_messages()
+    # Each message is stored as the item `ModelMessagesTypeAdapter` writes for it in a history, byte for byte.
+    assert [_message_json(m) for m in messages] == [dump([m])[1:-1] for m in messages]
     store = await open_store()
     await store.save(Conversation(conversation_id='rec', messages=messages))
     loaded = await store.load('rec')

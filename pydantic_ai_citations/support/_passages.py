@@ -136,23 +136,12 @@ class _Walk(_Builder):
             self.add(' ')
         self.last_br = True
 
-    def open(self, kind: int) -> None:
-        if kind == _BLOCK:
-            self.flush()
-            self.pending = self.last_br = False
-        elif kind == _CONTAINER:
-            self.depth += 1
-
-    def close(self, kind: int) -> None:
-        if kind == _BLOCK:
-            self.flush()
-            self.pending = self.last_br = False
-        elif kind == _CONTAINER:
-            if self.marked >= self.depth:  # it held text: keep that text apart from what follows
-                self.pending = True
-            self.depth -= 1
-            self.marked = min(self.marked, self.depth)
-            self.last_br = False
+    def close_container(self) -> None:
+        if self.marked >= self.depth:  # it held text: keep that text apart from what follows
+            self.pending = True
+        self.depth -= 1
+        self.marked = min(self.marked, self.depth)
+        self.last_br = False
 
 
 def _html_blocks(html: str) -> _Builder:
@@ -191,8 +180,13 @@ def _html_blocks(html: str) -> _Builder:
             elif kind == _BR:
                 walk.br()
             elif kind != _SKIP and not (hidden and node.mem_id in hidden):
-                if kind != _INLINE:
-                    walk.open(kind)
+                # The edges of blocks and containers, written out here: this loop visits every node of the page.
+                if kind == _BLOCK:
+                    if parts:
+                        walk.flush()
+                    walk.pending = walk.last_br = False
+                elif kind == _CONTAINER:
+                    walk.depth += 1
                 stack.append((node, kind))
                 node = node.first_child
                 continue
@@ -200,8 +194,12 @@ def _html_blocks(html: str) -> _Builder:
         if not stack:
             break
         node, kind = stack.pop()
-        if kind != _INLINE:
-            walk.close(kind)
+        if kind == _BLOCK:
+            if parts:
+                walk.flush()
+            walk.pending = walk.last_br = False
+        elif kind == _CONTAINER:
+            walk.close_container()
         node = None if node is root else node.next
     walk.flush()
     return walk
