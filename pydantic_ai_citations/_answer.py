@@ -6,7 +6,8 @@ AI builds text output, shifts every anchor onto the joined text, and sorts what 
 
 - `spans`: a source *with* a position (render as an inline link or footnote mark);
 - `unanchored`: a source *without* a position (render as a "sources used" card, never pinned to a sentence);
-- `raw_only`: provider data in `provider_details['citations']` that maps to no normalised citation (audit only).
+- `raw_only`: provider data in `provider_details['citations']` that maps to no normalised citation, and citations
+  on text parts the answer does not show (before the last native tool call, or empty): audit only.
 
 Anything that cannot be used as it stands (anchors past the end of their text, duplicates, unreadable raw data,
 a stream that did not complete) becomes a `CitationProblem`; nothing is dropped silently.
@@ -16,8 +17,10 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import functools
 import itertools
 import json
+import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field, replace
 from operator import attrgetter
@@ -35,10 +38,12 @@ from pydantic_ai import (
     WebCitationSource,
 )
 from pydantic_ai.exceptions import UserError
+from pydantic_core import PydanticSerializationError
 
 from ._checks import require_messages, require_optional_bools, require_result, shown
-from ._edit import edited_parts, shown_realigned
+from ._edit import copy_with, edited_parts, shown_realigned
 from ._problems import CitationProblem, ProblemCode, shorten
+from .formats._raw import as_map
 from .formats.markup import MARKER_END, MARKER_SEPARATOR, MARKER_START, remove_cuts, strip_joined
 from .formats.perplexity import recover_sonar, sonar_result_urls
 from .formats.unmapped import Recovery, recover
@@ -238,8 +243,18 @@ class CitedAnswer:
         return self.text[span.start : span.end]
 
     def to_json(self) -> bytes:
-        """JSON, readable back with `CitedAnswer.from_json`."""
-        return cited_answer_ta.dump_json(self)
+        """JSON, readable back with `CitedAnswer.from_json`.
+
+        Raises:
+            UserError: The answer holds text that is not UTF-8 (a lone surrogate, from a JSON escape, say).
+        """
+        try:
+            return cited_answer_ta.dump_json(self)
+        except PydanticSerializationError as e:
+            raise UserError(
+                f'CitedAnswer.to_json: the answer cannot be written as JSON: {e}. Replace the characters first '
+                "(`text.encode('utf-8', 'replace').decode()`), as for Pydantic AI's `ModelMessagesTypeAdapter`."
+            ) from e
 
     @classmethod
     def from_json(cls, data: str | bytes) -> CitedAnswer:
@@ -280,7 +295,8 @@ def _joined(response: ModelResponse, indexes: list[int]) -> str:
 
 
 def _text(part: object) -> str:
-    return part.content if isinstance(part, TextPart) else ''
+    content = cast(object, part.content) if isinstance(part, TextPart) else ''
+    return content if isinstance(content, str) else ''  # (hand-built parts may hold anything: see `_readable`)
 
 
 class _Builder:
@@ -391,8 +407,8 @@ def finish_signal(response: ModelResponse) -> str | None:
     Bedrock `messageStop`, ...). `ModelResponse.finish_reason` alone is not proof for `'stop'`: OpenAI-compatible
     chat adapters write `'stop'` themselves when a stream ends without one. xAI records no raw value.
     """
-    details = response.provider_details or {}
-    raw = details.get('finish_reason')
+    details = as_map(response.provider_details)
+    raw = details.get('finish_reason') if details is not None else None
     if isinstance(raw, str) and raw:
         return raw
     reason = response.finish_reason
@@ -431,7 +447,8 @@ def incomplete_reason(response: ModelResponse | None) -> str | None:
 
 
 def _recorded_finish(response: ModelResponse) -> tuple[bool, str] | None:
-    recorded = (response.metadata or {}).get(FINISH_METADATA_KEY)
+    metadata = as_map(response.metadata)
+    recorded = metadata.get(FINISH_METADATA_KEY) if metadata is not None else None
     if not isinstance(recorded, dict):
         return None
     record = cast(dict[str, object], recorded)
@@ -472,6 +489,7 @@ def _build(found: tuple[int, ModelResponse] | None, *, incomplete: str | None) -
     if found is None:
         return CitedAnswer('', problems=b.problems, complete=complete)
     message_index, response = found
+    response = _readable(b, response, message_index)
 
     text_pieces: list[str] = []
     segments: list[PartSegment] = []
@@ -502,6 +520,8 @@ def _build(found: tuple[int, ModelResponse] | None, *, incomplete: str | None) -
         _add_part(b, part, text, message_index, part_index, offset)
         text_pieces.append(content)
         offset += len(content)
+    for part_index in cited_outside(response, indexes):
+        _add_outside(b, cast(TextPart, response.parts[part_index]), message_index, part_index)
     _add_response_raw(b, response, message_index)
     _add_unmapped(b, unmapped, message_index)
     if sonar or 'unmapped' in (response.provider_details or {}):
@@ -524,6 +544,130 @@ def _build(found: tuple[int, ModelResponse] | None, *, incomplete: str | None) -
         model_name=response.model_name,
         segments=segments,
     )
+
+
+def _readable(b: _Builder, response: ModelResponse, message_index: int) -> ModelResponse:
+    """`response` with text parts the rest of the build can read, each repair reported.
+
+    A `content` that is not a str is read as `''`, `provider_details` that are not a mapping are left out (hand-built
+    parts may hold anything). The response itself is not changed.
+    """
+    parts: list[object] | None = None
+    for index, part in enumerate(response.parts):
+        if not isinstance(part, TextPart):
+            continue
+        content, details = cast(object, part.content), cast(object, part.provider_details)
+        changes: dict[str, object] = {}
+        if not isinstance(content, str):
+            changes['content'] = ''
+            what = '`TextPart.content` is not a str; it was read as empty text'
+            b.problems.append(_unreadable(f'{what}.', message_index, index, content))
+        if details is not None and not isinstance(details, Mapping):
+            changes['provider_details'] = None
+            b.problems.append(
+                _unreadable(
+                    '`TextPart.provider_details` is not a dict; it was not read.', message_index, index, details
+                )
+            )
+        if changes:
+            parts = list(response.parts) if parts is None else parts
+            parts[index] = copy_with(part, **changes)
+    return response if parts is None else copy_with(response, parts=parts)
+
+
+def _unreadable(message: str, message_index: int, part_index: int, value: object) -> CitationProblem:
+    return CitationProblem(
+        'unreadable_raw_data', message, message_index=message_index, part_index=part_index, detail=shorten(repr(value))
+    )
+
+
+def cited_outside(response: ModelResponse, indexes: Sequence[int]) -> list[int]:
+    """The text parts of `response` that carry citations (normalised or raw) but that the answer does not show.
+
+    `indexes` are the parts it shows (`answer_parts`); the others are text before the last native tool call, or
+    empty text.
+    """
+    shown = set(indexes)
+    return [
+        index
+        for index, part in enumerate(response.parts)
+        if index not in shown
+        and isinstance(part, TextPart)
+        and (part.citations or (isinstance(part.provider_details, Mapping) and part.provider_details.get('citations')))
+    ]
+
+
+def _add_outside(b: _Builder, part: TextPart, message_index: int, part_index: int) -> None:
+    """A cited part the answer does not show: each citation listed in `raw_only` (audit only), and one problem."""
+    content = cast(object, part.content)
+    where = (
+        'is empty'
+        if not content
+        else "comes before the response's last native tool call (Pydantic AI's output, and this answer, is the text "
+        'after it)'
+    )
+    reason = f'a citation on text the answer does not show: response {message_index}, part {part_index} {where}'
+    identities: set[str] = set()
+    named: list[str] = []
+    given = cast(object, part.citations)  # read defensively: hand-built parts may hold anything
+    citations = _iter_list(given)
+    if given is not None and not isinstance(given, list | tuple):
+        b.problems.append(
+            _unreadable('`TextPart.citations` is not a list; it was not read.', message_index, part_index, given)
+        )
+    for index, citation in enumerate(citations):
+        if not isinstance(citation, Citation):
+            problem = _unreadable(
+                'An entry of `TextPart.citations` is not a `Citation`; it was not read.',
+                message_index,
+                part_index,
+                citation,
+            )
+            b.problems.append(dataclasses.replace(problem, citation_index=index))
+            continue
+        for source in _iter_list(citation.sources):
+            identities.update(_identities(source))
+            key = _source_key(source)  # (`url:...`, `doc:...`: the source's name after the kind)
+            if key is not None and (name := key.partition(':')[2]) not in named:
+                named.append(name)
+        b.raw_only.append(
+            RawCitation(
+                _citation_data(citation),
+                f'{reason} (`TextPart.citations[{index}]`)',
+                provider_name=part.provider_name,
+                message_index=message_index,
+                part_index=part_index,
+                raw_index=index,
+            )
+        )
+    details = part.provider_details or {}
+    raw = _iter_list(details.get('citations'))
+    for index, entry in enumerate(raw):  # raw entries that name none of the part's citations' sources
+        _check_raw_entry(b, entry, identities, part.provider_name, message_index, part_index, index)
+    counted = f'{len(citations)} citation(s)' + (f' and {len(raw)} raw provider citation(s)' if raw else '')
+    b.problems.append(
+        CitationProblem(
+            'citation_outside_answer',
+            f'Response {message_index}, part {part_index} carries {counted} on text that {where}: they are not shown '
+            'with the answer, and are listed in `raw_only`.',
+            message_index=message_index,
+            part_index=part_index,
+            detail=shorten(', '.join(named)) if named else None,
+        )
+    )
+
+
+def _citation_data(citation: Citation) -> JsonValue:
+    """A citation as JSON data for `RawCitation.data` (its repr when it cannot be written as JSON)."""
+    try:
+        return _citation_ta().dump_python(citation, mode='json', warnings=False)
+    except (ValueError, TypeError):  # `PydanticSerializationError` included: hand-built parts may hold anything
+        return shorten(repr(citation))
+
+
+@functools.cache
+def _citation_ta() -> TypeAdapter[Citation]:
+    return TypeAdapter(Citation)  # built when first needed: most answers have no citation outside them
 
 
 def _realigned(b: _Builder, response: ModelResponse, message_index: int, part_index: int, part: TextPart) -> TextPart:
@@ -949,6 +1093,8 @@ def _to_json_value(value: object, depth: int = 0) -> JsonValue:
     """A JSON copy of raw data, or `None` when it is not JSON-like (depth-limited against cycles)."""
     if depth > 50:
         return None
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)  # JSON has no `inf` or `nan`: kept as their names, so a JSON round trip keeps the answer
     if value is None or isinstance(value, bool | int | float | str):
         return value
     if isinstance(value, Mapping):

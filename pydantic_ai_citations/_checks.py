@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from types import NoneType
 from typing import TYPE_CHECKING, Any, cast
 
+import pydantic
 from pydantic_ai.agent import AbstractAgent
 from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import ModelRequest, ModelResponse
@@ -36,6 +37,16 @@ __all__ = (
 _REPR = reprlib.Repr()
 _REPR.maxstring = 60
 _REPR.maxother = 60
+
+
+def first_error(error: pydantic.ValidationError) -> str:
+    """The first error of a failed validation, as `where: what`.
+
+    Without the input: it can be bytes that are not UTF-8, which the error's own rendering would fail on.
+    """
+    first = error.errors(include_url=False, include_context=False, include_input=False)[0]
+    where = '.'.join(str(step) for step in first['loc'])
+    return f'{where}: {first["msg"]}' if where else first['msg']
 
 
 def shown(value: object) -> str:

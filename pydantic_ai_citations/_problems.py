@@ -23,6 +23,7 @@ ProblemCode = Literal[
     'source_without_content',
     'unreadable_raw_data',
     'unmapped_provider_citation',
+    'citation_outside_answer',
     # streaming
     'stream_incomplete',
     'provider_error',

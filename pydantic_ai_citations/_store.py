@@ -23,7 +23,7 @@ import sqlite3
 import threading
 import uuid
 from abc import abstractmethod
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from dataclasses import KW_ONLY, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -33,7 +33,16 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, cast
 import anyio.to_thread
 import pydantic
 from pydantic import JsonValue, TypeAdapter
-from pydantic_ai import AgentRunResult, ModelMessage, ModelRequest, ModelResponse, TextPart
+from pydantic_ai import (
+    AgentRunResult,
+    Citation,
+    DocumentCitationSource,
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    WebCitationSource,
+)
 from pydantic_ai.conversation import Conversation
 from pydantic_ai.conversation_store import (
     ConversationConflict,
@@ -46,11 +55,21 @@ from pydantic_ai.result import StreamedRunResult
 from pydantic_core import PydanticSerializationError
 
 from . import _store_sql as sql
-from ._answer import CitedAnswer, answer_parts
-from ._checks import require, require_at_least, shown
+from ._answer import CitedAnswer, answer_parts, cited_outside
+from ._checks import first_error, require, require_at_least, shown
 from ._edit import edit_response
 from ._problems import PROBLEM_CODES, CitationProblem, ProblemCode
-from ._urls import GROUNDING_HOST, bare_host, domain_range, host_key, is_grounding_redirect, title_domain, url_host
+from ._urls import (
+    GROUNDING_HOST,
+    bare_host,
+    domain_range,
+    host_key,
+    ipv6_host,
+    is_grounding_redirect,
+    title_domain,
+    url_host,
+)
+from .formats._raw import as_list, as_map
 
 if TYPE_CHECKING:
     from .support import PageSnapshot
@@ -85,6 +104,8 @@ def _message_json(message: ModelMessage) -> bytes:
     if adapter is None:  # a subclass, or not a message (which the union's serializer reports)
         return _message_ta.serializer.to_json(message)
     return adapter.serializer.to_json([message])[1:-1]
+
+
 _records_ta: TypeAdapter[list[ConversationRecord]] = TypeAdapter(list[ConversationRecord], config=_CONFIG)
 """A record, stored as a one-item list: the config (bytes as base64, like messages) only applies to a container."""
 
@@ -418,24 +439,47 @@ def _url_key(url: str) -> tuple[str, str]:
 _GROUNDING_KEY = host_key(GROUNDING_HOST)
 
 
-def _source_keys(answer: CitedAnswer) -> _SourceKeys:
-    urls: list[tuple[str, str]] = []
+def _source_keys(
+    answer: CitedAnswer, response: ModelResponse | None = None, indexes: Sequence[int] = ()
+) -> _SourceKeys:
+    """The keys of the answer's sources, and of the citations on the response's text it does not show.
+
+    The stored response cites those too (`cited_outside`): `answers_citing` finds it by them. Without `response` (a
+    migration reindexing stored answers), the answer's sources alone.
+    """
+    urls: dict[tuple[str, str], None] = {}
     domains: dict[str, None] = {}
-    for source in answer.sources:
-        if not source.url:
+    documents: dict[str, None] = {}
+    for url, title, document_id in _cited(answer, response, indexes):
+        if document_id:
+            documents[_key(document_id)] = None
+        if not url:
             continue
-        url, key = _url_key(source.url)
-        urls.append((url, key))
-        if (
-            key == _GROUNDING_KEY
-            and is_grounding_redirect(source.url)
-            and (page := title_domain(_key(source.title or '')))
-        ):
+        found = _url_key(url)
+        urls[found] = None
+        if found[1] == _GROUNDING_KEY and is_grounding_redirect(url) and (page := title_domain(_key(title or ''))):
             # Gemini cites through an opaque redirect and names the page's domain in the title: index that too.
             domains[host_key(page)] = None
     for _, key in urls:
         domains.pop(key, None)  # already indexed with its URL
-    return _SourceKeys(urls, list(domains), [_key(s.document_id) for s in answer.sources if s.document_id])
+    return _SourceKeys(list(urls), list(domains), list(documents))
+
+
+def _cited(
+    answer: CitedAnswer, response: ModelResponse | None, indexes: Sequence[int]
+) -> Iterator[tuple[str | None, str | None, str | None]]:
+    """`(url, title, document_id)` of the answer's sources, then of the sources cited on parts it does not show."""
+    for source in answer.sources:
+        yield source.url, source.title, source.document_id
+    if response is None:
+        return
+    for index in cited_outside(response, indexes):
+        for citation in as_list(cast(TextPart, response.parts[index]).citations):  # (read defensively, as the answer)
+            for source in as_list(citation.sources) if isinstance(citation, Citation) else ():
+                if isinstance(source, WebCitationSource) and isinstance(cast(object, source.url), str):
+                    yield source.url, source.title, None
+                elif isinstance(source, DocumentCitationSource) and isinstance(cast(object, source.document_id), str):
+                    yield None, source.title, source.document_id
 
 
 class _AnswerRow(NamedTuple):
@@ -452,22 +496,35 @@ class _AnswerRow(NamedTuple):
     problems: list[str]
 
 
-def _answer_row(entry_id: str, conversation_id: str, response: ModelResponse) -> _AnswerRow | None:
-    if not answer_parts(response):
+def _answer_row(
+    entry_id: str, conversation_id: str, response: ModelResponse, edited: Sequence[CitationProblem] = ()
+) -> _AnswerRow | None:
+    """The row of a response with answer text or citations (`None` for one with neither: a tool call, say).
+
+    `edited`: what `edit_answer` reported making this response (citations it dropped), kept with its answer.
+    """
+    indexes = answer_parts(response)
+    if not indexes and not cited_outside(response, indexes) and not edited:
         return None
     answer = CitedAnswer.from_messages([response])
+    if edited:  # (as the answer's own problems: of message 0, the response the answer is built from)
+        answer = dataclasses.replace(
+            answer, problems=[*answer.problems, *(dataclasses.replace(p, message_index=0) for p in edited)]
+        )
     raw: list[JsonValue] = []
     for index, part in enumerate(response.parts):
-        if isinstance(part, TextPart) and part.provider_details and 'citations' in part.provider_details:
+        details = as_map(part.provider_details) if isinstance(part, TextPart) else None
+        if details is not None and 'citations' in details:
             raw.append(
                 {
                     'part_index': index,
                     'provider_name': part.provider_name,
-                    'citations': _json(part.provider_details['citations']),
+                    'citations': _json(details['citations']),
                 }
             )
-    if response.provider_details and 'annotations' in response.provider_details:
-        raw.append({'part_index': None, 'annotations': _json(response.provider_details['annotations'])})
+    response_details = as_map(response.provider_details)
+    if response_details is not None and 'annotations' in response_details:
+        raw.append({'part_index': None, 'annotations': _json(response_details['annotations'])})
     return _AnswerRow(
         entry_id,
         conversation_id,
@@ -476,14 +533,20 @@ def _answer_row(entry_id: str, conversation_id: str, response: ModelResponse) ->
         response.provider_name and _key(response.provider_name),
         response.model_name and _key(response.model_name),
         response.timestamp.isoformat() if isinstance(response.timestamp, datetime) else None,  # pyright: ignore[reportUnnecessaryIsInstance]
-        _source_keys(answer),
+        _source_keys(answer, response, indexes),
         sorted({p.code for p in answer.problems}),
     )
 
 
-def _answer_rows(conversation_id: str, entries: Sequence[ConversationEntry]) -> list[_AnswerRow | None]:
-    """The answer rows of new entries' responses."""
-    return [_answer_row(e.id, conversation_id, e.message) for e in entries if isinstance(e.message, ModelResponse)]
+def _answer_rows(
+    conversation_id: str, entries: Sequence[ConversationEntry], edited: Sequence[CitationProblem] = ()
+) -> list[_AnswerRow | None]:
+    """The answer rows of new entries' responses; `edited` goes with the first (see `_answer_row`)."""
+    responses = [e for e in entries if isinstance(e.message, ModelResponse)]
+    return [
+        _answer_row(e.id, conversation_id, cast(ModelResponse, e.message), edited if i == 0 else ())
+        for i, e in enumerate(responses)
+    ]
 
 
 def _json(value: object) -> JsonValue:
@@ -600,16 +663,11 @@ def _entries_from_rows(rows: Sequence[Sequence[Any]]) -> list[ConversationEntry]
     return [ConversationEntry(id=row[0], parent_id=row[1], message=m) for row, m in zip(rows, messages, strict=True)]
 
 
-def _first_error(e: pydantic.ValidationError) -> str:
-    # Without the input: it can be bytes that are not UTF-8, which the error's own rendering would fail on.
-    return e.errors(include_url=False, include_context=False, include_input=False)[0]['msg']
-
-
 def _entry_from_row(entry_id: str, parent_id: str | None, kind: str, blob: bytes) -> ConversationEntry:
     try:
         message = _message_ta.validate_json(blob)
     except pydantic.ValidationError as e:
-        raise StoreCorruptionError('entries', entry_id, f'the message is not valid: {_first_error(e)}') from e
+        raise StoreCorruptionError('entries', entry_id, f'the message is not valid: {first_error(e)}') from e
     if kind != 'message':
         raise StoreCorruptionError('entries', entry_id, f'unknown entry kind {kind!r}')
     return ConversationEntry(id=entry_id, parent_id=parent_id, message=message)
@@ -621,7 +679,7 @@ def _record_from_row(conversation_id: str, blob: bytes) -> ConversationRecord:
         return record
     except pydantic.ValidationError as e:
         raise StoreCorruptionError(
-            'conversations', conversation_id, f'the record is not valid: {_first_error(e)}'
+            'conversations', conversation_id, f'the record is not valid: {first_error(e)}'
         ) from e
     except ValueError as e:  # not exactly one record in the stored list
         raise StoreCorruptionError('conversations', conversation_id, f'the record is not valid: {e}') from e
@@ -677,6 +735,7 @@ def _plan_edit(
     if not 0 <= part_index < len(response.parts) or not isinstance(response.parts[part_index], TextPart):
         raise UserError(f'`part_index` {part_index!r} does not name a `TextPart` of message {message_index}.')
     edited, problems = edit_response(response, part_index, new_text)
+    problems = [dataclasses.replace(p, message_index=message_index, part_index=part_index) for p in problems]
     messages = [e.message for e in history]
     messages[message_index] = edited
     parent_id = history[message_index - 1].id if message_index else None
@@ -699,9 +758,9 @@ def _plan_edit(
     return _EditPlan(
         updated,
         _entry_rows(record.conversation_id, new_entries),
-        _answer_rows(record.conversation_id, new_entries),
+        _answer_rows(record.conversation_id, new_entries, problems),  # (the edited response is the first)
         conversation,
-        [dataclasses.replace(p, message_index=message_index, part_index=part_index) for p in problems],
+        problems,
     )
 
 
@@ -756,6 +815,8 @@ class _ChainWalk:
 def _domain_host(domain: str) -> str:
     """The host `answers_citing(domain=...)` looks up."""
     text = _key(domain.strip())
+    if ':' in text and '/' not in text and (address := ipv6_host(text)) is not None:  # a bare IPv6 address
+        return address
     host = url_host(text if '//' in text else f'//{text}') if '/' in text or ':' in text else bare_host(text)
     if not host:
         raise UserError(f'`domain` must name a host, like `"github.com"`; got {domain!r}.')
@@ -917,6 +978,8 @@ class _StoredAnswers(ConversationStore):
         it; the old history stays stored as a branch (`ConversationRecord.branches`), like Pydantic AI's `branch`.
         The edited part's citations are realigned (or dropped and reported), and the response is fingerprinted afresh
         (so `find_stale` catches later edits made outside the store, also for answers not fingerprinted before).
+        What the edit dropped is stored with the edited answer too, as its problems (`answers_with_problem(
+        'citation_dropped_after_edit')` finds it).
 
         Args:
             conversation_id: The conversation.
@@ -955,6 +1018,7 @@ class _StoredAnswers(ConversationStore):
     def _require_id(self, method: str, conversation_id: object, **optional: object) -> None:
         """Raise `UserError` unless `conversation_id` is a `str` and each of `optional` is as `_require_optional` says."""
         require(f'{type(self).__name__}.{method}', 'conversation_id', conversation_id, str, 'a str')
+        _require_storable(f'{type(self).__name__}.{method}', conversation_id=conversation_id)
         self._require_optional(method, **optional)
 
     def _require_optional(self, method: str, **values: object) -> None:
@@ -970,6 +1034,7 @@ class _StoredAnswers(ConversationStore):
                 require(where, name, value, (int, NoneType), 'an int or None')
             else:
                 require(where, name, value, (str, NoneType), 'a str or None')
+        _require_storable(where, **values)
 
     @abstractmethod
     async def _answers(
@@ -983,6 +1048,7 @@ class _StoredAnswers(ConversationStore):
             UserError: `entry_id` is not a `str`.
         """
         require(f'{type(self).__name__}.answer', 'entry_id', entry_id, str, 'a str (`ConversationEntry.id`)')
+        _require_storable(f'{type(self).__name__}.answer', entry_id=entry_id)
         found = await self._answers(sql.BY_ENTRY, (entry_id,))
         return found[0] if found else None
 
@@ -1000,6 +1066,7 @@ class _StoredAnswers(ConversationStore):
         where = f'{type(self).__name__}.answers_citing'
         require(where, 'url', url, (str, NoneType), 'a URL (a str) or None')
         require(where, 'domain', domain, (str, NoneType), 'a host name (a str) or None')
+        _require_storable(where, url=url, domain=domain)
         if (url is None) == (domain is None):
             raise UserError(f'Pass exactly one of `url` and `domain`, got url={url!r}, domain={domain!r}.')
         if url is not None:
@@ -1050,6 +1117,7 @@ class _StoredAnswers(ConversationStore):
     async def iter_answers(self, *, batch_size: int = 500) -> AsyncIterator[StoredAnswer]:
         """Every stored answer, by entry id, read `batch_size` at a time: memory stays bounded (audits)."""
         require_at_least(f'{type(self).__name__}.iter_answers', 'batch_size', batch_size, 1, int, 'at least 1 (an int)')
+        _require_storable(f'{type(self).__name__}.iter_answers', batch_size=batch_size)
         after = ''
         while True:
             page = await self._answers(sql.AFTER_ENTRY, (after,), order=sql.BY_ENTRY_ID, limit=batch_size)
@@ -1275,6 +1343,28 @@ class SQLiteConversationStore(_StoredAnswers):
         row = conn.execute(sql.REVISION, (conversation_id,)).fetchone()
         if (row[0] if row is not None else None) != expected_revision:
             raise ConversationConflict(conversation_id)
+
+
+_MAX_INT = 2**63 - 1
+"""The largest integer both databases take (a 64-bit `INTEGER` / `BIGINT`)."""
+
+
+def _require_storable(where: str, **values: object) -> None:
+    """Raise `UserError` for an argument the database cannot take: text with a lone surrogate, an int past 64 bits.
+
+    (Message text is checked apart, when it is written: `_entry_rows`.)
+    """
+    for name, value in values.items():
+        if isinstance(value, str) and not value.isascii():
+            try:
+                value.encode()
+            except UnicodeEncodeError as e:
+                raise UserError(
+                    f'{where}: `{name}` holds a lone surrogate ({shown(value)}): it cannot be stored or looked up as '
+                    "UTF-8 text. Replace it first (`value.encode('utf-8', 'replace').decode()`)."
+                ) from e
+        elif isinstance(value, int) and not isinstance(value, bool) and value > _MAX_INT:
+            raise UserError(f'{where}: `{name}` must be at most {_MAX_INT} (a 64-bit int), got {value!r}.')
 
 
 def _has_entry(conn: sqlite3.Connection, entry_id: str) -> bool:

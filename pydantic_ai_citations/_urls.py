@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from urllib.parse import urlsplit
 
@@ -29,7 +30,17 @@ def url_host(url: str) -> str | None:
         host = urlsplit(url).hostname
     except ValueError:
         return None
+    if host and ':' in host:  # an IPv6 address (in brackets in the URL): one spelling of it
+        return ipv6_host(host)
     return (bare_host(host) or None) if host else None
+
+
+def ipv6_host(text: str) -> str | None:
+    """The IPv6 address `text` (with or without brackets) in its compressed spelling, or `None` if it is not one."""
+    try:
+        return ipaddress.IPv6Address(text.strip().removeprefix('[').removesuffix(']')).compressed
+    except ValueError:
+        return None
 
 
 def is_grounding_redirect(url: str) -> bool:

@@ -7,9 +7,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from pydantic_ai import Citation, ModelResponse, TextPart, WebCitationSource
+from hypothesis import given
+from hypothesis import strategies as st
+from pydantic_ai import Citation, ModelResponse, TextPart, ToolCallPart, WebCitationSource
 from pydantic_ai.exceptions import UserError
-from pydantic_ai.messages import ContentCitationAnchor
+from pydantic_ai.messages import ContentCitationAnchor, NativeToolCallPart, NativeToolReturnPart
 
 from pydantic_ai_citations import CitedAnswer
 from pydantic_ai_citations._answer import FINISH_METADATA_KEY
@@ -129,3 +131,161 @@ def test_a_part_edited_since_its_fingerprint_is_shown_realigned_and_reported() -
     assert [s.url for s in answer.unanchored] == [other.url]  # its words are gone: kept without a position
     assert [(p.code, p.part_index) for p in answer.problems] == [('stale_after_edit', 0)]
     assert part.citations is not None and part.citations[0].anchor == ContentCitationAnchor(start=15, end=27)
+
+
+# --- citations on text the answer does not show ------------------------------------------------------------------
+
+
+def _cite(url: str, start: int | None = None, end: int | None = None) -> Citation:
+    anchor = ContentCitationAnchor(start=start, end=end) if start is not None and end is not None else None
+    return Citation([WebCitationSource(url)], anchor=anchor)
+
+
+def _searched_twice() -> ModelResponse:
+    """Claude after two searches: text, search, cited text, search, cited text (the output is the last text)."""
+    return ModelResponse(
+        parts=[
+            TextPart('Let me search.'),
+            NativeToolCallPart('web_search', {'query': 'k2'}, tool_call_id='t1', provider_name='anthropic'),
+            NativeToolReturnPart('web_search', [], tool_call_id='t1', provider_name='anthropic'),
+            TextPart(
+                'K2 is 8,611 m tall.', citations=[_cite('https://a.example/k2', 0, 19)], provider_name='anthropic'
+            ),
+            NativeToolCallPart('web_search', {'query': 'border'}, tool_call_id='t2', provider_name='anthropic'),
+            NativeToolReturnPart('web_search', [], tool_call_id='t2', provider_name='anthropic'),
+            TextPart('It lies on the border.', citations=[_cite('https://b.example/border', 0, 22)]),
+        ],
+        provider_name='anthropic',
+        provider_details={'finish_reason': 'end_turn'},
+    )
+
+
+def test_citations_on_text_before_the_last_native_tool_call_are_listed_and_reported() -> None:
+    answer = CitedAnswer.from_messages([_searched_twice()])
+    assert answer.text == 'It lies on the border.'  # Pydantic AI's output
+    assert [s.url for s in answer.sources] == ['https://b.example/border']
+    (raw,) = answer.raw_only
+    assert (raw.part_index, raw.raw_index, raw.provider_name) == (3, 0, 'anthropic')
+    assert raw.data == {
+        'sources': [{'url': 'https://a.example/k2', 'title': None, 'excerpts': [], 'kind': 'web'}],
+        'anchor': {'start': 0, 'end': 19, 'kind': 'content'},
+    }
+    assert 'before the response' in raw.reason
+    assert _problems(answer) == [('citation_outside_answer', 'https://a.example/k2')]
+    assert answer.problems[0].part_index == 3
+    assert CitedAnswer.from_json(answer.to_json()) == answer
+
+
+def test_citations_on_empty_text_are_listed_and_reported() -> None:
+    part = TextPart('', citations=[_cite('https://c.example/used'), 'junk'])  # pyright: ignore[reportArgumentType]
+    answer = CitedAnswer.from_messages([ModelResponse(parts=[part])])
+    assert (answer.text, answer.sources) == ('', [])
+    assert [(r.raw_index, r.data) for r in answer.raw_only] == [
+        (
+            0,
+            {
+                'sources': [{'url': 'https://c.example/used', 'title': None, 'excerpts': [], 'kind': 'web'}],
+                'anchor': None,
+            },
+        )
+    ]
+    assert [(p.code, p.citation_index) for p in answer.problems] == [
+        ('unreadable_raw_data', 1),
+        ('citation_outside_answer', None),
+    ]
+    assert answer.problems[1].detail == 'https://c.example/used'
+    assert 'is empty' in answer.problems[1].message
+
+
+def test_raw_citations_on_text_the_answer_does_not_show_are_listed_too() -> None:
+    response = _searched_twice()
+    early = response.parts[3]
+    assert isinstance(early, TextPart)
+    early.provider_details = {
+        'citations': [
+            {'type': 'web_search_result_location', 'url': 'https://a.example/k2'},
+            {'type': 'search_result_location', 'source': 'doc-7'},
+        ]
+    }
+    answer = CitedAnswer.from_messages([response])
+    # The raw entry naming the part's own citation's source is that citation; the other one is listed apart.
+    assert [(r.part_index, r.data) for r in answer.raw_only][1:] == [
+        (3, {'type': 'search_result_location', 'source': 'doc-7'})
+    ]
+    assert '1 citation(s) and 2 raw provider citation(s)' in answer.problems[0].message
+
+
+@pytest.mark.parametrize(
+    ('part', 'detail'),
+    [
+        (TextPart(None), 'None'),  # pyright: ignore[reportArgumentType]
+        (TextPart('abc', provider_details=[{'type': 'url_citation'}]), "[{'type': 'url_citation'}]"),  # pyright: ignore[reportArgumentType]
+    ],
+)
+def test_unreadable_text_parts_are_reported_not_read(part: TextPart, detail: str) -> None:
+    answer = CitedAnswer.from_messages([ModelResponse(parts=[part])])
+    assert _problems(answer) == [('unreadable_raw_data', detail)]
+
+
+def test_unreadable_response_details_and_metadata_do_not_stop_the_verdict() -> None:
+    response = ModelResponse(parts=[TextPart('Hi.')], provider_name='anthropic')
+    response.provider_details = ['end_turn']  # pyright: ignore[reportAttributeAccessIssue]
+    response.metadata = ['x']  # pyright: ignore[reportAttributeAccessIssue]
+    answer = CitedAnswer.from_messages([response])
+    assert answer.text == 'Hi.'
+    assert not answer.complete  # no readable finishing signal: never a complete-looking answer
+    assert [p.code for p in answer.problems] == ['stream_incomplete']
+
+
+def _cited_part(text: str, urls: list[str], anchored: bool) -> TextPart:
+    return TextPart(text, citations=[_cite(u, 0, len(text)) if anchored and text else _cite(u) for u in urls] or None)
+
+
+_PART = st.one_of(
+    st.builds(
+        _cited_part,
+        st.sampled_from(['', 'Some text.', 'More.']),
+        st.lists(st.sampled_from(['https://a.example/', 'https://b.example/x', 'https://c.example/']), max_size=3),
+        st.booleans(),
+    ),
+    st.just(NativeToolCallPart('web_search', {}, tool_call_id='t', provider_name='anthropic')),
+    st.just(ToolCallPart('lookup', {}, tool_call_id='f')),
+)
+
+
+@given(st.lists(_PART, max_size=7))
+def test_every_citation_of_a_response_is_shown_listed_or_reported(parts: list[Any]) -> None:
+    """The promise, for any layout of text and tool calls: no citation of the response disappears without a trace."""
+    response = ModelResponse(parts=parts, provider_details={'finish_reason': 'end_turn'}, provider_name='anthropic')
+    answer = CitedAnswer.from_messages([response])
+    shown = {(s.part_index, s.citation_index) for s in answer.spans}
+    unanchored = {s.url for s in answer.unanchored}
+    listed = {(r.part_index, r.raw_index) for r in answer.raw_only}
+    reported = {(p.part_index, p.citation_index) for p in answer.problems}
+    for index, part in enumerate(parts):
+        for k, citation in enumerate(part.citations or []) if isinstance(part, TextPart) else ():
+            source = citation.sources[0]
+            assert isinstance(source, WebCitationSource)
+            url = source.url
+            assert (
+                (index, k) in shown
+                or (citation.anchor is None and url in unanchored)
+                or (index, k) in listed
+                or (index, k) in reported
+                # a second citation of the same source over the same text is a duplicate, reported once
+                or any(p.code == 'duplicate_citation' and p.part_index == index for p in answer.problems)
+                or url in {s.url for s in answer.sources}
+            ), (index, k, answer)
+
+
+def test_raw_data_that_json_cannot_hold_round_trips_by_name() -> None:
+    part = TextPart('Hi.', provider_details={'citations': [{'type': 'weird', 'score': float('inf')}]})
+    answer = CitedAnswer.from_messages([ModelResponse(parts=[part])])
+    assert [r.data for r in answer.raw_only] == [{'type': 'weird', 'score': 'inf'}]
+    assert CitedAnswer.from_json(answer.to_json()) == answer
+
+
+def test_text_that_is_not_utf8_cannot_be_written_as_json_and_says_so() -> None:
+    answer = CitedAnswer.from_messages([ModelResponse(parts=[TextPart('Hi \ud83d.')])])
+    with pytest.raises(UserError, match=r'^CitedAnswer.to_json: the answer cannot be written as JSON: .*Replace'):
+        answer.to_json()

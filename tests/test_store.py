@@ -40,7 +40,7 @@ from pydantic_ai.conversation_store import (
     InMemoryConversationStore,
 )
 from pydantic_ai.exceptions import UserError
-from pydantic_ai.messages import ModelMessagesTypeAdapter
+from pydantic_ai.messages import ModelMessagesTypeAdapter, NativeToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from pydantic_ai_citations import (
@@ -366,6 +366,42 @@ async def test_arguments_of_the_wrong_type_are_refused(
     assert [r.conversation_id for r in await store.list_conversations()] == ['c']
 
 
+LONE = 'abc\ud800'  # a lone surrogate, as `json.loads('"abc\\ud800"')` gives: not UTF-8 text
+UNSTORABLE = [
+    pytest.param('load', (LONE,), {}, 'conversation_id', id='load'),
+    pytest.param('load', ('c',), {'scope': LONE}, 'scope', id='load-scope'),
+    pytest.param('load', ('c',), {'limit': 2**63}, 'limit', id='load-limit'),
+    pytest.param('fork', ('c',), {'new_conversation_id': LONE}, 'new_conversation_id', id='fork-new-id'),
+    pytest.param('list_conversations', (), {'limit': 2**63}, 'limit', id='list-limit'),
+    pytest.param('answers_citing', (), {'url': 'https://x.example/\udc00'}, 'url', id='citing-url'),
+    pytest.param('answers_citing', (), {'domain': '\ud800.example'}, 'domain', id='citing-domain'),
+    pytest.param('answer', (LONE,), {}, 'entry_id', id='answer'),
+]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(('method', 'args', 'kwargs', 'named'), UNSTORABLE)
+async def test_arguments_the_database_cannot_take_are_refused(
+    store: Store, method: str, args: tuple[object, ...], kwargs: dict[str, object], named: str
+) -> None:
+    # They raised `UnicodeEncodeError` or `OverflowError` from the driver.
+    where = re.escape(f'{type(store).__name__}.{method}')
+    with pytest.raises(
+        UserError, match=rf'^{where}: `{named}` (holds a lone surrogate|must be at most 9223372036854775807)'
+    ):
+        await getattr(store, method)(*args, **kwargs)
+
+
+@pytest.mark.anyio
+async def test_save_and_iter_answers_refuse_what_the_database_cannot_take(store: Store) -> None:
+    with pytest.raises(UserError, match=r'`conversation_id` holds a lone surrogate'):
+        await store.save(Conversation(conversation_id=LONE, messages=[ModelRequest.user_text_prompt('q')]))
+    with pytest.raises(UserError, match=r'`batch_size` must be at most 9223372036854775807'):
+        async for _ in store.iter_answers(batch_size=2**63):
+            pass
+    assert await store.list_conversations() == []
+
+
 @pytest.mark.anyio
 async def test_save_refuses_an_id_or_scope_that_would_make_the_record_unreadable(store: Store) -> None:
     where = re.escape(f'{type(store).__name__}.save')
@@ -374,6 +410,57 @@ async def test_save_refuses_an_id_or_scope_that_would_make_the_record_unreadable
     with pytest.raises(UserError, match=rf'^{where}: `scope` must be a str or None, got 5\.$'):
         await store.save(Conversation(conversation_id='s'), scope=5)  # pyright: ignore[reportArgumentType]
     assert await store.list_conversations() == []
+
+
+@pytest.mark.anyio
+async def test_citations_on_text_the_answer_does_not_show_are_indexed(store: Store) -> None:
+    """Text before the last native tool call is not the answer, but the stored response cites its sources too."""
+    early = Citation([WebCitationSource('https://a.example/k2')], anchor=ContentCitationAnchor(start=0, end=5))
+    spec = Citation([DocumentCitationSource(document_id='spec-1')])
+    response = ModelResponse(
+        parts=[
+            TextPart('K2 is tall.', citations=[early, spec]),
+            NativeToolCallPart('web_search', {}, tool_call_id='t1', provider_name='anthropic'),
+            TextPart('It lies on the border.'),
+        ],
+        provider_name='anthropic',
+        provider_details={'finish_reason': 'end_turn'},
+    )
+    await store.save(Conversation(conversation_id='c', messages=[ModelRequest.user_text_prompt('q'), response]))
+    (found,) = await store.answers_citing(url='https://a.example/k2')
+    assert found.answer.text == 'It lies on the border.'
+    assert [r.part_index for r in found.answer.raw_only] == [0, 0]
+    assert [a.entry_id for a in await store.answers_citing(domain='a.example')] == [found.entry_id]
+    assert [a.entry_id for a in await store.answers_with_problem('citation_outside_answer')] == [found.entry_id]
+
+
+@pytest.mark.anyio
+async def test_an_answer_edited_to_empty_text_keeps_its_unanchored_citation(store: Store) -> None:
+    anchored = Citation([WebCitationSource('https://a.example/k2')], anchor=ContentCitationAnchor(start=0, end=5))
+    used = Citation([WebCitationSource('https://c.example/used')])
+    response = ModelResponse(
+        parts=[TextPart('K2 is tall.', citations=[anchored, used])],
+        provider_name='anthropic',
+        provider_details={'finish_reason': 'end_turn'},
+    )
+    await store.save(Conversation(conversation_id='c', messages=[ModelRequest.user_text_prompt('q'), response]))
+    _, problems = await store.edit_answer('c', message_index=1, part_index=0, new_text='')
+    assert [(p.code, p.citation_index) for p in problems] == [('citation_dropped_after_edit', 0)]
+    (found,) = [a for a in await store.answers_citing(url='https://c.example/used') if a.answer.text == '']
+    assert [p.code for p in found.answer.problems] == ['citation_outside_answer', 'citation_dropped_after_edit']
+    assert [r.data for r in found.answer.raw_only] == [
+        {'sources': [{'url': 'https://c.example/used', 'title': None, 'excerpts': [], 'kind': 'web'}], 'anchor': None}
+    ]
+
+
+@pytest.mark.anyio
+async def test_an_ipv6_host_is_found_however_it_is_spelled(store: Store) -> None:
+    cited = Citation([WebCitationSource('https://[2001:DB8:0::1]:8443/report')])
+    response = ModelResponse(parts=[TextPart('A report.', citations=[cited])], model_name='m')
+    await store.save(Conversation(conversation_id='c', messages=[ModelRequest.user_text_prompt('q'), response]))
+    for spelling in ('2001:db8::1', '[2001:db8::1]', '2001:0db8:0000::1', 'https://[2001:db8::1]/'):
+        assert len(await store.answers_citing(domain=spelling)) == 1, spelling
+    assert await store.answers_citing(domain='::1') == []
 
 
 @pytest.mark.anyio
@@ -404,6 +491,12 @@ async def test_edit_answer(store: Store) -> None:
     # the stored answer follows the edit
     (new_answer,) = [a for a in await store.answers_citing(domain='pydantic.dev') if a.answer.text.startswith('In')]
     assert new_answer.answer.spans[0].start == 10
+    # what the edit dropped stays with the edited answer, and finds it
+    assert [(p.code, p.citation_index) for p in new_answer.answer.problems] == [
+        (p.code, p.citation_index) for p in problems
+    ]
+    dropped = await store.answers_with_problem('citation_dropped_after_edit')
+    assert [a.entry_id for a in dropped] == [new_answer.entry_id]
     # conflicts and misuse
     with pytest.raises(ConversationConflict):
         await store.edit_answer('c', message_index=1, part_index=0, new_text='x', expected_revision=loaded.revision)

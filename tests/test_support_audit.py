@@ -23,7 +23,7 @@ from pydantic_ai.conversation import Conversation
 from pydantic_ai.exceptions import UserError
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from pydantic_ai_citations import CitedAnswer, CitedSpan, SourceRef, SQLiteConversationStore
+from pydantic_ai_citations import CitedAnswer, CitedSpan, RawCitation, SourceRef, SQLiteConversationStore
 from pydantic_ai_citations.support import (
     THRESHOLDS,
     AuditInputError,
@@ -88,7 +88,22 @@ def make_answer(n: int) -> CitedAnswer:
     return CitedAnswer(text, spans=spans, sources=sources, provider_name='p', model_name=f'm{n % 2}')
 
 
-ANSWERS = [make_answer(n) for n in range(23)] + [CitedAnswer('No citations here.')]
+CUT_OFF = CitedAnswer(
+    'Paris is the capital of',
+    raw_only=[
+        RawCitation(
+            {'type': 'container_file_citation', 'file_id': 'cfile_1'},
+            "'container_file_citation' is not mapped to a citation by Pydantic AI",
+            provider_name='openai',
+            message_index=0,
+            part_index=0,
+            raw_index=0,
+        )
+    ],
+    complete=False,
+)
+"""A cut-off answer whose one citation is audit-only: nothing to check, and it must still show in every output."""
+ANSWERS = [make_answer(n) for n in range(23)] + [CitedAnswer('No citations here.'), CUT_OFF]
 
 
 def run(source: object, fmt: str = 'jsonl', **kwargs: object) -> tuple[str, _audit_run.AuditSummary]:
@@ -187,13 +202,16 @@ def test_partitions_change_nothing_and_match_the_in_memory_audit():
     for _, result in outputs.values():
         assert result.summary == expected.summary
         assert result.answers == len(ANSWERS)
-    assert outputs[3][1].partitions == 8
+    assert outputs[3][1].partitions == 9
     lines = [audited_citation_ta.validate_json(line) for line in texts.pop().splitlines()]
-    assert [(x.answer, x.check) for x in lines] == [
-        (n, check) for n, answered in enumerate(expected.answers, 1) for check in answered.report.checks
+    # Every citation has its line: the checks, and the cut-off answer's audit-only citation (no check), marked.
+    assert [(x.answer, x.check, x.not_checked, x.answer_complete) for x in lines] == [
+        *((n, check, None, True) for n, answered in enumerate(expected.answers, 1) for check in answered.report.checks),
+        (len(ANSWERS), None, CUT_OFF.raw_only[0], False),
     ]
-    assert {x.check.verdict for x in lines} >= {'supported', 'weak', 'unsupported', 'unreachable', 'no_snapshot'}
-    assert {x.check.verdict for x in lines} >= {'excerpt_only'}
+    verdicts = {x.check.verdict for x in lines if x.check is not None}
+    assert verdicts >= {'supported', 'weak', 'unsupported', 'unreachable', 'no_snapshot', 'excerpt_only'}
+    assert (expected.summary.incomplete_answers, expected.summary.not_checked) == (1, 1)
 
 
 @pytest.mark.parametrize('size', [1, 5, 500])
@@ -202,6 +220,21 @@ def test_reports_equal_the_in_memory_ones(size: int):
     assert run(ANSWERS, 'markdown', partition_size=size)[0] == audit_to_markdown(expected)
     assert run(ANSWERS, 'html', partition_size=size)[0] == audit_to_html(expected)
     assert audit_report_ta.validate_json(run(ANSWERS, 'json', partition_size=size)[0]) == expected
+
+
+def test_reports_say_what_was_not_checked():
+    """A cut-off answer and an audit-only citation are named, never shown like a complete answer with no citation."""
+    expected = audit(ANSWERS, pages())
+    markdown, html = audit_to_markdown(expected), audit_to_html(expected)
+    for text in (markdown, html.replace('&#x27;', "'")):
+        assert '1 answer(s) did not complete (cut off)' in text
+        assert '1 audit-only citation(s) (raw provider data with no position)' in text
+        assert 'Incomplete: the answer did not complete' in text
+        assert "Audit-only citation (not checked): 'container_file_citation' is not mapped" in text
+    last = markdown[markdown.index(f'## Answer {len(ANSWERS)}') :]
+    assert 'No citations checked.' in last and 'No citations.' not in last
+    before = markdown[markdown.index(f'## Answer {len(ANSWERS) - 1}') : markdown.index(f'## Answer {len(ANSWERS)}')]
+    assert 'No citations.' in before and 'Incomplete' not in before
 
 
 def test_empty_source():
@@ -229,7 +262,7 @@ def test_source_is_read_lazily():
         written.append(len(taken))
 
     run(source(), partition_size=4, progress=progress)
-    assert written == [4, 8, 12, 16, 20, 24]  # each partition is written before the next one is read
+    assert written == [4, 8, 12, 16, 20, 24, 25]  # each partition is written before the next one is read
 
 
 def test_split_pages_are_renewed_after_so_many_claims(monkeypatch: pytest.MonkeyPatch):
@@ -311,7 +344,7 @@ def test_json_lines_cut_into_byte_ranges_read_the_same(tmp_path: Path, monkeypat
     assert [(p.index, p.first, p.answers) for p in ranged] == [(p.index, p.first, p.answers) for p in read]
     assert all(p.lines is not None and not p.items for p in ranged)
     assert [p.lines.read() for p in ranged if p.lines] == [p.items for p in read]
-    assert read[-1].items[-1].where == 'line 27'  # line numbers count the blank lines
+    assert read[-1].items[-1].where == 'line 28'  # line numbers count the blank lines
     assert run(path, partition_size=size)[0] == run(ANSWERS)[0]
     assert list(partitions(iter(ANSWERS), size, ranges=True)) == list(partitions(iter(ANSWERS), size))  # not a file
 
@@ -347,7 +380,7 @@ def test_byte_ranges_check_the_file(tmp_path: Path):
         ('[{"text": "a"} {"text": "b"}]', 'expected "," or "]" after item 1'),
         ('[{"text": "a"},', 'the JSON list is not closed'),
         ('[{"text": "a"', 'Expecting'),
-        ('{"text": "a"}\n{"text": 1}\n', 'line 2 is not a CitedAnswer'),
+        ('{"text": "a"}\n{"text": 1}\n', 'line 2 is not a CitedAnswer: text: Input should be a valid string'),
         ('not json', 'the file is not a CitedAnswer'),
         ('[' * 100_000, 'nested too deeply'),
     ],
@@ -357,6 +390,38 @@ def test_bad_files_name_the_answer(tmp_path: Path, text: str, message: str):
     path.write_text(text)
     with pytest.raises(AuditInputError, match=message):
         run(path)
+
+
+@pytest.mark.parametrize(
+    'head',
+    [
+        pytest.param(b'\n', id='blank-first-line'),
+        pytest.param(b'\xef\xbb\xbf', id='byte-order-mark'),
+        pytest.param(b'\xef\xbb\xbf\n\r\n', id='both'),
+    ],
+)
+def test_json_lines_files_as_editors_write_them(tmp_path: Path, head: bytes):
+    """A blank first line or a UTF-8 byte-order mark: still JSON Lines (it was read as one answer, and refused)."""
+    path = tmp_path / 'answers.jsonl'
+    path.write_bytes(head + b'\n'.join(a.to_json() for a in ANSWERS[:3]) + b'\n')
+    text, result = run(path)
+    assert (result.answers, text) == (3, run(ANSWERS[:3])[0])
+    assert run(path, partition_size=2, workers=None)[1].answers == 3
+    ranged = [p.lines.read() for p in partitions(path, 2, ranges=True) if p.lines]
+    assert [len(items) for items in ranged] == [2, 1]
+
+
+def test_empty_files_are_no_answers(tmp_path: Path):
+    for body in (b'', b'\n\n', b'\xef\xbb\xbf'):
+        path = tmp_path / 'empty.jsonl'
+        path.write_bytes(body)
+        assert run(path)[1].answers == 0
+
+
+def test_a_list_with_a_byte_order_mark_is_read(tmp_path: Path):
+    path = tmp_path / 'answers.json'
+    path.write_bytes(b'\xef\xbb\xbf[' + b','.join(a.to_json() for a in ANSWERS[:2]) + b']')
+    assert run(path)[1].answers == 2
 
 
 def test_bad_options():

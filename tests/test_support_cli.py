@@ -178,7 +178,7 @@ def test_audit_jsonl_streams_one_line_per_citation(setup: tuple[Path, Path], tmp
     code, out, err = run([str(source), '--snapshots', str(snaps), '--format', 'jsonl', '--partition-size', '1'])
     assert code == 0
     lines = [audited_citation_ta.validate_json(line) for line in out.splitlines()]
-    assert [(x.answer, x.check.verdict) for x in lines] == [(1, 'supported'), (1, 'unreachable')]
+    assert [(x.answer, x.check and x.check.verdict) for x in lines] == [(1, 'supported'), (1, 'unreachable')]
     assert err == '2 answer(s), 2 citation check(s): supported 1, unreachable 1\n'
 
 
@@ -250,3 +250,16 @@ def test_audit_on_dask(setup: tuple[Path, Path]):
     code, _, err = run([str(answers_path), '--snapshots', str(snaps), '--workers', '1', '--scheduler', 'tcp://x:1'])
     assert code == 2
     assert 'not allowed with argument' in err
+
+
+def test_the_summary_line_names_what_was_not_checked(tmp_path: Path):
+    cut = CitedAnswer('Paris is the', complete=False)
+    path = tmp_path / 'answers.jsonl'
+    path.write_bytes(cut.to_json() + b'\n')
+    SnapshotStore(tmp_path / 'snaps')
+    code, out, err = run([str(path), '--snapshots', str(tmp_path / 'snaps'), '--format', 'jsonl'])
+    assert (code, out) == (0, '')
+    assert err.strip() == (
+        '1 answer(s), 0 citation check(s): none. 1 answer(s) did not complete (cut off): their text and citations '
+        'may be missing, and only what arrived was checked.'
+    )

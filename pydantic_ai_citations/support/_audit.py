@@ -75,6 +75,7 @@ def audit(
     audited: list[AuditedAnswer] = []
     checks: list[CitationCheck] = []
     counts: dict[str, int] = {}
+    incomplete = not_checked = 0
     cache = page_cache()  # each page is split once, not once per answer citing it
     stems = StemCache()  # and each word stemmed once
     for answer in answers:
@@ -94,7 +95,10 @@ def audit(
         audited.append(AuditedAnswer(answer.text, answer.provider_name, answer.model_name, report))
         checks.extend(report.checks)
         counts.update(report.page_passages)
-    return AuditReport(audited, summarize(checks, list(counts.values())), threshold)
+        incomplete += not report.complete
+        not_checked += len(report.not_checked)
+    summary = summarize(checks, list(counts.values()), incomplete_answers=incomplete, not_checked=not_checked)
+    return AuditReport(audited, summary, threshold)
 
 
 def _short(text: str, limit: int = 160) -> str:
@@ -125,11 +129,35 @@ def _source_label(check: CitationCheck) -> str:
     return check.title or check.url or check.document_id or f'source {check.source}'
 
 
+def unchecked_notes(summary: SupportSummary) -> list[str]:
+    """Sentences on what the checks do not cover: answers that did not complete, and audit-only citations."""
+    notes: list[str] = []
+    if summary.incomplete_answers:
+        notes.append(
+            f'{summary.incomplete_answers} answer(s) did not complete (cut off): their text and citations may be '
+            'missing, and only what arrived was checked.'
+        )
+    if summary.not_checked:
+        notes.append(
+            f'{summary.not_checked} audit-only citation(s) (raw provider data with no position) are listed with their '
+            'answers, not checked.'
+        )
+    return notes
+
+
+def _answer_notes(report: SupportReport) -> list[str]:
+    """What one answer's section says besides its checks: that it did not complete, its audit-only citations."""
+    notes = [] if report.complete else ['Incomplete: the answer did not complete; text and citations may be missing.']
+    notes += [f'Audit-only citation (not checked): {raw.reason}.' for raw in report.not_checked]
+    return notes
+
+
 def markdown_head(answers: int, summary: SupportSummary) -> str:
     """The Markdown audit up to the per-answer sections: summary, threshold curve, dead links."""
     s = summary
     lines = ['# Citation support audit', '']
     lines.append(f'{answers} answer(s), {s.checks} citation check(s), {s.scored} scored.')
+    lines += [f'{note}' for note in unchecked_notes(s)]
     lines.append('')
     lines += ['| verdict | count |', '|---|---|']
     lines += [f'| {v} | {s.verdicts.get(v, 0)} |' for v in VERDICTS]
@@ -154,8 +182,10 @@ def markdown_answer(n: int, answered: AuditedAnswer) -> str:
     """The Markdown section of answer number `n` (1-based)."""
     who = ' / '.join(x for x in (answered.provider_name, answered.model_name) if x)
     lines = ['', f'## Answer {n}' + (f' ({_md(who, 80)})' if who else ''), '', f'> {_md(answered.text, 300)}', '']
+    notes = _answer_notes(answered.report)
+    lines += [f'- {_md(note, 400)}' for note in notes] + ([''] if notes else [])
     if not answered.report.checks:
-        lines.append('No citations.')
+        lines.append('No citations checked.' if answered.report.not_checked else 'No citations.')
         return '\n'.join(lines) + '\n'
     lines += [
         '| # | source | claim | kind | verdict | score | position | passage |',
@@ -241,6 +271,7 @@ def html_head(answers: int, summary: SupportSummary, threshold: float) -> str:
         '<h1>Citation support audit</h1>',
         f'<p>{answers} answer(s), {s.checks} citation check(s), {s.scored} scored; '
         f'supported at score ≥ {threshold:g}.</p>',
+        *(f'<p>{html.escape(note)}</p>' for note in unchecked_notes(s)),
         '<table><tr><th>verdict</th><th>count</th></tr>',
     ]
     out += [f'<tr><td>{v}</td><td class="num">{s.verdicts.get(v, 0)}</td></tr>' for v in VERDICTS]
@@ -267,8 +298,11 @@ def html_answer(n: int, answered: AuditedAnswer) -> str:
     who = ' / '.join(x for x in (answered.provider_name, answered.model_name) if x)
     out = [f'<h2>Answer {n}' + (f' ({html.escape(who)})' if who else '') + '</h2>']
     out.append(f'<blockquote>{html.escape(_short(answered.text, 600))}</blockquote>')
+    notes = _answer_notes(answered.report)
+    if notes:
+        out.append('<ul>' + ''.join(f'<li>{html.escape(_short(note, 400))}</li>' for note in notes) + '</ul>')
     if not answered.report.checks:
-        out.append('<p>No citations.</p>')
+        out.append('<p>No citations checked.</p>' if answered.report.not_checked else '<p>No citations.</p>')
         return '\n'.join(out) + '\n'
     out.append(
         '<table><tr><th>#</th><th>source</th><th>claim</th><th>kind</th><th>verdict</th><th>score</th>'

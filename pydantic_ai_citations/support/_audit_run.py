@@ -12,6 +12,7 @@ every check at once, whatever the partitioning and wherever the partitions ran. 
 
 from __future__ import annotations
 
+import codecs
 import gc
 import json
 import os
@@ -27,7 +28,8 @@ import anyio.from_thread
 from pydantic import TypeAdapter, ValidationError
 from pydantic_ai.exceptions import UserError
 
-from .._answer import CitedAnswer
+from .._answer import CitedAnswer, RawCitation
+from .._checks import first_error
 from ._audit import (
     HTML_FOOT,
     AuditedAnswer,
@@ -81,7 +83,10 @@ class AuditInputError(UserError):
 
 @dataclass(frozen=True)
 class AuditedCitation:
-    """One line of the `'jsonl'` output: a citation check and the answer it belongs to."""
+    """One line of the `'jsonl'` output: a citation of an answer, checked (`check`) or audit-only (`not_checked`).
+
+    Every citation of every answer gets a line: its checks first, then its audit-only citations (`raw_only`).
+    """
 
     answer: int
     """1-based position of the answer in the source."""
@@ -91,8 +96,12 @@ class AuditedCitation:
     """Who answered."""
     model_name: str | None
     """Which model answered."""
-    check: CitationCheck
-    """The check."""
+    check: CitationCheck | None
+    """The check (`None` for an audit-only citation: see `not_checked`)."""
+    not_checked: RawCitation | None = None
+    """An audit-only citation of the answer (`CitedAnswer.raw_only`): no position or claim to check it against."""
+    answer_complete: bool = True
+    """Whether the answer completed (`CitedAnswer.complete`): a cut-off answer's text and citations may be missing."""
 
 
 audited_citation_ta: TypeAdapter[AuditedCitation] = TypeAdapter(AuditedCitation)
@@ -198,11 +207,16 @@ def _list_items(file: TextIO, buffer: str) -> Iterator[_Item]:
 
 
 def _is_json_lines(path: Path) -> bool:
-    """Whether the file is JSON Lines: not a JSON list, and its first line is JSON on its own."""
+    """Whether the file is JSON Lines: not a JSON list, and its first line that is not blank is JSON on its own.
+
+    A file of nothing but blank lines (or nothing) is JSON Lines of no answers; a UTF-8 byte-order mark is skipped.
+    """
     with path.open('rb') as file:
-        head = file.read(_CHUNK)
-        if head.lstrip().startswith(b'['):
+        head = file.read(_CHUNK).removeprefix(codecs.BOM_UTF8).lstrip()
+        if head.startswith(b'['):
             return False
+        if not head:  # (blank for a whole chunk: the lines are read, and skipped, one by one)
+            return True
         first = (head + file.readline()).partition(b'\n')[0]
     try:
         json.loads(first)
@@ -216,7 +230,7 @@ def _read_file(path: Path) -> Iterator[_Item]:
         with path.open('rb') as file:
             yield from _json_lines(file, 1)
         return
-    with path.open(encoding='utf-8') as file:
+    with path.open(encoding='utf-8-sig') as file:  # (a byte-order mark skipped)
         head = file.read(_CHUNK)
         stripped = head.lstrip()
         if stripped.startswith('['):
@@ -258,8 +272,9 @@ def _byte_lines(file: BinaryIO, end: int | None = None) -> Iterator[tuple[bytes,
 
 
 def _decoded(line: bytes, n: int) -> str:
+    """Line `n` of a JSON Lines file as text (the first without a UTF-8 byte-order mark)."""
     try:
-        return line.decode('utf-8')
+        return line.decode('utf-8-sig' if n == 1 else 'utf-8')
     except UnicodeDecodeError as e:
         raise AuditInputError(f'line {n} is not UTF-8 text: {e}') from e
 
@@ -442,22 +457,26 @@ def _parse(item: _Item) -> CitedAnswer:
         return item.answer
     try:
         return CitedAnswer.from_json(item.answer)
-    except (ValidationError, ValueError) as e:
-        first = str(e).splitlines()[0] if str(e) else type(e).__name__
-        raise AuditInputError(f'{item.where} is not a CitedAnswer: {first}') from e
+    except ValidationError as e:
+        raise AuditInputError(f'{item.where} is not a CitedAnswer: {first_error(e)}') from e
+    except ValueError as e:
+        raise AuditInputError(f'{item.where} is not a CitedAnswer: {e or type(e).__name__}') from e
     except RecursionError as e:
         raise AuditInputError(f'{item.where} is nested too deeply to be a CitedAnswer') from e
 
 
 def _render(fmt: AuditFormat, n: int, item: _Item, audited: AuditedAnswer) -> str:
     if fmt == 'jsonl':
-        return ''.join(
-            audited_citation_ta.dump_json(
-                AuditedCitation(n, item.answer_id, audited.provider_name, audited.model_name, check)
-            ).decode()
-            + '\n'
-            for check in audited.report.checks
-        )
+        report = audited.report
+        lines = [
+            AuditedCitation(n, item.answer_id, audited.provider_name, audited.model_name, check, None, report.complete)
+            for check in report.checks
+        ]
+        lines += [
+            AuditedCitation(n, item.answer_id, audited.provider_name, audited.model_name, None, raw, report.complete)
+            for raw in report.not_checked
+        ]
+        return ''.join(audited_citation_ta.dump_json(line).decode() + '\n' for line in lines)
     if fmt == 'json':
         return _audited_answer_ta.dump_json(audited).decode()
     if fmt == 'markdown':
@@ -538,6 +557,7 @@ def check_partition(
     outputs: list[str] = []
     checks: list[CitationCheck] = []
     page_passages: dict[str, int] = {}
+    incomplete = not_checked = 0
     for n, item in enumerate(items, partition.first):
         answer = _parse(item)
         report = check_lexical(
@@ -557,9 +577,11 @@ def check_partition(
         outputs.append(_render(fmt, n, item, audited))
         checks += report.checks
         page_passages.update(report.page_passages)
+        incomplete += not report.complete
+        not_checked += len(report.not_checked)
     separator = ',' if fmt == 'json' else ''
     # One tally of the partition's checks in order: the same counts as merging one tally per answer.
-    tally = SupportTally.of(checks, page_passages)
+    tally = SupportTally.of(checks, page_passages, incomplete_answers=incomplete, not_checked=not_checked)
     return PartitionResult(partition.index, len(items), separator.join(outputs), tally)
 
 

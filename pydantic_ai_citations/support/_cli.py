@@ -9,6 +9,7 @@ from collections.abc import Callable, Generator
 from pathlib import Path
 from typing import TextIO
 
+from ._audit import unchecked_notes
 from ._audit_run import AnswerSource, AuditInputError, AuditOptions, AuditSummary, audit_answers
 from ._snapshots import SnapshotStore
 
@@ -97,7 +98,9 @@ def _progress(err: TextIO, enabled: bool) -> Generator[Callable[[int], None] | N
 
 def _summary_line(result: AuditSummary) -> str:
     counts = ', '.join(f'{v} {n}' for v, n in result.summary.verdicts.items() if n)
-    return f'{result.answers} answer(s), {result.summary.checks} citation check(s): {counts or "none"}'
+    line = f'{result.answers} answer(s), {result.summary.checks} citation check(s): {counts or "none"}'
+    notes = unchecked_notes(result.summary)
+    return ' '.join([f'{line}.', *notes]) if notes else line
 
 
 def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> AuditSummary:

@@ -136,12 +136,23 @@ class _Walk(_Builder):
             self.add(' ')
         self.last_br = True
 
-    def close_container(self) -> None:
-        if self.marked >= self.depth:  # it held text: keep that text apart from what follows
-            self.pending = True
-        self.depth -= 1
-        self.marked = min(self.marked, self.depth)
-        self.last_br = False
+    def open(self, kind: int) -> None:
+        if kind == _BLOCK:
+            self.flush()
+            self.pending = self.last_br = False
+        elif kind == _CONTAINER:
+            self.depth += 1
+
+    def close(self, kind: int) -> None:
+        if kind == _BLOCK:
+            self.flush()
+            self.pending = self.last_br = False
+        elif kind == _CONTAINER:
+            if self.marked >= self.depth:  # it held text: keep that text apart from what follows
+                self.pending = True
+            self.depth -= 1
+            self.marked = min(self.marked, self.depth)
+            self.last_br = False
 
 
 def _html_blocks(html: str) -> _Builder:
@@ -180,13 +191,8 @@ def _html_blocks(html: str) -> _Builder:
             elif kind == _BR:
                 walk.br()
             elif kind != _SKIP and not (hidden and node.mem_id in hidden):
-                # The edges of blocks and containers, written out here: this loop visits every node of the page.
-                if kind == _BLOCK:
-                    if parts:
-                        walk.flush()
-                    walk.pending = walk.last_br = False
-                elif kind == _CONTAINER:
-                    walk.depth += 1
+                if kind != _INLINE:
+                    walk.open(kind)
                 stack.append((node, kind))
                 node = node.first_child
                 continue
@@ -194,12 +200,8 @@ def _html_blocks(html: str) -> _Builder:
         if not stack:
             break
         node, kind = stack.pop()
-        if kind == _BLOCK:
-            if parts:
-                walk.flush()
-            walk.pending = walk.last_br = False
-        elif kind == _CONTAINER:
-            walk.close_container()
+        if kind != _INLINE:
+            walk.close(kind)
         node = None if node is root else node.next
     walk.flush()
     return walk

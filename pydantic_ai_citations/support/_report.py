@@ -14,7 +14,7 @@ import anyio
 from pydantic import TypeAdapter
 from pydantic_ai.exceptions import UserError
 
-from .._answer import CitedAnswer, SourceRef
+from .._answer import CitedAnswer, RawCitation, SourceRef
 from .._checks import require_answer, shown
 from ._claims import DEFAULT_MIN_CLAIM_WORDS, Claim, ClaimKind, claims_for
 from ._decode import DEFAULT_MAX_BYTES, decode_body
@@ -137,6 +137,10 @@ class SupportSummary:
     """Share of page matches in the top, middle and bottom third of their page."""
     dead_links: list[str]
     """URLs whose snapshot says the link is dead, with the liveness, e.g. `'https://x.test/a (not_found)'`."""
+    incomplete_answers: int = 0
+    """Answers checked that did not complete (`CitedAnswer.complete` is `False`): text and citations may be missing."""
+    not_checked: int = 0
+    """The answers' audit-only citations (`CitedAnswer.raw_only`): listed in their reports, with nothing to check."""
 
 
 @dataclass(frozen=True)
@@ -153,6 +157,12 @@ class SupportReport:
     """Score at or above which an unsupported claim counts as weak."""
     page_passages: dict[str, int] = field(default_factory=dict[str, int])
     """Passages per page that was split, by page key (for combining reports)."""
+    complete: bool = True
+    """`CitedAnswer.complete` of the answer checked: `False` for a cut-off answer, whose text and citations may be
+    missing (its checks cover what arrived)."""
+    not_checked: list[RawCitation] = field(default_factory=list[RawCitation])
+    """The answer's audit-only citations (`CitedAnswer.raw_only`): raw provider data with no position or claim to check
+    it against, listed so that none goes unseen."""
 
 
 support_report_ta: TypeAdapter[SupportReport] = TypeAdapter(SupportReport)
@@ -217,10 +227,21 @@ class SupportTally:
     """Page matches in the top, middle and bottom third of their page."""
     dead_links: tuple[str, ...] = ()
     """Dead-link labels, each once, in order of first appearance."""
+    incomplete_answers: int = 0
+    """Answers that did not complete."""
+    not_checked: int = 0
+    """Audit-only citations of the answers (`raw_only`), not checked."""
 
     @classmethod
-    def of(cls, checks: Iterable[CitationCheck], page_passages: Mapping[str, int] | None = None) -> SupportTally:
-        """Count `checks` and the passages of the pages they were checked against."""
+    def of(
+        cls,
+        checks: Iterable[CitationCheck],
+        page_passages: Mapping[str, int] | None = None,
+        *,
+        incomplete_answers: int = 0,
+        not_checked: int = 0,
+    ) -> SupportTally:
+        """Count `checks` and the passages of the pages they were checked against (and the answers' counts given)."""
         verdicts: dict[Verdict, int] = {}
         scored = 0
         reached = [0] * len(THRESHOLDS)
@@ -250,6 +271,8 @@ class SupportTally:
             lengths,
             (thirds[0], thirds[1], thirds[2]),
             tuple(dead),
+            incomplete_answers,
+            not_checked,
         )
 
     def merge(self, other: SupportTally) -> SupportTally:
@@ -263,6 +286,8 @@ class SupportTally:
             _merged(self.matched_lengths, other.matched_lengths),
             (self.thirds[0] + other.thirds[0], self.thirds[1] + other.thirds[1], self.thirds[2] + other.thirds[2]),
             tuple(dict.fromkeys((*self.dead_links, *other.dead_links))),
+            self.incomplete_answers + other.incomplete_answers,
+            self.not_checked + other.not_checked,
         )
 
     def summary(self) -> SupportSummary:
@@ -283,12 +308,21 @@ class SupportTally:
             if matched
             else None,
             dead_links=list(self.dead_links),
+            incomplete_answers=self.incomplete_answers,
+            not_checked=self.not_checked,
         )
 
 
-def summarize(checks: Sequence[CitationCheck], page_passages: Sequence[int] = ()) -> SupportSummary:
-    """Aggregate checks (of one answer or many) and the passage counts of the pages they used."""
-    return SupportTally.of(checks, {str(i): n for i, n in enumerate(page_passages)}).summary()
+def summarize(
+    checks: Sequence[CitationCheck],
+    page_passages: Sequence[int] = (),
+    *,
+    incomplete_answers: int = 0,
+    not_checked: int = 0,
+) -> SupportSummary:
+    """Aggregate checks (of one answer or many), the passage counts of the pages they used, and the answers' counts."""
+    pages = {str(i): n for i, n in enumerate(page_passages)}
+    return SupportTally.of(checks, pages, incomplete_answers=incomplete_answers, not_checked=not_checked).summary()
 
 
 @dataclass(frozen=True)
@@ -539,12 +573,20 @@ class _Planner:
         )
 
     def report(self, checks: list[CitationCheck]) -> SupportReport:
+        answer = self.answer
         return SupportReport(
             checks=checks,
-            summary=summarize(checks, list(self.page_passages.values())),
+            summary=summarize(
+                checks,
+                list(self.page_passages.values()),
+                incomplete_answers=0 if answer.complete else 1,
+                not_checked=len(answer.raw_only),
+            ),
             threshold=self.threshold,
             weak_threshold=self.weak_threshold,
             page_passages=dict(self.page_passages),
+            complete=answer.complete,
+            not_checked=list(answer.raw_only),
         )
 
 
