@@ -64,6 +64,7 @@ from ._urls import (
     bare_host,
     domain_range,
     host_key,
+    host_spellings,
     ipv6_host,
     is_grounding_redirect,
     title_domain,
@@ -1056,7 +1057,9 @@ class _StoredAnswers(ConversationStore):
         """Stored answers citing `url` exactly, or any URL on `domain` or its subdomains.
 
         `domain` is a host name (`'github.com'`; case, a trailing dot and a leading `www.` ignored); a URL or
-        `host:port` is taken for its host (`'https://github.com/'` is `'github.com'`). A top-level domain alone
+        `host:port` is taken for its host (`'https://github.com/'` is `'github.com'`), and an IPv6 address with or
+        without brackets. An internationalised domain name finds the URLs cited with either of its spellings
+        (`'münchen.de'` and `'xn--mnchen-3ya.de'`). A top-level domain alone
         (`'com'`) matches nothing. Gemini cites every page through a Google grounding redirect and names the page's
         domain in the source title: such an answer is found by that domain too.
 
@@ -1073,11 +1076,20 @@ class _StoredAnswers(ConversationStore):
             text, key = _url_key(url)
             return await self._answers(sql.CITING_URL, (key, text))
         assert domain is not None
-        host = _domain_host(domain)
-        under = domain_range(host)
-        if under is None:
-            return await self._answers(sql.CITING_HOST, (host_key(host),))
-        return await self._answers(sql.CITING_DOMAIN, under)
+        spellings = host_spellings(_domain_host(domain))  # an internationalised name is stored as it was cited
+        found: dict[str, StoredAnswer] = {}
+        for host in spellings:
+            under = domain_range(host)
+            citing = (
+                await self._answers(sql.CITING_HOST, (host_key(host),))
+                if under is None
+                else await self._answers(sql.CITING_DOMAIN, under)
+            )
+            for answer in citing:
+                found.setdefault(answer.entry_id, answer)
+        if len(spellings) == 1:
+            return list(found.values())
+        return sorted(found.values(), key=lambda a: (a.versions.stored_at, a.entry_id))  # (as `sql.BY_STORED`)
 
     async def answers_with_problem(self, code: ProblemCode) -> list[StoredAnswer]:
         """Stored answers whose `CitedAnswer.problems` include `code`.

@@ -35,6 +35,25 @@ def url_host(url: str) -> str | None:
     return (bare_host(host) or None) if host else None
 
 
+def host_spellings(host: str) -> list[str]:
+    """`host` and, for an internationalised domain name, its other spelling (pages link either).
+
+    The other spelling is the Unicode one (`münchen.de`) of an ASCII name, or the ASCII one (`xn--mnchen-3ya.de`)
+    of a Unicode name, as IDNA 2003 (Python's `idna` codec) converts them.
+    """
+    try:
+        if not host.isascii():
+            other = host.encode('idna').decode('ascii')
+        elif 'xn--' in host:
+            other = host.encode('ascii').decode('idna')
+        else:
+            return [host]
+    except UnicodeError:  # (not a name IDNA converts: a label too long, a character it refuses)
+        return [host]
+    other = bare_host(other)
+    return [host, other] if other and other != host else [host]
+
+
 def ipv6_host(text: str) -> str | None:
     """The IPv6 address `text` (with or without brackets) in its compressed spelling, or `None` if it is not one."""
     try:

@@ -454,6 +454,19 @@ async def test_an_answer_edited_to_empty_text_keeps_its_unanchored_citation(stor
 
 
 @pytest.mark.anyio
+async def test_an_internationalised_domain_is_found_by_either_spelling(store: Store) -> None:
+    for n, url in enumerate(
+        ('https://www.münchen.de/rathaus', 'https://xn--mnchen-3ya.de/stadt', 'https://berlin.de/')
+    ):
+        response = ModelResponse(parts=[TextPart(f'Answer {n}.', citations=[Citation([WebCitationSource(url)])])])
+        await store.save(Conversation(conversation_id=f'c{n}', messages=[ModelRequest.user_text_prompt('q'), response]))
+    for spelling in ('münchen.de', 'MÜNCHEN.DE', 'xn--mnchen-3ya.de', 'https://www.xn--mnchen-3ya.de/x'):
+        found = await store.answers_citing(domain=spelling)
+        assert [a.conversation_id for a in found] == ['c0', 'c1'], spelling  # each once, in the order stored
+    assert [a.conversation_id for a in await store.answers_citing(domain='berlin.de')] == ['c2']
+
+
+@pytest.mark.anyio
 async def test_an_ipv6_host_is_found_however_it_is_spelled(store: Store) -> None:
     cited = Citation([WebCitationSource('https://[2001:DB8:0::1]:8443/report')])
     response = ModelResponse(parts=[TextPart('A report.', citations=[cited])], model_name='m')
