@@ -307,6 +307,10 @@ class _Builder:
         self.spans: list[CitedSpan] = []
         self.unanchored: list[int] = []
         self.raw_only: list[RawCitation] = []
+        # What sources cited again add (excerpts, a first title), by number: applied once by `finish_sources`, so a
+        # source cited n times costs n steps, not n copies of its excerpts.
+        self.more_excerpts: dict[int, dict[str, None]] = {}
+        self.late_titles: dict[int, str] = {}
 
     def add_source(self, source: object, provider_name: str | None, where: _Where) -> int | None:
         key = _source_key(source)
@@ -325,17 +329,13 @@ class _Builder:
         number = self.by_key.get(key)
         if number is not None:
             existing = self.sources[number - 1]
-            new_excerpts = [e for e in excerpts if e not in existing.excerpts]
-            if new_excerpts or (existing.title is None and source.title):
-                self.sources[number - 1] = SourceRef(
-                    number,
-                    existing.kind,
-                    url=existing.url,
-                    document_id=existing.document_id,
-                    title=existing.title or source.title,
-                    excerpts=[*existing.excerpts, *new_excerpts],
-                    provider_name=existing.provider_name,
-                )
+            if excerpts:
+                merged = self.more_excerpts.get(number)
+                if merged is None:
+                    merged = self.more_excerpts[number] = dict.fromkeys(existing.excerpts)
+                merged.update(dict.fromkeys(excerpts))
+            if existing.title is None and source.title and number not in self.late_titles:
+                self.late_titles[number] = source.title
             return number
         number = len(self.sources) + 1
         self.by_key[key] = number
@@ -355,6 +355,18 @@ class _Builder:
             )
         self.sources.append(ref)
         return number
+
+    def finish_sources(self) -> None:
+        """Give the sources cited more than once the excerpts and title their later citations added."""
+        for number in sorted(self.more_excerpts.keys() | self.late_titles.keys()):
+            existing = self.sources[number - 1]
+            merged = self.more_excerpts.get(number)
+            excerpts = list(merged) if merged is not None else existing.excerpts
+            title = existing.title or self.late_titles.get(number)
+            if excerpts != existing.excerpts or title != existing.title:
+                self.sources[number - 1] = replace(existing, excerpts=excerpts, title=title)
+        self.more_excerpts.clear()
+        self.late_titles.clear()
 
 
 def shift_citation(citation: Citation, offset: int) -> Citation:
@@ -522,16 +534,14 @@ def _build(found: tuple[int, ModelResponse] | None, *, incomplete: str | None) -
         offset += len(content)
     for part_index in cited_outside(response, indexes):
         _add_outside(b, cast(TextPart, response.parts[part_index]), message_index, part_index)
+    b.finish_sources()
     _add_response_raw(b, response, message_index)
     _add_unmapped(b, unmapped, message_index)
     if sonar or 'unmapped' in (response.provider_details or {}):
         _add_sonar_uncited(b, response, message_index)
 
     spans = _dedupe_spans(b)
-    unanchored_numbers: list[int] = []
-    for number in b.unanchored:
-        if number not in unanchored_numbers:
-            unanchored_numbers.append(number)
+    unanchored_numbers = dict.fromkeys(b.unanchored)  # (each once)
     return CitedAnswer(
         ''.join(text_pieces),
         spans=spans,
@@ -608,7 +618,7 @@ def _add_outside(b: _Builder, part: TextPart, message_index: int, part_index: in
     )
     reason = f'a citation on text the answer does not show: response {message_index}, part {part_index} {where}'
     identities: set[str] = set()
-    named: list[str] = []
+    named: dict[str, None] = {}
     given = cast(object, part.citations)  # read defensively: hand-built parts may hold anything
     citations = _iter_list(given)
     if given is not None and not isinstance(given, list | tuple):
@@ -628,8 +638,8 @@ def _add_outside(b: _Builder, part: TextPart, message_index: int, part_index: in
         for source in _iter_list(citation.sources):
             identities.update(_identities(source))
             key = _source_key(source)  # (`url:...`, `doc:...`: the source's name after the kind)
-            if key is not None and (name := key.partition(':')[2]) not in named:
-                named.append(name)
+            if key is not None:
+                named[key.partition(':')[2]] = None
         b.raw_only.append(
             RawCitation(
                 _citation_data(citation),
@@ -794,15 +804,16 @@ def _add_part(b: _Builder, part: TextPart, text: _Text, message_index: int, part
                 )
             )
             continue
-        numbers: list[int] = []
+        found: dict[int, None] = {}  # the citation's source numbers, each once, in order
         for source in _iter_list(citation.sources):
             if identities is not None:
                 identities.update(_identities(source))
             number = b.add_source(source, part.provider_name, where)
-            if number is not None and number not in numbers:
-                numbers.append(number)
-        if not numbers:
+            if number is not None:
+                found[number] = None
+        if not found:
             continue
+        numbers = list(found)
         anchor = citation.anchor
         if anchor is None:
             b.unanchored.extend(numbers)

@@ -337,3 +337,34 @@ def test_locator_stops_after_checking_too_many_candidates():
     # Every position is a head candidate and none matches; 980 candidates per search, 4,004 for the part.
     assert [locator.find(print_) for _ in range(5)] == [None] * 5
     assert locator._candidates < 0  # pyright: ignore[reportPrivateUsage]
+
+
+# --- a response citing many sources, or one source many times -------------------------------------------------------
+
+
+def _many(kind: str, n: int) -> ModelResponse:
+    if kind == 'excerpts':  # one source cited n times, each time with another excerpt
+        citations = [Citation([Web('https://a.example/', excerpts=[f'excerpt {i}'])]) for i in range(n)]
+    elif kind == 'unanchored':  # n sources, none with a position
+        citations = [Citation([Web(f'https://s{i}.example/')]) for i in range(n)]
+    else:  # one citation naming n sources
+        citations = [
+            Citation([Web(f'https://s{i}.example/') for i in range(n)], anchor=ContentCitationAnchor(start=0, end=2))
+        ]
+    return ModelResponse(parts=[TextPart('Hi there.', citations=citations)])
+
+
+@pytest.mark.parametrize('kind', ['excerpts', 'unanchored', 'sources'])
+def test_many_citations_build_in_linear_time(kind: str):
+    # Each was quadratic: a source's excerpts copied at every citation of it, list membership for sources seen.
+    answer = CitedAnswer.from_messages([_many(kind, 300)])
+    if kind == 'excerpts':
+        assert [len(s.excerpts) for s in answer.sources] == [300]
+    else:
+        assert len(answer.sources) == 300
+
+    def make(n: int) -> Callable[[], object]:
+        response = _many(kind, n)
+        return lambda: CitedAnswer.from_messages([response])
+
+    assert_linear(make, 2000)
