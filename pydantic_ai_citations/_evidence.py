@@ -186,7 +186,7 @@ def normalize_quote(text: str) -> str:
 
 class _Collector:
     def __init__(self) -> None:
-        self.texts: dict[str, list[str]] = {}
+        self.texts: dict[str, dict[str, None]] = {}  # each source's texts, each once, in order (a dict: linear)
         self.origin: dict[
             str, tuple[Literal['tool_return', 'native_tool_return', 'text_citation', 'extra'], str | None]
         ] = {}
@@ -198,10 +198,10 @@ class _Collector:
         origin: Literal['tool_return', 'native_tool_return', 'text_citation', 'extra'],
         tool_name: str | None,
     ) -> None:
-        known = self.texts.setdefault(source_id, [])
+        known = self.texts.setdefault(source_id, {})
         for text in texts:
-            if text and text not in known:
-                known.append(text)
+            if text:
+                known[text] = None
         self.origin.setdefault(source_id, (origin, tool_name))
 
     def walk(

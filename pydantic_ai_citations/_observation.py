@@ -178,6 +178,8 @@ class RunRecord:
     requests: list[RequestRecord] = field(default_factory=list[RequestRecord])
     problems: list[CitationProblem] = field(default_factory=list[CitationProblem])
     """Found during the run by recovery and by the package's other capabilities (`add_run_problems`)."""
+    seen: set[CitationProblem] = field(default_factory=set[CitationProblem])
+    """`problems` as a set: each is taken once, in time linear in how many come."""
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 

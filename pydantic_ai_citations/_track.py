@@ -262,8 +262,9 @@ class TrackCitations(AbstractCapability[Any]):
         if (state := self._runs.get(run_id)) is None:
             return 0
         with state.lock:
-            new = [p for p in problems if p not in state.problems]
+            new = list(dict.fromkeys(p for p in problems if p not in state.seen))  # (problems are values)
             state.problems.extend(new)
+            state.seen.update(new)
         return len(new)
 
     async def prepare_model_request(

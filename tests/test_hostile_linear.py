@@ -368,3 +368,33 @@ def test_many_citations_build_in_linear_time(kind: str):
         return lambda: CitedAnswer.from_messages([response])
 
     assert_linear(make, 2000)
+
+
+def test_retrieved_sources_with_many_excerpts_of_one_source_is_linear():
+    from pydantic_ai_citations._evidence import retrieved_sources
+
+    def make(n: int) -> Callable[[], object]:
+        messages = [_many('excerpts', n)]
+        return lambda: retrieved_sources(messages)
+
+    (source,) = retrieved_sources([_many('excerpts', 300)]).values()
+    assert len(source.texts) == 300
+    assert_linear(make, 2000)
+
+
+def test_a_run_taking_many_problems_is_linear():
+    from pydantic_ai_citations import CitationProblem, TrackCitations
+    from pydantic_ai_citations._observation import RunRecord
+
+    def make(n: int) -> Callable[[], object]:
+        problems = [CitationProblem('unresolved_marker', f'marker {i}', start=i) for i in range(n)]
+
+        def run() -> object:
+            track = TrackCitations()
+            track._runs.add('r', RunRecord('r'))  # pyright: ignore[reportPrivateUsage]
+            return track.add_run_problems('r', problems) + track.add_run_problems('r', problems[: n // 2])
+
+        return run
+
+    assert make(10)() == 10
+    assert_linear(make, 2000)
