@@ -49,8 +49,10 @@ _SCHEME_RE = re.compile(r'[a-z][a-z0-9+.\-]*')
 _REL = 'noopener noreferrer nofollow'
 _MAX_LABEL = 200
 _MAX_EXCERPT = 300
-# C0 controls except tab/newline/carriage return, DEL, C1 controls and lone surrogates: replaced in all output.
-_BAD_CHARS_RE = re.compile('[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]')
+# C0 controls except tab/newline/carriage return, DEL, C1 controls, lone surrogates, and the bidirectional embeddings,
+# overrides and isolates (U+202A-U+202E, U+2066-U+2069: a title ending in U+202E reverses the domain shown after it):
+# replaced in all output.
+_BAD_CHARS_RE = re.compile('[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]')
 _WS_RE = re.compile(r'[\s\x00-\x1f\x7f-\x9f]+')
 # What a browser strips around an `href`: C0 controls and space. Whitespace other than a space is refused inside.
 _URL_STRIP = ''.join(chr(c) for c in range(0x21))
@@ -81,8 +83,9 @@ def safe_url(url: object, allowed_schemes: Iterable[str] = DEFAULT_ALLOWED_SCHEM
     """The URL to link to, or `None` when it must be shown as text only.
 
     The URL is read the way a browser reads an `href`: tabs and newlines anywhere are removed and leading and trailing
-    spaces and control characters are stripped. The result must parse, must contain no other control characters, its
-    lowercased scheme must be in `allowed_schemes`, and `http`/`https` URLs must name a host.
+    spaces and control characters are stripped, and in an `http`/`https` URL a backslash is a slash. The result must
+    parse, must contain no other control characters, its lowercased scheme must be in `allowed_schemes`, and
+    `http`/`https` URLs must name a host without percent escapes (a browser would decode them).
 
     Args:
         url: The URL, as the provider gave it.
@@ -101,6 +104,10 @@ def _safe_url(url: object, schemes: frozenset[str]) -> str | None:
     cleaned = re.sub('[\t\n\r]', '', url).strip(_URL_STRIP)
     if not cleaned or _BAD_CHARS_RE.search(cleaned) or _OTHER_SPACE_RE.search(cleaned):
         return None
+    if '\\' in cleaned and cleaned[:6].lower().startswith(('http:', 'https:')):
+        # A browser reads `\` as `/` in an http(s) URL (`https://evil.example\@docs.example/` goes to evil.example);
+        # `urlsplit` does not. Written as the browser reads it, the host shown is the host linked to.
+        cleaned = cleaned.replace('\\', '/')
     try:
         parts = urlsplit(cleaned)
     except ValueError:
@@ -113,7 +120,7 @@ def _safe_url(url: object, schemes: frozenset[str]) -> str | None:
             host = parts.hostname
         except ValueError:
             return None
-        if not host:
+        if not host or '%' in host:  # (a browser decodes `%2e` in a host: the host shown would not be the one linked)
             return None
     return cleaned
 

@@ -57,8 +57,10 @@ window.addEventListener('load', function () {
     a.scrollIntoView({block: 'center'});
     var r = a.getBoundingClientRect();
     var hit = document.elementFromPoint(r.left + r.width / 2, r.top + r.height / 2);
-    return {href: a.getAttribute('href'), protocol: a.protocol, width: r.width, height: r.height,
-            hit: !!hit && (hit === a || a.contains(hit)), mark: a.classList.contains('cite-mark')};
+    var note = a.parentElement.querySelector('.cite-note');
+  return {href: a.getAttribute('href'), protocol: a.protocol, width: r.width, height: r.height,
+            hit: !!hit && (hit === a || a.contains(hit)), mark: a.classList.contains('cite-mark'),
+            hostname: a.hostname, note: note ? note.textContent : null};
   });
   var pre = document.createElement('pre');
   pre.id = 'report';
@@ -179,3 +181,29 @@ def test_screenshot(tmp_path: Path):
     if os.environ.get('UPDATE_DOCS_SCREENSHOT'):  # `UPDATE_DOCS_SCREENSHOT=1 pytest ...` refreshes the README image
         DOCS_PNG.parent.mkdir(exist_ok=True)
         shutil.copyfile(png, DOCS_PNG)
+
+
+SPOOFS = [
+    'https://evil.example\\@en.wikipedia.org/wiki/K2',  # a browser reads `\` as `/`: the host is evil.example
+    'https://evil.example\\.en.wikipedia.org/',
+    'https://en.wikipedia.org%2Eevil.example/',  # a browser decodes the host's escape
+    'https://user:pw@en.wikipedia.org/wiki/K2',
+    'https://EN.Wikipedia.org./wiki/K2',
+    'https://[2001:db8::1]:8443/x',
+]
+
+
+def test_the_domain_shown_is_the_host_linked_to(tmp_path: Path):
+    citations = [
+        Citation([WebCitationSource(url, title=f'Title {i} \u202e')], anchor=ContentCitationAnchor(start=i, end=i + 1))
+        for i, url in enumerate(SPOOFS)
+    ]
+    answer = CitedAnswer.from_messages([ModelResponse(parts=[TextPart('abcdefgh', citations=citations)])])
+    links = [link for link in report(harness(tmp_path, answer, 'spoofs'))['links'] if isinstance(link, dict)]
+    listed = [link for link in links if not link['mark']]
+    assert listed, 'no source links'
+    for link in listed:
+        note = str(link['note'] or '').strip('()')
+        host = str(link['hostname']).strip('[]').removeprefix('www.').rstrip('.').lower()
+        assert note == host, link  # what the reader is told is where the link goes
+    assert '\u202e' not in render_html(answer)
