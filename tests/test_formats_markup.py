@@ -198,7 +198,17 @@ def test_stream_cleaner_never_shows_markup(text: str, data: st.DataObject):
 PROSE_TOKENS = st.tuples(
     st.sampled_from(['K2', 'is', 'tall', '8,611', '(see)', '<b>', 'x.']),
     st.sampled_from(['', ' ', '. ', ', ', '\n']),
-    st.sampled_from(['', '', OAI, '【4:0†source】', '(cite index="0-1">it</cite>']),
+    st.sampled_from(
+        [
+            '',
+            '',
+            OAI,
+            '【4:0†source】',
+            '(cite index="0-1">it</cite>',
+            '<cite\nindex="0-1">it</cite>',
+            '(cite \n index = "2">it</cite>',
+        ]
+    ),
 ).map(''.join)
 PROSE = st.lists(PROSE_TOKENS, max_size=12).map(''.join)
 
@@ -216,6 +226,8 @@ def _pieces(text: str, cuts: list[int]) -> list[str]:
         pytest.param(f'tall. {OAI} End', 'tall. End', id='space-after-the-marker'),
         pytest.param(f'tall {OAI}.', 'tall.', id='punctuation-after-the-marker'),
         pytest.param('a 【4:0†source】<b>', 'a <b>', id='bracket-marker'),
+        pytest.param('K2 is <cite\nindex="0-1">tall</cite>.', 'K2 is tall.', id='newline-in-a-cite-tag'),
+        pytest.param('K2 is (cite \n index="0-1"\n>tall</cite>.', 'K2 is tall.', id='newlines-in-a-paren-cite-tag'),
     ],
 )
 def test_stream_cleaner_splits_anywhere_as_the_whole_text(text: str, clean: str):

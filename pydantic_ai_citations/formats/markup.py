@@ -684,7 +684,14 @@ _HOLD_MAX = 600
 _OPEN_TAIL_RES = (
     re.compile('\ue200[^\ue200\ue201]*\\Z'),
     re.compile(r'【[A-Za-z0-9_.:-]{0,64}(?:†[^【】\n]{0,200})?\Z'),
-    re.compile(r'[<(](?:c(?:i(?:t(?:e[^<>\n]*)?)?)?)?\Z'),
+    # What may still become an opening cite tag: `_CITE_TOKEN_RE`'s opening, cut anywhere (whitespace between its
+    # attributes may hold newlines; a value may not).
+    re.compile(
+        r'[<(](?:c(?:i(?:t(?:e'
+        rf'(?:\s{{1,8}}{_ATTR}){{0,8}}'
+        r'''(?:\s{1,8}(?:[A-Za-z_:][-\w:.]{0,40}(?:\s{0,4}(?:=\s{0,4}(?:"[^"\n<>]{0,300}|'[^'\n<>]{0,300})?)?)?)?)?'''
+        r')?)?)?)?\Z'
+    ),
     re.compile(r'<(?:/(?:c(?:i(?:t(?:e\s{0,8})?)?)?)?)?\Z'),
 )
 _NUMBERED_TAIL_RES = (re.compile(r'\[[\[ 0-9,\]]{0,160}(?:\(https?:?/{0,2}[^\s()]{0,2000})?\Z'),)
