@@ -18,6 +18,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import functools
+import heapq
 import itertools
 import json
 import math
@@ -987,24 +988,34 @@ def _dedupe_spans(b: _Builder) -> list[CitedSpan]:
             continue
         seen.add(key)
         kept.append(span)
-    for i, span in enumerate(kept):
-        for other in kept[i + 1 :]:
-            if other.start >= span.end:
-                break
-            same_range = (other.start, other.end) == (span.start, span.end)
-            if not same_range and not (other.end <= span.end):  # partial overlap: neither contains the other
-                b.problems.append(
-                    CitationProblem(
-                        'overlapping_citations',
-                        f'Anchors {span.start}..{span.end} and {other.start}..{other.end} overlap partially; '
-                        'renderers must not nest them.',
-                        message_index=other.message_index,
-                        part_index=other.part_index,
-                        citation_index=other.citation_index,
-                        start=other.start,
-                        end=other.end,
-                    )
+    # A span overlaps another partially when that one starts before it and ends inside it (spans that start together
+    # nest): one problem per such span (naming the earliest-ending one), found with a heap of the ends of the spans
+    # that start before it (one that ends before a span starts ends inside no later one), so many nested or staggered
+    # anchors cost n log n, not a pass per pair.
+    ends: list[tuple[int, int]] = []  # (end, start) of spans that started before, and may end inside a later one
+    pending: list[tuple[int, int]] = []  # the same, for the spans that start where the current one does
+    for other in kept:
+        if pending and pending[0][1] != other.start:
+            for item in pending:
+                heapq.heappush(ends, item)
+            pending.clear()
+        while ends and ends[0][0] <= other.start:
+            heapq.heappop(ends)
+        if ends and ends[0][0] < other.end:
+            end, start = ends[0]
+            b.problems.append(
+                CitationProblem(
+                    'overlapping_citations',
+                    f'Anchors {start}..{end} and {other.start}..{other.end} overlap partially; '
+                    'renderers must not nest them.',
+                    message_index=other.message_index,
+                    part_index=other.part_index,
+                    citation_index=other.citation_index,
+                    start=other.start,
+                    end=other.end,
                 )
+            )
+        pending.append((other.end, other.start))
     return kept
 
 

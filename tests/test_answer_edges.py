@@ -289,3 +289,16 @@ def test_text_that_is_not_utf8_cannot_be_written_as_json_and_says_so() -> None:
     answer = CitedAnswer.from_messages([ModelResponse(parts=[TextPart('Hi \ud83d.')])])
     with pytest.raises(UserError, match=r'^CitedAnswer.to_json: the answer cannot be written as JSON: .*Replace'):
         answer.to_json()
+
+
+@given(st.lists(st.tuples(st.integers(0, 20), st.integers(1, 10)), max_size=25, unique=True))
+def test_partial_overlaps_are_the_ones_a_pairwise_check_finds(anchors: list[tuple[int, int]]) -> None:
+    ranges = [(start, start + length) for start, length in anchors]
+    citations = [
+        Citation([WebCitationSource(f'https://s{i}.example/')], anchor=ContentCitationAnchor(start=a, end=b))
+        for i, (a, b) in enumerate(ranges)
+    ]
+    answer = CitedAnswer.from_messages([ModelResponse(parts=[TextPart('w' * 40, citations=citations)])])
+    flagged = {p.citation_index for p in answer.problems if p.code == 'overlapping_citations'}
+    expected = {i for i, (a, b) in enumerate(ranges) if any(s < a < e < b for s, e in ranges)}
+    assert flagged == expected
