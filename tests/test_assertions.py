@@ -16,6 +16,7 @@ from pydantic_ai import (
     Citation,
     ContentCitationAnchor,
     DocumentCitationSource,
+    MarkerCitationAnchor,
     ModelMessage,
     ModelResponse,
     TextPart,
@@ -245,6 +246,47 @@ The answer (as render_markdown(answer, 'footnotes') shows it):
 """)
 
 
+@pytest.mark.parametrize(
+    ('kept', 'lost'),
+    [
+        pytest.param(  # another page with the same title
+            WebCitationSource('https://en.wikipedia.org/wiki/K2', title='K2'),
+            WebCitationSource('https://britannica.com/place/K2', title='K2'),
+            id='same-title',
+        ),
+        pytest.param(  # another document
+            DocumentCitationSource(document_id='file-aaa', title='Survey'),
+            DocumentCitationSource(document_id='file-bbb', title='Atlas'),
+            id='another-document',
+        ),
+    ],
+)
+async def test_no_lost_citations_is_not_fooled_by_a_look_alike(kept: Any, lost: Any):
+    """A kept citation that shares a title, or only its kind, with the lost one does not account for it."""
+    model = CitingModel(
+        'K2 is 8,611 m tall. It is in the Karakoram.',
+        [ScriptedCitation('K2 is 8,611 m tall.', [kept]), ScriptedCitation('It is in the Karakoram.', [lost])],
+        style='anthropic',
+    )
+    assert_no_lost_citations(await Agent(model).run('q'), model)
+    broken = answer_of(
+        'K2 is 8,611 m tall. It is in the Karakoram.', Citation([kept], anchor=ContentCitationAnchor(start=0, end=19))
+    )
+    with pytest.raises(
+        AssertionError, match=r'^1 of 2 citation\(s\) sent on the wire are lost: .*It is in the Karakoram'
+    ):
+        assert_no_lost_citations(broken, model)
+
+
+def test_a_web_citation_is_kept_only_by_its_url():
+    """Google grounds two pages on one segment: the span kept for one page does not account for the other."""
+    from pydantic_ai_citations.testing._seams import _expected, unaccounted  # pyright: ignore[reportPrivateUsage]
+
+    answer = answer_of('K2 is 8,611 m tall.', Citation([WIKI], anchor=ContentCitationAnchor(start=0, end=19)))
+    other = _expected('grounding_support https://b.example/k2', url='https://b.example/k2', offsets=(0, 19))
+    assert unaccounted(answer, [other]) == ['grounding_support https://b.example/k2']
+
+
 async def test_no_lost_citations_counts_what_a_cut_stream_sent():
     """Cut after the first block and its citation went out, before the second's: only the first was sent."""
     model = CitingModel(TEXT, CITES, style='anthropic', end_stream_after=3)
@@ -443,3 +485,22 @@ async def test_the_readme_failure_message_is_the_real_one():
     with pytest.raises(AssertionError) as excinfo:
         assert_cites(await run('anthropic'), BORDER.url, quote='8,611 m')
     assert f'```text\n{message(excinfo)}\n```' in (ROOT / 'README.md').read_text()
+
+
+@pytest.mark.parametrize(
+    ('quote', 'cited'),
+    [
+        ('Everest is 8.849 km tall', True),  # a decimal point ends no sentence
+        ('Everest is 8.849 km tall.', True),
+        ('K2 is 8,611 m tall.', False),  # the sentence before the one the marker closes
+        ('tall. Everest', False),
+    ],
+)
+def test_assert_cites_a_marker_for_the_words_of_its_sentence_only(quote: str, cited: bool):
+    text = 'K2 is 8,611 m tall. Everest is 8.849 km tall.[1]'
+    answer = answer_of(text, Citation([WIKI], anchor=MarkerCitationAnchor(start=text.index('[1]'), end=len(text))))
+    if cited:
+        assert_cites(answer, WIKI.url, quote=quote)
+    else:
+        with pytest.raises(AssertionError, match='is cited, but not for'):
+            assert_cites(answer, WIKI.url, quote=quote)

@@ -64,7 +64,8 @@ _EXPECTED_SUBJECT = 'the result of `agent.run`, `run_sync`, `run_stream` or `ite
 # A marker cites the sentence it closes: no sentence end between the words and the marker (the sentence's own
 # terminator and closing punctuation right before the marker aside).
 _PRIVATE_USE = re.compile('[\ue000-\uf8ff]')  # invisible in a terminal: shown escaped
-_SENTENCE_END = re.compile(r'[.!?…。！？\n]')
+_SENTENCE_END = re.compile(r'[.!?…](?=\s)|[。！？\n]')
+"""Where a sentence ends: `.`, `!`, `?` or `…` before a space (not `8.849`), CJK full stops, a line end."""
 _MARKER_TAIL = ' \t.,;:!?…)]"\'”’»。！？'
 
 
@@ -303,8 +304,8 @@ def _cited_urls(answer: CitedAnswer) -> dict[str, int]:
 def _covers(text: str, kind: str, start: int, end: int, q_start: int, q_end: int) -> bool:
     if kind == 'content':
         return (start <= q_start and q_end <= end) or (q_start <= start and end <= q_end)
-    if q_end <= start:
-        return _SENTENCE_END.search(text[q_end:start].rstrip(_MARKER_TAIL)) is None
+    if q_end <= start:  # no sentence ends from the words on to the marker (but the one the marker closes)
+        return _SENTENCE_END.search(text[q_start:start].rstrip(_MARKER_TAIL)) is None
     return q_start <= start and end <= q_end
 
 

@@ -641,7 +641,8 @@ def scripted_expected(model: CitingModel, *, streamed: bool) -> list[Expected]:
             url = getattr(source, 'url', None)
             doc = getattr(source, 'document_id', None)
             label = f'scripted citation of {citation.quote!r} to {url or doc or source.title!r}'
-            out.append(_expected(label, url=url, document_id=doc, title=source.title, document=url is None))
+            # (`document`: any document stands for one known only by position; a scripted document id is its own.)
+            out.append(_expected(label, url=url, document_id=doc, title=source.title, document=not (url or doc)))
     return out
 
 
@@ -743,13 +744,14 @@ def _mapping_tokens(data: dict[str, JsonValue]) -> set[str]:
 
 
 def unaccounted(answer: CitedAnswer, expected: list[Expected]) -> list[str]:
+    """The labels of the citations the answer neither keeps (by identity: `_identity`) nor names in a problem."""
     tokens = _answer_tokens(answer)
     told = ' '.join(f'{p.message} {p.detail or ""}' for p in answer.problems)
     offsets = {f'off:{p.start}-{p.end}' for p in answer.problems if p.start is not None and p.end is not None}
     return [
         e.label
         for e in expected
-        if not (e.tokens & tokens or e.tokens & offsets or any(needle in told for needle in e.needles))
+        if not (_identity(e) & tokens or e.tokens & offsets or any(needle in told for needle in e.needles))
     ]
 
 
@@ -798,9 +800,13 @@ def account_wire(
 
 
 def _identity(e: Expected) -> frozenset[str]:
-    if any(t.startswith(('url:http://', 'url:https://')) for t in e.tokens):
-        return frozenset(t for t in e.tokens if not t.startswith(('title:', 'kind:')))
-    return e.tokens
+    """The tokens that say a kept citation is this one: its web URL when it has one, else all its tokens.
+
+    A title, a domain or offsets are shared by other pages (two pages titled `K2`, two pages grounding one segment):
+    a web citation is kept only if its URL is.
+    """
+    urls = frozenset(t for t in e.tokens if t.startswith(('url:http://', 'url:https://')))
+    return urls or e.tokens
 
 
 def _tells(e: Expected, text: str, offsets: str) -> bool:
