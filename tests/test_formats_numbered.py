@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -250,3 +252,24 @@ def test_is_numbered_marker() -> None:
     assert not is_numbered_marker('[^1]')
     assert not is_numbered_marker('[12345]')
     assert not is_numbered_marker('[1][2]')
+
+
+@pytest.mark.parametrize(
+    ('sources', 'base', 'message'),
+    [
+        (['https://a.com'], 1, r'`sources\[0\]` must be a `WebCitationSource` or `DocumentCitationSource`.*wrap it'),
+        ([{'url': 'https://a.com'}], 1, r'`sources\[0\]` must be a `WebCitationSource`'),
+        ({1: 'https://a.com'}, 1, r'`sources\[1\]` must be'),
+        ({'1': WebCitationSource('https://a.com')}, 1, r'keys of a `sources` mapping are the numbers'),
+        (None, 1, r'`sources` must be a list or a mapping'),
+        (5, 1, r'`sources` must be a list or a mapping'),
+        ([WebCitationSource('https://a.com')], '1', r'`base` must be an int of 0 or more'),
+        ([WebCitationSource('https://a.com')], 1.5, r'`base` must be an int of 0 or more'),
+        ([WebCitationSource('https://a.com')], None, r'`base` must be an int of 0 or more'),
+    ],
+)
+def test_resolve_refuses_what_is_not_sources_naming_what_it_expects(sources: Any, base: Any, message: str):
+    # They raised `AttributeError` / `TypeError`, or (`base=1.5`) resolved nothing without a word.
+    for call in (lambda: resolve('A [1].', sources, base=base), lambda: resolve_markers([], sources, base=base)):
+        with pytest.raises(UserError, match=message):
+            call()

@@ -28,10 +28,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import cast
 
 from pydantic_ai import Citation, DocumentCitationSource, MarkerCitationAnchor, WebCitationSource
 from pydantic_ai.exceptions import UserError
 
+from .._checks import shown
 from .._problems import CitationProblem
 
 __all__ = (
@@ -378,10 +380,32 @@ def resolve_markers(
     return NumberedResolution(citations, problems, cited_markers)
 
 
-def _check_sources(sources: object, base: int) -> None:
-    if isinstance(sources, str | bytes):
-        raise UserError(f'`sources` must be a list or a mapping of citation sources, got {sources!r}.')
-    if base < 0:
-        raise UserError(f'`base` must be 0 or more, got {base!r}.')
+def _check_sources(sources: object, base: object) -> None:
+    """Raise `UserError` unless `sources` is a list or mapping of citation sources and `base` an int of 0 or more."""
+    if isinstance(base, bool) or not isinstance(base, int) or base < 0:
+        raise UserError(f'`base` must be an int of 0 or more, got {shown(base)}.')
+    if isinstance(sources, str | bytes) or not isinstance(sources, Sequence | Mapping):
+        raise UserError(
+            f'`sources` must be a list or a mapping of citation sources (`WebCitationSource` / '
+            f'`DocumentCitationSource`), got {shown(sources)}.'
+        )
+    items: Iterable[tuple[object, object]] = (
+        cast(Mapping[object, object], sources).items()
+        if isinstance(sources, Mapping)
+        else enumerate(cast(Sequence[object], sources))
+    )
+    for key, source in items:
+        if not isinstance(source, WebCitationSource | DocumentCitationSource):
+            hint = (
+                " (a URL: wrap it, `WebCitationSource(url)`; Sonar's `citations` list is URLs)"
+                if isinstance(source, str)
+                else ''
+            )
+            raise UserError(
+                f'`sources[{key!r}]` must be a `WebCitationSource` or `DocumentCitationSource`, got '
+                f'{shown(source)}{hint}.'
+            )
+        if isinstance(sources, Mapping) and (isinstance(key, bool) or not isinstance(key, int)):
+            raise UserError(f'The keys of a `sources` mapping are the numbers `[N]` names (ints), got {shown(key)}.')
     if isinstance(sources, Mapping) and base != 1:
         raise UserError(f'`base={base!r}` applies to a list of sources; with a mapping, N is the key.')
