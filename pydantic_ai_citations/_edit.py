@@ -28,7 +28,7 @@ import copy
 import difflib
 import hashlib
 import itertools
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Literal, NamedTuple, TypeVar, cast
 
@@ -657,12 +657,20 @@ def joined_fingerprint(
 def _anchors_or_none(response: ModelResponse, part_index: int) -> list[object]:
     """The stored anchor prints of a part's citations, or `None` for each when none are stored."""
     part = response.parts[part_index]
-    stored = _stored_anchors(response, part_index)
+    try:
+        stored = _stored_anchors(response, part_index)
+    except _Untold:
+        stored = None
     count = len(_citations(part)) if isinstance(part, TextPart) else 0
     return stored if stored is not None and len(stored) == count else [None] * count
 
 
 def _stored_anchors(response: ModelResponse, part_index: int) -> list[object] | None:
+    """The anchor prints of the fingerprint of part `part_index` (`print_key`), `None` when none are stored.
+
+    Raises:
+        _Untold: The response was fingerprinted, but which print is this part's cannot be told (`_matched_prints`).
+    """
     metadata = cast(dict[str, object], response.metadata or {})
     ours = metadata.get(METADATA_KEY)
     if not isinstance(ours, dict):
@@ -670,8 +678,82 @@ def _stored_anchors(response: ModelResponse, part_index: int) -> list[object] | 
     anchors = cast(dict[str, object], ours).get('anchors')
     if not isinstance(anchors, dict):
         return None
-    found = cast(dict[str, object], anchors).get(str(part_index))
+    key = print_key(response, part_index)
+    found = cast(dict[str, object], anchors).get(key) if key is not None else None
     return cast(list[object], found) if isinstance(found, list) else None
+
+
+class _Untold(Exception):
+    """A fingerprinted part whose print cannot be told apart from the others' (see `_matched_prints`)."""
+
+
+def print_key(response: ModelResponse, part_index: int) -> str | None:
+    """The key of the fingerprint that is part `part_index`'s (its own index, unless the parts moved), or `None`.
+
+    Raises:
+        _Untold: The part may be one of several fingerprinted parts that moved and changed: no print is surely its.
+    """
+    prints, _ = _read_ours(response.metadata, False)
+    if prints is None:
+        return None
+    own = str(part_index)
+    if own in prints and _vouched(cast(TextPart, response.parts[part_index]).content, prints[own]):
+        return own  # (the common case: in place and unchanged)
+    keys = _matched_prints(response, prints)[0]
+    if part_index in keys and keys[part_index] is None:
+        raise _Untold(part_index)
+    return keys.get(part_index, own if own in prints else None)
+
+
+def _matched_prints(response: ModelResponse, prints: Mapping[str, object]) -> tuple[dict[int, str | None], set[int]]:
+    """Which fingerprint is each text part's, when parts may have moved: (part index -> print key, parts vouched for).
+
+    Prints are keyed by part index, and removing a part before them (a `ThinkingPart` dropped before a hand-off to
+    another provider) moves the text parts after it. A part is the print's its text hashes to (its own index's first,
+    then any other: the part moved unchanged). Of the parts left (edited, and maybe moved too), one whose own index
+    has a print left takes it (edited in place); the others and the prints left are paired in order, parts keeping
+    their order, when there are as many of each, and otherwise map to `None`: fingerprinted, but no print is surely
+    theirs. With no print left, they were never fingerprinted, and so are the parts not in the mapping. The prints
+    left unpaired are gone.
+    """
+    parts = response.parts
+    texts = {
+        i: part
+        for i, part in enumerate(parts)
+        if isinstance(part, TextPart) and (str(i) in prints or _is_cited(part))
+    }
+    free = dict.fromkeys(prints)  # prints on no part yet
+    keys: dict[int, str | None] = {}
+    hashes = {
+        i: _hash(part.content) if isinstance(cast(object, part.content), str) else None for i, part in texts.items()
+    }
+    for i in texts:
+        own = str(i)
+        if own in free and prints[own] == hashes[i]:
+            keys[i] = own
+            del free[own]
+    by_print: dict[object, list[str]] = {}
+    for name in free:
+        by_print.setdefault(prints[name], []).append(name)
+    for i in texts:
+        if i not in keys and (names := [n for n in by_print.get(hashes[i], ()) if n in free]):
+            keys[i] = names[0]
+            del free[names[0]]
+    vouched = set(keys)
+    left = [i for i in texts if i not in keys]
+    for i in left:  # edited in place: its own print
+        if str(i) in free:
+            keys[i] = str(i)
+            del free[str(i)]
+    left = [i for i in left if i not in keys]
+    names = sorted(free, key=lambda name: int(name) if name.isdigit() else -1)
+    if not names:  # no print left: the parts left were never fingerprinted (added since)
+        return keys, vouched
+    if len(left) == len(names) and all(name.isdigit() for name in names):
+        keys.update(zip(left, names, strict=True))
+    else:
+        keys.update(dict.fromkeys(left))
+    return keys, vouched
 
 
 # --- find_stale -----------------------------------------------------------------------------------------------------
@@ -768,12 +850,16 @@ def _survey_response(
         _survey_unprinted(message_index, response, found, marked, anchors)
         return
     seen = 0
+    before = (len(found), len(marked) if marked is not None else 0)
     for part_index, part in enumerate(response.parts):
         if not isinstance(part, TextPart):
             continue
         key = _KEYS[part_index] if part_index < 64 else str(part_index)
         value = prints.get(key)
         if value is None:  # never fingerprinted: only its anchors can be checked
+            if _is_cited(part):  # unless it is a fingerprinted part that moved: the slow way
+                _survey_again(message_index, response, prints, markup, found, marked, anchors, before)
+                return
             _survey_unprinted_part(message_index, response, part_index, part, found, marked, anchors)
             continue
         seen += 1
@@ -782,8 +868,9 @@ def _survey_response(
             vouched = value == _sha256(content.encode()).hexdigest()[:16]
         except (UnicodeEncodeError, AttributeError):
             vouched = _vouched(content, value)
-        if not vouched:
-            found.append((message_index, part_index, part, _STALE))
+        if not vouched:  # edited, or another part moved here: told apart the slow way
+            _survey_again(message_index, response, prints, markup, found, marked, anchors, before)
+            return
         elif (
             anchors
             and (citations := part.citations)
@@ -798,8 +885,51 @@ def _survey_response(
                 marked.append((message_index, response, part_index, part, markup[key]))
         elif _may_have_markup(content, part.citations):
             marked.append((message_index, response, part_index, part, None))
-    if seen < len(prints):
-        found.extend(_gone(message_index, response, prints))
+    if seen < len(prints):  # a fingerprinted part is gone, or moved
+        _survey_again(message_index, response, prints, markup, found, marked, anchors, before)
+
+
+def _survey_again(
+    message_index: int,
+    response: ModelResponse,
+    prints: Any,
+    markup: Any,
+    found: list[Found],
+    marked: Marked | None,
+    anchors: bool,
+    before: tuple[int, int],
+) -> None:
+    """`_survey_response` for a response whose parts do not line up with its prints, what it noted undone (`before`).
+
+    Each part is checked against the print that is its (`_matched_prints`), so a part that moved is not taken for
+    one never fingerprinted (and its citations resent unchecked) when a part before it was removed.
+    """
+    del found[before[0] :]
+    if marked is not None:
+        del marked[before[1] :]
+    keys, vouched = _matched_prints(response, prints)
+    for part_index, part in enumerate(response.parts):
+        if not isinstance(part, TextPart):
+            continue
+        if part_index not in keys:  # never fingerprinted
+            _survey_unprinted_part(message_index, response, part_index, part, found, marked, anchors)
+            continue
+        content, key = part.content, keys[part_index]
+        if part_index not in vouched:
+            found.append((message_index, part_index, part, _STALE))
+        elif anchors and (citations := part.citations) and (findings := _anchor_findings(citations, len(content))):
+            found.append((message_index, part_index, part, findings))
+        if marked is None:
+            continue
+        if part_index in vouched and markup is not None:
+            if key in markup:  # as fingerprinted: the text is the one its markup was found in
+                marked.append((message_index, response, part_index, part, markup[key]))
+        elif _may_have_markup(content, part.citations):
+            marked.append((message_index, response, part_index, part, None))
+    placed = set(keys.values())
+    for name in prints:
+        if name not in placed:  # a fingerprinted part that is gone
+            found.append((message_index, int(name) if name.isdigit() else -1, None, _STALE))
 
 
 def _survey_unprinted(
@@ -825,15 +955,6 @@ def _survey_unprinted_part(
         found.append((message_index, part_index, part, findings))
     if marked is not None and _may_have_markup(content, citations):
         marked.append((message_index, response, part_index, part, None))
-
-
-def _gone(message_index: int, response: ModelResponse, prints: dict[str, object]) -> Iterator[Found]:
-    """A fingerprinted part that is gone, or is no longer a text part."""
-    parts = response.parts
-    for name in prints:
-        index = int(name) if name.isdigit() else -1
-        if not (0 <= index < len(parts) and isinstance(parts[index], TextPart)):
-            yield message_index, index, None, _STALE
 
 
 def survey(messages: Sequence[ModelMessage], marked: Marked | None = None, *, anchors: bool = True) -> list[Found]:
@@ -1056,13 +1177,19 @@ def repair_part(
         details = dict(part.provider_details) if part.provider_details else {}
         details.pop('citations', None)
         return copy_with(part, id=None, citations=None, provider_details=details or None), []
-    stored = _stored_anchors(response, part_index) or []
+    try:
+        stored = _stored_anchors(response, part_index) or []
+        untold = False
+    except _Untold:  # fingerprinted, but which print is its is not known: nothing vouches for any anchor
+        stored, untold = [], True
     text = part.content
     n_citations = len(_citations(part))
     locator = _Locator(text, stored)
 
     def move(index: int, start: int, end: int) -> Range | None:
         fits = end <= len(text)
+        if untold:
+            return None
         if not stored:
             # No anchor fingerprints (history from before this package, or written by hand): nothing says the
             # anchors are stale, so keep those that fit the text.

@@ -18,6 +18,7 @@ from pydantic_ai import (
     ModelResponse,
     ModelResponsePart,
     TextPart,
+    ThinkingPart,
     ToolCallPart,
     UserPromptPart,
     WebCitationSource,
@@ -1097,3 +1098,72 @@ def test_raw_offsets_into_the_text_move_and_others_stay():
         *raw[3:],
     ]
     assert moved_raw_offsets({'not': 'a list'}, move) == {'not': 'a list'}
+
+
+# --- fingerprinted parts that moved (a part before them removed from the history) -------------------------------
+
+
+def _thinking_then_cited() -> ModelResponse:
+    """A response whose cited text parts follow a `ThinkingPart`, fingerprinted as `CleanStaleCitations` does."""
+    response = ModelResponse(
+        parts=[
+            ThinkingPart('Let me check.'),
+            TextPart(
+                'K2 is 8,611 m tall. ',
+                citations=[Citation([web('https://a.example/k2')], anchor=ContentCitationAnchor(start=0, end=19))],
+            ),
+            TextPart(
+                'It is in Pakistan.',
+                citations=[Citation([web('https://b.example/pk')], anchor=ContentCitationAnchor(start=9, end=17))],
+            ),
+        ]
+    )
+    fingerprint_response(response)
+    return response
+
+
+def _without_thinking(response: ModelResponse) -> ModelResponse:
+    return dataclasses.replace(response, parts=[p for p in response.parts if not isinstance(p, ThinkingPart)])
+
+
+def test_a_part_that_moved_unchanged_is_still_vouched_for() -> None:
+    moved = _without_thinking(_thinking_then_cited())
+    assert find_stale([moved]) == []
+    assert repair_history([moved], 'realign') == ({}, [])
+    assert [s.url for s in CitedAnswer.from_messages([moved]).sources] == [
+        'https://a.example/k2',
+        'https://b.example/pk',
+    ]
+
+
+@pytest.mark.parametrize('edited', [0, 1])
+def test_a_part_that_moved_and_was_edited_is_stale_and_its_citations_are_not_resent(edited: int) -> None:
+    moved = _without_thinking(_thinking_then_cited())
+    part = moved.parts[edited]
+    assert isinstance(part, TextPart)
+    part.content = part.content.replace('8,611', '9,999').replace('Pakistan', 'India')
+    assert [(p.code, p.part_index) for p in find_stale([moved])] == [('stale_after_edit', edited)]
+    replaced, problems = repair_history([moved], 'realign')
+    repaired = replaced[0].parts[edited]
+    assert isinstance(repaired, TextPart)
+    assert repaired.citations is None  # its cited words are gone: dropped, and reported
+    assert [p.code for p in problems] == ['stale_after_edit', 'citation_dropped_after_edit']
+    other = replaced[0].parts[1 - edited]
+    assert isinstance(other, TextPart) and other.citations  # the other part kept its own
+
+
+def test_parts_that_moved_and_changed_beyond_telling_lose_their_citations_with_a_problem() -> None:
+    response = _thinking_then_cited()
+    only = response.parts[2]
+    assert isinstance(only, TextPart)
+    edited = dataclasses.replace(response, parts=[dataclasses.replace(only, content='It is in India, it seems.')])
+    # Two prints, one part that matches neither: which one it was cannot be told, so no anchor is trusted.
+    assert [(p.code, p.part_index) for p in find_stale([edited])] == [
+        ('stale_after_edit', 0),
+        ('stale_after_edit', 1),
+        ('stale_after_edit', 2),
+    ]
+    replaced, problems = repair_history([edited], 'realign')
+    repaired = replaced[0].parts[0]
+    assert isinstance(repaired, TextPart) and repaired.citations is None
+    assert 'citation_dropped_after_edit' in [p.code for p in problems]
