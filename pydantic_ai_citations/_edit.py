@@ -718,9 +718,7 @@ def _matched_prints(response: ModelResponse, prints: Mapping[str, object]) -> tu
     """
     parts = response.parts
     texts = {
-        i: part
-        for i, part in enumerate(parts)
-        if isinstance(part, TextPart) and (str(i) in prints or _is_cited(part))
+        i: part for i, part in enumerate(parts) if isinstance(part, TextPart) and (str(i) in prints or _is_cited(part))
     }
     free = dict.fromkeys(prints)  # prints on no part yet
     keys: dict[int, str | None] = {}

@@ -356,6 +356,90 @@ def _md_body(text: str, schemes: frozenset[str]) -> str:
     return ''.join(out)
 
 
+_FENCE_RE = re.compile(r' {0,3}(`{3,}|~{3,})(.*)')
+_TICKS_RE = re.compile(r'(?<!\\)`+')
+
+
+def _md_code(text: str) -> tuple[list[tuple[int, int, bool]], str | None]:
+    """The code in model-written Markdown, as CommonMark reads it, and the fence a cut-off code block needs.
+
+    Returns `(start, end, fenced)` regions in order, and the fence that closes a fenced block the text ends inside
+    (`None` if it ends in none). One pass over the lines for fences, then one over the backtick runs outside them for code spans (a run of n
+    backticks opens a span that the next run of exactly n closes; a run with no such partner is text).
+    """
+    regions: list[tuple[int, int, bool]] = []
+    outside: list[tuple[int, int]] = []  # text between fenced blocks
+    pos = start = 0
+    fence: str | None = None  # the opening run of the block the line is in
+    fence_start = 0
+    for line in re.findall(r'[^\n]*\n|[^\n]+\Z', text):  # (lines end at `\n` only, as in CommonMark; `\r` is blank)
+        found = _FENCE_RE.match(line)
+        if fence is None:
+            if found and not (found[1][0] == '`' and '`' in found[2]):
+                fence, fence_start = found[1], pos
+                outside.append((start, pos))
+        elif found and found[1][0] == fence[0] and len(found[1]) >= len(fence) and not found[2].strip():
+            regions.append((fence_start, pos + len(line), True))
+            fence, start = None, pos + len(line)
+        pos += len(line)
+    if fence is not None:
+        regions.append((fence_start, len(text), True))
+    else:
+        outside.append((start, len(text)))
+    for lo, hi in outside:
+        runs = [(m.start(), m.end()) for m in _TICKS_RE.finditer(text, lo, hi)]
+        following: list[int | None] = [None] * len(runs)  # the next run of the same length, by index
+        last: dict[int, int] = {}
+        for k in range(len(runs) - 1, -1, -1):
+            size = runs[k][1] - runs[k][0]
+            following[k] = last.get(size)
+            last[size] = k
+        k = 0
+        while k < len(runs):
+            partner = following[k]
+            if partner is None:
+                k += 1
+                continue
+            regions.append((runs[k][0], runs[partner][1], False))
+            k = partner + 1
+    regions.sort()
+    return regions, fence
+
+
+def _marks_out_of_code(plan: list[_Edit], text: str, regions: list[tuple[int, int, bool]]) -> list[_Edit]:
+    """`plan` with each mark placed inside code moved out of it, where Markdown shows it as a mark.
+
+    Out of a code span to just after it, out of a fenced block to the end of the line before it. A replaced marker
+    is left where it is (its text is the model's).
+    """
+    if not regions:
+        return plan
+    starts = [r[0] for r in regions]
+    moved: dict[int, _Edit] = {}
+    kept: list[_Edit] = []
+    for edit in plan:
+        k = bisect_right(starts, edit.start - 1) - 1  # the last region starting before the mark
+        if edit.start != edit.end or k < 0 or not regions[k][0] < edit.start < regions[k][1]:
+            kept.append(edit)
+            continue
+        start, end, fenced = regions[k]
+        at = (start - 1 if start and text[start - 1] == '\n' else start) if fenced else end
+        target = moved.setdefault(at, _Edit(at, at))
+        target.found.update(edit.found)
+    if not moved:
+        return plan
+    by_place = {e.start: e for e in kept if e.start == e.end}
+    for at, edit in moved.items():
+        if at in by_place:
+            by_place[at].found.update(edit.found)
+        else:
+            kept.append(edit)
+    for edit in kept:
+        edit.sources = sorted(edit.found)
+    kept.sort(key=lambda e: (e.start, e.end))
+    return kept
+
+
 def _md_source_line(source: SourceRef, labels: _Labels) -> str:
     label = labels.of(source)
     if label.href is not None:
@@ -401,7 +485,8 @@ def render_markdown(
     answer, schemes = _prepare('render_markdown', answer, allowed_schemes, redact)
     refs = {s.number: s for s in answer.sources}
     labels = _Labels(schemes)
-    plan = _plan(answer)
+    code, open_fence = _md_code(answer.text)
+    plan = _marks_out_of_code(_plan(answer), answer.text, code)  # (a mark in code is shown as code)
     body: list[str] = []
     for seg in _segments(answer.text, plan):
         if isinstance(seg, str):
@@ -417,6 +502,8 @@ def render_markdown(
             href = labels.of(refs[number]).href
             body.append(f'[[{number}]]({_md_dest(href)})' if href else f'\\[{number}\\]')
     blocks = [''.join(body).rstrip()]
+    if open_fence is not None:  # the text ends in a code block (cut off): closed, or all that follows would be code
+        blocks[0] += '\n' + open_fence
     if not answer.complete:
         blocks.append(
             '*⚠ This answer is incomplete: the response did not finish, so text and citations may be missing.*'

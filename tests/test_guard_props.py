@@ -55,6 +55,11 @@ def _bare_ok(s: str, i: int) -> bool:
     return not (i >= 2 and s[i - 1] == ' ' and not s[i - 2].isspace())
 
 
+def _after_spaced_markup(out: str, markups: list[str]) -> bool:
+    """Whether `out` ends in markup and a space: a bare marker there reads as one after a space (which takes it)."""
+    return out.endswith(' ') and any(out[:-1].endswith(m) for m in markups)
+
+
 @st.composite
 def injected_string(draw: st.DrawFn, s: str) -> tuple[str, list[str]]:
     """Inject markers (bare, or after a space as models write them) and at most one cite wrap into `s`."""
@@ -77,7 +82,7 @@ def injected_string(draw: st.DrawFn, s: str) -> tuple[str, list[str]]:
             if _spaced_ok(s, cut) and draw(st.booleans()):
                 out.append(' ' + m)
                 markups.append(m)
-            elif _bare_ok(s, cut):
+            elif _bare_ok(s, cut) and not _after_spaced_markup(''.join(out), markups):
                 out.append(m)
                 markups.append(m)
         if wrap is not None and cut == wrap[0]:

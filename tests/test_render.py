@@ -1,9 +1,11 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import runpy
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from inline_snapshot import snapshot
@@ -406,3 +408,49 @@ Alpha[^1] beta.
 [^1]: [Source 1](https://s1.example/page) (s1.example)
 """)
     assert '[7]' not in render_html(bad)
+
+
+# --- code the model wrote -------------------------------------------------------------------------------------------
+
+
+def _md_to_html(markdown: str) -> str:
+    from markdown_it import MarkdownIt
+    from mdit_py_plugins.footnote import footnote_plugin
+
+    return MarkdownIt('commonmark').use(footnote_plugin).render(markdown)
+
+
+def _cited(text: str, *spans: tuple[int, int, str], **response: Any) -> CitedAnswer:
+    citations = [
+        Citation([WebCitationSource(url, title=f'Title {n}')], anchor=ContentCitationAnchor(start=a, end=b))
+        for n, (a, b, url) in enumerate(spans)
+    ]
+    citations.append(Citation([WebCitationSource('https://used.example/', title='Used')]))
+    return CitedAnswer.from_messages([ModelResponse(parts=[TextPart(text, citations=citations)], **response)])
+
+
+@pytest.mark.parametrize('style', ['inline', 'footnotes'])
+def test_a_cut_off_code_block_is_closed_before_the_notice_and_the_sources(style: str):
+    text = 'Install it as the docs say:\n```bash\npip install k2'
+    answer = _cited(text, (0, 27, 'https://docs.example/install'), state='interrupted')
+    markdown = render_markdown(answer, style)  # pyright: ignore[reportArgumentType]
+    html = _md_to_html(markdown)
+    after_code = html.split('</code></pre>', 1)[1]
+    assert 'This answer is incomplete' in after_code
+    assert '<a href="https://used.example/">Used</a>' in after_code
+    if style == 'footnotes':
+        assert 'https://docs.example/install' in after_code  # the footnote list
+    assert html.count('<pre>') == 1
+
+
+@pytest.mark.parametrize('style', ['inline', 'footnotes'])
+def test_a_mark_is_never_put_inside_code(style: str):
+    text = 'Run `pip install k2` first.\n```\nmake\n```\nDone.'
+    inside_span = text.index(' k2')
+    inside_block = text.index('make') + 2
+    answer = _cited(text, (0, inside_span, 'https://a.example/'), (0, inside_block, 'https://b.example/'))
+    html = _md_to_html(render_markdown(answer, style))  # pyright: ignore[reportArgumentType]
+    for code in re.findall(r'<code>(.*?)</code>', html, flags=re.DOTALL):
+        assert '[1]' not in code and '[2]' not in code and '[^' not in code, code
+    assert html.count('https://a.example/') >= 1 and html.count('https://b.example/') >= 1
+    assert '<code>pip install k2</code><' in html  # the mark follows the code span
