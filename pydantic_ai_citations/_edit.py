@@ -250,28 +250,39 @@ def replace_parts(response: ModelResponse, parts: Mapping[int, TextPart]) -> Mod
     new_response = replace(response, parts=new_parts, metadata=metadata or None)
     fingerprint_response(new_response)
     if isinstance(old, dict) and isinstance(cast(dict[str, Any], old).get('fingerprints'), dict):
-        _keep_prints(cast(dict[str, Any], old), new_response, {str(i) for i in parts})
+        _keep_prints(cast(dict[str, Any], old), response, new_response, set(parts))
     return new_response
 
 
-def _keep_prints(old: dict[str, Any], response: ModelResponse, replaced: set[str]) -> None:
+def _keep_prints(old: dict[str, Any], before: ModelResponse, response: ModelResponse, replaced: set[int]) -> None:
     """Put back, in `response`'s fresh fingerprint, the old text and anchor prints of every part not in `replaced`.
 
-    Markup ranges and anchors out of range are only read for text its (old) print vouches for, so the fresh ones,
-    found in that same text, stand.
+    Each under the index its part has now (`_matched_prints` on `before`, the response the old prints are of: a part
+    may have moved), and a print on no part (gone) under its own, unless a part holds that index now. Markup ranges
+    and anchors out of range are only read for text its (old) print vouches for, so the fresh ones, found in that
+    same text, stand.
     """
     if response.metadata is None:
         response.metadata = {}
     ours: dict[str, Any] = response.metadata.setdefault(METADATA_KEY, {'fingerprints': {}, 'anchors': {}, 'markup': {}})
     prints: dict[str, Any] = old['fingerprints']
+    keys = _matched_prints(before, prints)[0]
+    placed = {i: key for i, key in keys.items() if key is not None and i not in replaced}
+    taken = {str(i) for i in keys}
+    gone = [key for key in prints if key not in keys.values() and key not in taken]
+    untold = [i for i, key in keys.items() if key is None and i not in replaced]
     for section in ('fingerprints', 'anchors'):
-        before: Any = old.get(section)
+        kept: Any = old.get(section)
         after: dict[str, Any] = ours.setdefault(section, {})
-        for key in prints:
-            if key not in replaced:
-                after.pop(key, None)
-                if isinstance(before, dict) and key in before:
-                    after[key] = before[key]
+        for i in untold:  # a fresh print would vouch for text that may have changed since its citations were made
+            after.pop(str(i), None)
+        for i, key in placed.items():
+            after.pop(str(i), None)
+            if isinstance(kept, dict) and key in kept:
+                after[str(i)] = kept[key]
+        for key in gone:
+            if isinstance(kept, dict) and key in kept:
+                after[key] = kept[key]
 
 
 _Mover = Callable[[int, int, int], Range | None]

@@ -1167,3 +1167,20 @@ def test_parts_that_moved_and_changed_beyond_telling_lose_their_citations_with_a
     repaired = replaced[0].parts[0]
     assert isinstance(repaired, TextPart) and repaired.citations is None
     assert 'citation_dropped_after_edit' in [p.code for p in problems]
+
+
+def test_a_repaired_response_keeps_each_print_under_the_index_its_part_has_now() -> None:
+    """After the hand-off's repair, the next request finds nothing stale: the moved parts' prints moved with them."""
+    response = _thinking_then_cited()
+    first, second = response.parts[1], response.parts[2]
+    assert isinstance(first, TextPart) and isinstance(second, TextPart)
+    moved = dataclasses.replace(response, parts=[dataclasses.replace(first, content='K2 is 9,999 m tall. '), second])
+    replaced, problems = repair_history([moved], 'realign')
+    assert [p.code for p in problems] == ['stale_after_edit', 'citation_dropped_after_edit']
+    repaired = replaced[0]
+    assert find_stale([repaired]) == []
+    assert repair_history([repaired], 'realign') == ({}, [])
+    ours = cast(dict[str, Any], repaired.metadata)[METADATA_KEY]
+    # Part 0 lost its one citation (no print: uncited); part 1 has the print made when it was part 2.
+    assert (sorted(ours['fingerprints']), sorted(ours['anchors'])) == (['1'], ['1'])
+    assert ours['fingerprints']['1'] == cast(dict[str, Any], response.metadata)[METADATA_KEY]['fingerprints']['2']
