@@ -360,7 +360,7 @@ _FENCE_RE = re.compile(r' {0,3}(`{3,}|~{3,})(.*)')
 _TICKS_RE = re.compile(r'(?<!\\)`+')
 
 
-def _md_code(text: str) -> tuple[list[tuple[int, int, bool]], str | None]:
+def md_code(text: str) -> tuple[list[tuple[int, int, bool]], str | None]:
     """The code in model-written Markdown, as CommonMark reads it, and the fence a cut-off code block needs.
 
     Returns `(start, end, fenced)` regions in order, and the fence that closes a fenced block the text ends inside
@@ -485,7 +485,7 @@ def render_markdown(
     answer, schemes = _prepare('render_markdown', answer, allowed_schemes, redact)
     refs = {s.number: s for s in answer.sources}
     labels = _Labels(schemes)
-    code, open_fence = _md_code(answer.text)
+    code, open_fence = md_code(answer.text)
     plan = _marks_out_of_code(_plan(answer), answer.text, code)  # (a mark in code is shown as code)
     body: list[str] = []
     for seg in _segments(answer.text, plan):

@@ -561,3 +561,25 @@ def test_missing_sdk_is_named_with_its_extra(monkeypatch: pytest.MonkeyPatch):
     matrix = anyio.run(lambda: build_matrix(apis=['anthropic-messages']))
     reasons = {f.reason for f in matrix.failures('anthropic-messages')}
     assert reasons == {'needs the \'anthropic\' package: pip install "pydantic-ai-citations[anthropic]" (or [all])'}
+
+
+def test_strings_from_recordings_cannot_become_links_images_rows_or_terminal_markup() -> None:
+    from markdown_it import MarkdownIt
+
+    from pydantic_ai_citations.matrix import CapabilityMatrix
+
+    matrix = CapabilityMatrix()
+    for name in ('x/[click](https://evil.example/phish).yaml', 'x/![t](https://evil.example/pixel.png)', 'a\rb | c'):
+        matrix.unusable('recording', name, 'bad `model`: [link](https://evil.example/) \\[link=https://evil.example]z')
+    markdown = matrix.to_markdown()
+    rendered = MarkdownIt('commonmark').enable('table').render(markdown)
+    assert 'href="https://evil' not in rendered and '<img' not in rendered
+    assert '<code>model</code>' in rendered  # the package's own code spans stay code
+    assert not any(line.startswith(('b |', 'b \\|')) for line in markdown.splitlines())  # `\r` made no new line
+    pytest.importorskip('rich')
+    from rich.console import Console
+
+    console = Console(record=True, width=300, force_terminal=True)
+    console.print(matrix.to_rich_table())
+    assert '\x1b]8;' not in console.export_text(styles=True, clear=False)  # no terminal hyperlink (OSC 8)
+    assert '\\[link=https://evil.example]z' in console.export_text()  # shown as written

@@ -263,3 +263,20 @@ def test_the_summary_line_names_what_was_not_checked(tmp_path: Path):
         '1 answer(s), 0 citation check(s): none. 1 answer(s) did not complete (cut off): their text and citations '
         'may be missing, and only what arrived was checked.'
     )
+
+
+def test_the_output_never_overwrites_what_the_audit_reads(setup: tuple[Path, Path], tmp_path: Path):
+    answers_path, snaps = setup
+    before = answers_path.read_bytes()
+    linked = tmp_path / 'linked.json'
+    linked.hardlink_to(answers_path)
+    for output, what in (
+        (answers_path, 'the SOURCE of answers'),
+        (linked, 'the SOURCE of answers'),  # the same file under another name
+        (snaps, 'the snapshot store'),
+        (snaps / 'report.md', 'the snapshot store'),
+    ):
+        code, out, err = run([str(answers_path), '--snapshots', str(snaps), '-o', str(output)])
+        assert (code, out) == (2, '')
+        assert err == f'error: -o {str(output)!r} is {what}: it would be overwritten before it is read\n'
+    assert answers_path.read_bytes() == before

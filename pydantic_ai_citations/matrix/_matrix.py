@@ -40,6 +40,7 @@ from typing import Any, Literal
 from pydantic import TypeAdapter
 
 from .._models import API_LABELS, API_TITLES, ApiLabel, family_title, model_family
+from .._render import md_code
 from .._track import RequestObservation
 
 __all__ = (
@@ -637,7 +638,26 @@ def _sources_value(kinds: set[str]) -> str:
 
 
 def _md(text: str) -> str:
-    return text.replace('|', '\\|').replace('\n', ' ').replace('<', '&lt;').replace('>', '&gt;')
+    """Text as a Markdown table cell: its `code` spans stay code, and nothing else can make a link, an image or a row.
+
+    The text may hold a recording's model name or file name: no link, image, HTML or line break can come from it.
+    """
+    text = text.replace('\r', ' ').replace('\n', ' ')
+    out: list[str] = []
+    pos = 0
+    for start, end, _ in md_code(text)[0]:  # (CommonMark's code spans: inside them nothing is markup)
+        out += [_md_plain(text[pos:start]), text[start:end]]
+        pos = end
+    out.append(_md_plain(text[pos:]))
+    return ''.join(out).replace('|', '\\|')
+
+
+def _md_plain(text: str) -> str:
+    return _MD_SYNTAX.sub(r'\\\1', text).replace('<', '&lt;').replace('>', '&gt;')
+
+
+_MD_SYNTAX = re.compile(r'([\\\[\]!])')
+"""What makes a link or an image (`[`, `]`, `!`) or undoes an escape (`\\`) in Markdown text."""
 
 
 def _h(text: str) -> str:
@@ -653,7 +673,9 @@ def _h_code(text: str) -> str:
 
 
 def _rich_escape(text: str) -> str:
-    return text.replace('[', '\\[')
+    from rich.markup import escape  # (rich's own: a backslash before `[` cannot undo it; `rich` is the `cli` extra)
+
+    return escape(text)
 
 
 @dataclass

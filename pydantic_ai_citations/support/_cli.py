@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import sys
 from collections.abc import Callable, Generator
 from pathlib import Path
@@ -125,6 +126,17 @@ def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> AuditSummary:
         )
 
 
+def _clash(output: Path, answers: Path, snapshots: Path) -> str | None:
+    """What `output` would overwrite: the source of answers, or the snapshot store (or a file in it); else `None`."""
+    target = output.resolve()
+    if target == answers.resolve() or (output.exists() and os.path.samefile(output, answers)):
+        return 'the SOURCE of answers'
+    store = snapshots.resolve()
+    if target == store or store in target.parents or (output.exists() and os.path.samefile(output, snapshots)):
+        return 'the snapshot store'
+    return None
+
+
 def audit_command(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
     """Run the audit for parsed arguments; returns the exit code (0 ok, 2 bad input)."""
     out = stdout or sys.stdout
@@ -136,6 +148,9 @@ def audit_command(args: argparse.Namespace, *, stdout: TextIO | None = None, std
         return 2
     if not snapshots.exists():
         print(f'error: snapshot store {str(snapshots)!r} does not exist', file=err)
+        return 2
+    if args.output is not None and (clash := _clash(Path(args.output), answers_path, snapshots)):
+        print(f'error: -o {str(args.output)!r} is {clash}: it would be overwritten before it is read', file=err)
         return 2
     try:
         result = _run(args, out, err)
