@@ -272,3 +272,36 @@ def test_messages_sharing_one_list_of_steps_get_no_fingerprints():
     ]
     loaded = CitedVercelAIAdapter.load_messages(messages)
     assert [m.metadata.get('pydantic_ai_citations') if m.metadata else None for m in loaded] == [None] * 4
+
+
+@pytest.mark.parametrize('protocol', PROTOCOLS)
+async def test_a_retried_responses_late_citations_reach_the_ui(protocol: Protocol):
+    """An output validator's retry starts the next response with no turn between: the first one's citations, mapped
+    by `TrackCitations` after its end, were dropped with its parts (only the second text got its citations)."""
+    from pydantic_ai import ModelRetry, WebCitationSource
+
+    from pydantic_ai_citations import TrackCitations
+    from pydantic_ai_citations.ui import CITATIONS_DATA_TYPE, CITATIONS_EVENT_NAME
+
+    tries: list[int] = []
+    mark = '\ue200cite\ue202turn0search0\ue201'
+
+    async def stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str]:
+        tries.append(1)
+        text = f'K2 is tall (try {len(tries)}).{mark} Done.'
+        for piece in (text[:10], text[10:]):
+            yield piece
+
+    track = TrackCitations(marker_sources={'turn0search0': WebCitationSource('https://en.wikipedia.org/wiki/K2')})
+    agent = Agent(FunctionModel(stream_function=stream), capabilities=[track])
+
+    @agent.output_validator
+    def again(output: str) -> str:
+        if 'try 1' in output:
+            raise ModelRetry('once more')
+        return output
+
+    seen = await stream_to(protocol, agent)
+    assert seen.text == 'K2 is tall (try 1). Done.K2 is tall (try 2). Done.'
+    name = CITATIONS_DATA_TYPE if protocol == 'vercel' else CITATIONS_EVENT_NAME
+    assert seen.types.count(name) == 2  # one per response's text

@@ -104,6 +104,10 @@ class CitedAGUIEventStream(
 
     async def handle_part_start(self, event: PartStartEvent) -> AsyncIterator[BaseEvent]:
         if event.index == 0 and 0 in self._cit_parts:  # a new model response: part indexes start over
+            # With no turn between the two (an output validator's retry), `after_response` did not run: the citations
+            # `TrackCitations` mapped onto the last response after its end go out now, before its parts are let go.
+            for agui_event in self._all_citations_events():
+                yield self._stamped(agui_event)
             self._cit_parts.clear()
             self._cit_messages.clear()
             self._cit_open = None

@@ -322,6 +322,10 @@ class CitedVercelAIEventStream(
 
     async def handle_part_start(self, event: PartStartEvent) -> AsyncIterator[BaseChunk]:
         if event.index == 0 and 0 in self._cit_at_end:  # a new model response: part indexes start over
+            # With no turn between the two (an output validator's retry), `after_response` did not run: the citations
+            # `TrackCitations` mapped onto the last response after its end go out now, before its parts are let go.
+            for chunk in self._all_late_chunks():
+                yield chunk
             self._cit_parts.clear()
             self._cit_at_end.clear()
             self._cit_groups.clear()
