@@ -537,3 +537,15 @@ async def test_postgres_store_misuse():
     store = PostgresConversationStore('postgresql://nobody@127.0.0.1:1/none')
     with pytest.raises(UserError, match=r'PostgresConversationStore\.save: `conversation` must be a `Conversation`'):
         await store.save(None)  # pyright: ignore[reportArgumentType]
+
+
+@pytest.mark.parametrize('adapter', ['vercel', 'ag-ui'])
+@pytest.mark.parametrize('method', ['dump_messages', 'load_messages'])
+@pytest.mark.parametrize('given', ['hello', None, 5, [1], [{'role': 'user', 'parts': []}]])
+def test_ui_adapters_refuse_what_is_not_messages(adapter: str, method: str, given: object) -> None:
+    """Pydantic AI's adapters fail on these with `AttributeError`, `TypeError`, an assertion, or (AG-UI) load nothing."""
+    from pydantic_ai_citations.ui import CitedAGUIAdapter, CitedVercelAIAdapter
+
+    cls = CitedVercelAIAdapter if adapter == 'vercel' else CitedAGUIAdapter
+    with pytest.raises(UserError, match=rf'^{cls.__name__}\.{method}: `messages'):
+        getattr(cls, method)(given)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 import socket
 from pathlib import Path
 from typing import Any
@@ -1246,6 +1247,8 @@ def test_truncated_yaml(corpus: Path, tmp_path: Path) -> None:
     with pytest.raises(RecordingError, match='malformed YAML') as exc_info:
         load_recording(path)
     assert 'truncated.yaml' in str(exc_info.value)
+    assert '\n' not in str(exc_info.value)  # one line: what, then where (PyYAML's own text quotes the input)
+    assert re.search(r'\(line \d+, column \d+\)$', str(exc_info.value))
 
 
 def test_truncated_sse_event(tmp_path: Path) -> None:

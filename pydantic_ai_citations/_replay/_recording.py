@@ -299,9 +299,20 @@ def _load_yaml(path: Path, data: bytes) -> object:
         finally:
             loader.dispose()
     except yaml.YAMLError as e:
-        raise RecordingError(path, f'malformed YAML: {e}') from e
+        raise RecordingError(path, f'malformed YAML: {_yaml_reason(e)}') from e
     except RecursionError:
         raise RecordingError(path, f'malformed YAML: nested deeper than {MAX_JSON_DEPTH} levels') from None
+
+
+def _yaml_reason(error: Exception) -> str:
+    """PyYAML's error on one line: what, and where (its own text quotes the input over several lines)."""
+    problem = cast(object, getattr(error, 'problem', None))
+    if not isinstance(problem, str):
+        return ' '.join(str(error).split())
+    context = cast(object, getattr(error, 'context', None))
+    mark = cast(Any, getattr(error, 'problem_mark', None))
+    where = f' (line {mark.line + 1}, column {mark.column + 1})' if mark is not None else ''
+    return (f'{context}: ' if isinstance(context, str) else '') + problem + where
 
 
 def _bounded_yaml_loader(yaml: Any) -> Any:

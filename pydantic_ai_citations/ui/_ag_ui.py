@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Annotated, Any, get_args, get_origin
 
 from pydantic_ai import ModelMessage, ModelResponse, TextPart
 from pydantic_ai.messages import PartDeltaEvent, PartEndEvent, PartStartEvent, TextPartDelta
@@ -24,8 +24,16 @@ from pydantic_ai.tools import AgentDepsT
 from pydantic_ai.ui import UIEventStream
 
 from .._answer import incomplete_reason
+from .._checks import require_messages
 from ..formats.markup import StreamCleaner, remove_cuts, strip_joined
-from ._common import HeldTextEnds, answer_json, citations_json, dump_citations, merged_citations
+from ._common import (
+    HeldTextEnds,
+    answer_json,
+    citations_json,
+    dump_citations,
+    merged_citations,
+    require_ui_messages,
+)
 
 try:
     from ag_ui.core import BaseEvent, CustomEvent, Message, RunAgentInput, TextMessageContentEvent
@@ -34,6 +42,11 @@ except ImportError as e:  # pragma: no cover - the extra is installed wherever t
     raise ImportError(
         'The AG-UI adapter needs the `ag-ui-protocol` package: `pip install "pydantic-ai-citations[ag-ui]"`.'
     ) from e
+
+_AG_UI_MESSAGES: tuple[type, ...] = tuple(
+    t for t in get_args(get_args(Message)[0] if get_origin(Message) is Annotated else Message) if isinstance(t, type)
+)
+"""The classes of AG-UI's `Message` union (user, assistant, tool, ... messages)."""
 
 __all__ = (
     'CITATIONS_EVENT_NAME',
@@ -264,9 +277,16 @@ class CitedAGUIAdapter(AGUIAdapter[AgentDepsT, OutputDataT]):
         shown in the client reads as the streamed answer did. AG-UI has no citation carrier, so the dumped messages
         hold no citations (Pydantic AI 2.68): keep the server-side history if you need them.
         """
+        require_messages(messages, where='CitedAGUIAdapter.dump_messages')
         return super().dump_messages(
             [_without_markup(m) for m in messages], ag_ui_version=ag_ui_version, preserve_file_data=preserve_file_data
         )
+
+    @classmethod
+    def load_messages(cls, messages: Sequence[Message], *, preserve_file_data: bool = False) -> list[ModelMessage]:
+        """`AGUIAdapter.load_messages`, refusing what is not a list of AG-UI messages (it loaded nothing, silently)."""
+        require_ui_messages('CitedAGUIAdapter.load_messages', messages, _AG_UI_MESSAGES, 'the AG-UI `Message`s')
+        return super().load_messages(messages, preserve_file_data=preserve_file_data)
 
     def build_event_stream(self) -> UIEventStream[RunAgentInput, BaseEvent, AgentDepsT, OutputDataT]:
         """Build the citation-aware AG-UI event stream."""

@@ -9,14 +9,14 @@ from typing import Protocol, TypeVar, cast
 
 from pydantic import JsonValue, TypeAdapter
 from pydantic_ai import Citation, ModelMessage, TextPart, WebCitationSource
-from pydantic_ai.exceptions import RunCancelled
+from pydantic_ai.exceptions import RunCancelled, UserError
 from pydantic_ai.messages import PartEndEvent, PartStartEvent
 from pydantic_ai.output import OutputDataT
 from pydantic_ai.tools import AgentDepsT
 from pydantic_ai.ui import NativeEvent, OnCancelFunc, OnCompleteFunc, UIEventStream
 
 from .._answer import CitedAnswer, cited_answer_ta, incomplete_reason, last_response
-from .._checks import require_bools, require_result
+from .._checks import require_bools, require_result, shown
 from .._redact import redact as _redact
 from ..formats.markup import Cut, offset_shifter, strip_joined
 
@@ -224,3 +224,18 @@ def _cut_off_by(error: Exception) -> bool:
         return True
     found = last_response(error.all_messages())
     return found is None or incomplete_reason(found[1]) is not None
+
+
+def require_ui_messages(where: str, messages: object, kinds: tuple[type, ...], what: str) -> None:
+    """Raise `UserError` unless `messages` is a list of a UI protocol's messages (`kinds`), naming a bad item.
+
+    Pydantic AI's adapters fail on anything else with an `AttributeError` or an assertion, or (AG-UI) load nothing.
+    """
+    if isinstance(messages, str | bytes) or not isinstance(messages, Sequence):
+        raise UserError(f'{where}: `messages` must be a list of {what}, got {shown(messages)}.')
+    items: Sequence[object] = cast(Sequence[object], messages)
+    for index, message in enumerate(items):
+        if not isinstance(message, kinds):
+            got = shown(message)
+            hint = ' (validate JSON into them first)' if isinstance(message, dict) else ''
+            raise UserError(f'{where}: `messages[{index}]` must be one of {what}{hint}, got {got}.')

@@ -54,6 +54,7 @@ from pydantic_ai.ui.vercel_ai.response_types import (
 )
 
 from .._answer import incomplete_reason
+from .._checks import require_messages
 from .._edit import METADATA_KEY, joined_fingerprint, moved_raw_offsets, shown_response
 from ..formats.markup import Cut, StreamCleaner, offset_shifter, strip_joined, strip_markup
 from ._common import (
@@ -63,6 +64,7 @@ from ._common import (
     dump_citations,
     load_citations,
     merged_citations,
+    require_ui_messages,
     web_urls,
 )
 
@@ -477,6 +479,7 @@ class CitedVercelAIAdapter(VercelAIAdapter[AgentDepsT, OutputDataT]):
         `CitedAnswer`. A part edited on the server since it was fingerprinted (outside `edit_text`) is shown with its
         citations realigned, as `CitedAnswer` shows it, and stays reported as stale when it comes back.
         """
+        require_messages(messages, where='CitedVercelAIAdapter.dump_messages')
         # A part edited since it was fingerprinted is shown as `CitedAnswer` shows it: its citations realigned.
         shown = [shown_response(m) if isinstance(m, ModelResponse) else m for m in messages]
         dumped = super().dump_messages(shown, generate_message_id=generate_message_id, sdk_version=sdk_version)
@@ -492,6 +495,7 @@ class CitedVercelAIAdapter(VercelAIAdapter[AgentDepsT, OutputDataT]):
         message's metadata on the first: the fingerprints `CitedVercelAIEventStream` sent for each of them
         (`STEPS_METADATA_KEY`) are put on each, so an edit in the browser is found in any of them.
         """
+        require_ui_messages('CitedVercelAIAdapter.load_messages', messages, (UIMessage,), 'the AI SDK `UIMessage`s')
         loaded = super().load_messages(messages)
         _spread_steps(loaded, messages)
         return loaded
