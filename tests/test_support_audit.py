@@ -433,6 +433,8 @@ def test_bad_options():
         run(ANSWERS, workers=0)
     with pytest.raises(UserError, match='threshold must be in'):
         AuditOptions(threshold=2)
+    with pytest.raises(UserError, match="Unknown language 'xx'"):  # at once, not at the first citation checked
+        AuditOptions(language='xx')
     with pytest.raises(UserError, match='weak_threshold must be in'):
         AuditOptions(weak_threshold=0.9)
 

@@ -43,7 +43,7 @@ from ._decode import DEFAULT_MAX_BYTES
 from ._passages import DEFAULT_MIN_PASSAGE_WORDS
 from ._report import CitationCheck, Pages, SupportSummary, SupportTally, check_lexical, page_cache
 from ._snapshots import PageSnapshot, SnapshotStore
-from ._terms import StemCache
+from ._terms import StemCache, latin_algorithm
 
 if TYPE_CHECKING:
     from .._store import StoredAnswer
@@ -134,6 +134,7 @@ class AuditOptions:
             raise UserError(f'weak_threshold must be in [0, threshold], got {self.weak_threshold!r}.')
         if self.min_passage_words < 1 or self.min_claim_words < 1:
             raise UserError('min_passage_words and min_claim_words must be at least 1.')
+        latin_algorithm(self.language)  # an unknown language fails here, not at the first citation checked (if any)
 
 
 @dataclass(frozen=True)
