@@ -25,7 +25,7 @@ import html
 import re
 from bisect import bisect_right
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 from urllib.parse import urlsplit
 
@@ -279,7 +279,24 @@ def _prepare(
     require_answer(answer, where=where)
     schemes = _check_schemes(allowed_schemes)
     # Readers never see raw citation markup, whatever built the answer; each removal is a problem (see `_removed_note`).
-    return (_redact(answer) if redact else clean_markup(answer)), schemes
+    return _unplaced_listed(_redact(answer) if redact else clean_markup(answer)), schemes
+
+
+def _unplaced_listed(answer: CitedAnswer) -> CitedAnswer:
+    """`answer` with the sources of spans that fit no place in its text listed as sources used, if shown nowhere else.
+
+    Answers loaded from JSON may hold anything; `CitedAnswer.from_messages` never makes such spans. A source a
+    reader cannot see pinned is still listed, never dropped.
+    """
+    n = len(answer.text)
+    bad = [s for s in answer.spans if not (0 <= s.start < s.end <= n)]
+    if not bad:
+        return answer
+    by_number = {s.number: s for s in answer.sources}
+    shown = {x for s in answer.spans if 0 <= s.start < s.end <= n for x in s.sources}
+    shown.update(s.number for s in answer.unanchored)
+    extra = dict.fromkeys(x for s in bad for x in s.sources if x in by_number and x not in shown)
+    return replace(answer, unanchored=[*answer.unanchored, *(by_number[x] for x in extra)]) if extra else answer
 
 
 def _removed_markup(original: CitedAnswer, shown: CitedAnswer) -> int:

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import re
 import runpy
 import sys
@@ -454,3 +455,12 @@ def test_a_mark_is_never_put_inside_code(style: str):
         assert '[1]' not in code and '[2]' not in code and '[^' not in code, code
     assert html.count('https://a.example/') >= 1 and html.count('https://b.example/') >= 1
     assert '<code>pip install k2</code><' in html  # the mark follows the code span
+
+
+def test_a_source_whose_only_span_fits_nowhere_is_listed_as_used():
+    """A hand-built (or tampered) answer's span outside its text: its source is listed, not dropped without a word."""
+    good = _answer('Alpha beta.', content(0, 5, web(1)), content(6, 10, web(2)))
+    bad = dataclasses.replace(good, spans=[good.spans[0], dataclasses.replace(good.spans[1], start=6, end=99)])
+    for rendered in (render_markdown(bad, 'footnotes'), render_markdown(bad), render_html(bad)):
+        assert 'https://s2.example/page' in rendered
+        assert 'Sources used' in rendered
