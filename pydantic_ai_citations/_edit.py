@@ -742,12 +742,17 @@ def _matched_prints(response: ModelResponse, prints: Mapping[str, object]) -> tu
             keys[i] = own
             del free[own]
     by_print: dict[object, list[str]] = {}
-    for name in free:
+    for name in reversed(free):  # (each list in key order, taken from its end: each name is looked at once)
         by_print.setdefault(prints[name], []).append(name)
     for i in texts:
-        if i not in keys and (names := [n for n in by_print.get(hashes[i], ()) if n in free]):
-            keys[i] = names[0]
-            del free[names[0]]
+        if i in keys:
+            continue
+        names = by_print.get(hashes[i], [])
+        while names and names[-1] not in free:
+            names.pop()
+        if names:
+            keys[i] = name = names.pop()
+            del free[name]
     vouched = set(keys)
     left = [i for i in texts if i not in keys]
     for i in left:  # edited in place: its own print

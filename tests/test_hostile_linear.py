@@ -424,3 +424,20 @@ def test_overlapping_anchors_are_checked_in_n_log_n(kind: str):
         return lambda: CitedAnswer.from_messages([response])
 
     assert_linear(make, 1000)
+
+
+def test_many_moved_parts_with_one_text_are_matched_in_linear_time():
+    from pydantic_ai import ThinkingPart
+
+    from pydantic_ai_citations import find_stale
+
+    def make(n: int) -> Callable[[], object]:
+        cite = Citation([Web('https://a.example/')], anchor=ContentCitationAnchor(start=0, end=3))
+        parts: list[Any] = [p for _ in range(n) for p in (ThinkingPart('hmm'), TextPart('Yes.', citations=[cite]))]
+        response = ModelResponse(parts=parts)
+        fingerprint_response(response)
+        moved = ModelResponse(parts=[p for p in parts if isinstance(p, TextPart)], metadata=response.metadata)
+        return lambda: find_stale([moved])
+
+    assert make(50)() == []  # every moved part is vouched for by a print of its text
+    assert_linear(make, 1000)
