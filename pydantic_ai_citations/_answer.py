@@ -42,7 +42,7 @@ from pydantic_ai.exceptions import UserError
 from pydantic_core import PydanticSerializationError
 
 from ._checks import require_messages, require_optional_bools, require_result, shown
-from ._edit import copy_with, edited_parts, shown_realigned
+from ._edit import PrintKeys, copy_with, edited_parts, print_keys, shown_realigned
 from ._problems import CitationProblem, ProblemCode, shorten
 from .formats._raw import as_map
 from .formats.markup import MARKER_END, MARKER_SEPARATOR, MARKER_START, remove_cuts, strip_joined
@@ -511,9 +511,11 @@ def _build(found: tuple[int, ModelResponse] | None, *, incomplete: str | None) -
     unmapped = recover(response)
     sonar = recover_sonar(response)[0] if 'unmapped' in (response.provider_details or {}) else {}
     stale = edited_parts(response)
+    keys = print_keys(response) if stale else None  # (which print is each part's, once for all of them)
     parts = [cast(TextPart, response.parts[i]) for i in indexes]
     parts = [
-        _realigned(b, response, message_index, i, p) if i in stale else p for i, p in zip(indexes, parts, strict=True)
+        _realigned(b, response, message_index, i, p, keys) if i in stale else p
+        for i, p in zip(indexes, parts, strict=True)
     ]
     texts = _strip_parts(b, [part.content for part in parts], indexes, message_index, incomplete is not None)
     for part_index, part, text in zip(indexes, parts, texts, strict=True):
@@ -620,22 +622,8 @@ def _add_outside(b: _Builder, part: TextPart, message_index: int, part_index: in
     reason = f'a citation on text the answer does not show: response {message_index}, part {part_index} {where}'
     identities: set[str] = set()
     named: dict[str, None] = {}
-    given = cast(object, part.citations)  # read defensively: hand-built parts may hold anything
-    citations = _iter_list(given)
-    if given is not None and not isinstance(given, list | tuple):
-        b.problems.append(
-            _unreadable('`TextPart.citations` is not a list; it was not read.', message_index, part_index, given)
-        )
-    for index, citation in enumerate(citations):
-        if not isinstance(citation, Citation):
-            problem = _unreadable(
-                'An entry of `TextPart.citations` is not a `Citation`; it was not read.',
-                message_index,
-                part_index,
-                citation,
-            )
-            b.problems.append(dataclasses.replace(problem, citation_index=index))
-            continue
+    citations = list(_readable_citations(b, part, message_index, part_index))
+    for index, citation in citations:
         for source in _iter_list(citation.sources):
             identities.update(_identities(source))
             key = _source_key(source)  # (`url:...`, `doc:...`: the source's name after the kind)
@@ -651,11 +639,8 @@ def _add_outside(b: _Builder, part: TextPart, message_index: int, part_index: in
                 raw_index=index,
             )
         )
-    details = part.provider_details or {}
-    raw = _iter_list(details.get('citations'))
-    for index, entry in enumerate(raw):  # raw entries that name none of the part's citations' sources
-        _check_raw_entry(b, entry, identities, part.provider_name, message_index, part_index, index)
-    counted = f'{len(citations)} citation(s)' + (f' and {len(raw)} raw provider citation(s)' if raw else '')
+    raw = _add_part_raw(b, part, identities, message_index, part_index)  # (those naming none of these sources)
+    counted = f'{len(citations)} citation(s)' + (f' and {raw} raw provider citation(s)' if raw else '')
     b.problems.append(
         CitationProblem(
             'citation_outside_answer',
@@ -681,14 +666,16 @@ def _citation_ta() -> TypeAdapter[Citation]:
     return TypeAdapter(Citation)  # built when first needed: most answers have no citation outside them
 
 
-def _realigned(b: _Builder, response: ModelResponse, message_index: int, part_index: int, part: TextPart) -> TextPart:
+def _realigned(
+    b: _Builder, response: ModelResponse, message_index: int, part_index: int, part: TextPart, keys: PrintKeys | None
+) -> TextPart:
     """A part whose text changed since its citations were made (its fingerprint does not match), as the answer shows it.
 
     Its citations are realigned on the text as it is now by their anchor prints, as `CleanStaleCitations` realigns
     them before the next request; one whose words are no longer found once is kept as a source without a position.
     Reported as `stale_after_edit`. The history itself is not changed.
     """
-    shown, lost = shown_realigned(response, part_index, part)
+    shown, lost = shown_realigned(response, part_index, part, keys)
     unplaced = f'; {lost} whose words were not found are listed without a position' if lost else ''
     b.problems.append(
         CitationProblem(
@@ -777,34 +764,12 @@ class _Text:
 
 
 def _add_part(b: _Builder, part: TextPart, text: _Text, message_index: int, part_index: int, offset: int) -> None:
-    citations = cast(object, part.citations)  # read defensively: hand-built parts may hold anything
     content = text.content
     details = part.provider_details
     # What the sources are known by: only needed to check raw provider data against them.
     identities: set[str] | None = set() if details is not None and 'citations' in details else None
-    if citations is not None and not isinstance(citations, list):
-        b.problems.append(
-            CitationProblem(
-                'unreadable_raw_data',
-                '`TextPart.citations` is not a list; it was not read.',
-                message_index=message_index,
-                part_index=part_index,
-                detail=shorten(repr(citations)),
-            )
-        )
-        citations = None
-    for citation_index, citation in enumerate(_iter_list(cast(object, citations))):
+    for citation_index, citation in _readable_citations(b, part, message_index, part_index):
         where = _Where(message_index=message_index, part_index=part_index, citation_index=citation_index)
-        if not isinstance(citation, Citation):
-            b.problems.append(
-                CitationProblem(
-                    'unreadable_raw_data',
-                    'An entry of `TextPart.citations` is not a `Citation`; it was not read.',
-                    detail=shorten(repr(citation)),
-                    **where,
-                )
-            )
-            continue
         found: dict[int, None] = {}  # the citation's source numbers, each once, in order
         for source in _iter_list(citation.sources):
             if identities is not None:
@@ -843,23 +808,46 @@ def _add_part(b: _Builder, part: TextPart, text: _Text, message_index: int, part
         )
         if kind == 'content' and identities is not None:
             identities.add(content[start:end])
+    if identities is not None:
+        _add_part_raw(b, part, identities, message_index, part_index)
 
-    if details is None or identities is None:
-        return
-    raw = details['citations']
-    if not isinstance(raw, list):
+
+def _readable_citations(
+    b: _Builder, part: TextPart, message_index: int, part_index: int
+) -> Iterator[tuple[int, Citation]]:
+    """`(index, citation)` for each `Citation` of `part.citations`; what is not one (or not a list) is a problem."""
+    citations = cast(object, part.citations)  # read defensively: hand-built parts may hold anything
+    if citations is not None and not isinstance(citations, list):
         b.problems.append(
-            CitationProblem(
-                'unreadable_raw_data',
-                "`provider_details['citations']` is not a list; it was not read.",
-                message_index=message_index,
-                part_index=part_index,
-                detail=shorten(repr(raw)),
-            )
+            _unreadable('`TextPart.citations` is not a list; it was not read.', message_index, part_index, citations)
         )
         return
-    for raw_index, entry in enumerate(_iter_list(cast(object, raw))):
+    for index, citation in enumerate(_iter_list(cast(object, citations))):
+        if isinstance(citation, Citation):
+            yield index, citation
+            continue
+        problem = _unreadable(
+            'An entry of `TextPart.citations` is not a `Citation`; it was not read.',
+            message_index,
+            part_index,
+            citation,
+        )
+        b.problems.append(dataclasses.replace(problem, citation_index=index))
+
+
+def _add_part_raw(b: _Builder, part: TextPart, identities: set[str], message_index: int, part_index: int) -> int:
+    """The entries of `provider_details['citations']` that name none of `identities`, in `raw_only`; their count."""
+    raw = (part.provider_details or {}).get('citations')
+    if raw is None:
+        return 0
+    if not isinstance(raw, list):
+        what = "`provider_details['citations']` is not a list; it was not read."
+        b.problems.append(_unreadable(what, message_index, part_index, raw))
+        return 0
+    entries = _iter_list(cast(object, raw))
+    for raw_index, entry in enumerate(entries):
         _check_raw_entry(b, entry, identities, part.provider_name, message_index, part_index, raw_index)
+    return len(entries)
 
 
 def _add_response_raw(b: _Builder, response: ModelResponse, message_index: int) -> None:

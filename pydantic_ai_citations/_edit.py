@@ -268,8 +268,8 @@ def _keep_prints(old: dict[str, Any], before: ModelResponse, response: ModelResp
     prints: dict[str, Any] = old['fingerprints']
     keys = _matched_prints(before, prints)[0]
     placed = {i: key for i, key in keys.items() if key is not None and i not in replaced}
-    taken = {str(i) for i in keys}
-    gone = [key for key in prints if key not in keys.values() and key not in taken]
+    taken = {str(i) for i in keys} | set(keys.values())  # (indexes held by parts, and prints on a part)
+    gone = [key for key in prints if key not in taken]
     untold = [i for i, key in keys.items() if key is None and i not in replaced]
     for section in ('fingerprints', 'anchors'):
         kept: Any = old.get(section)
@@ -646,6 +646,7 @@ def joined_fingerprint(
     new: dict[str, dict[str, object]] = (fresh.metadata or {}).get(METADATA_KEY, {})
     ours: dict[str, dict[str, object]] = {'fingerprints': {}, 'anchors': {}, 'markup': {}}
     placed: set[int] = set()
+    keys = _matched_prints(response, prints)[0]  # (once for every part: see `print_key`)
     for index, joined in joins.items():
         printed = [i for i in joined if str(i) in prints]
         placed.update(printed)
@@ -653,7 +654,7 @@ def joined_fingerprint(
         edited = [i for i in printed if i in stale]
         if edited:
             ours['fingerprints'][key] = prints[str(edited[0])]
-            ours['anchors'][key] = [a for i in joined for a in _anchors_or_none(response, i)]
+            ours['anchors'][key] = [a for i in joined for a in _anchors_or_none(response, i, keys)]
         elif printed and all(str(i) in prints or not _is_cited(response.parts[i]) for i in joined):
             for section, values in new.items():
                 if key in values:
@@ -665,18 +666,21 @@ def joined_fingerprint(
     return cast(dict[str, object], ours) if ours['fingerprints'] else None
 
 
-def _anchors_or_none(response: ModelResponse, part_index: int) -> list[object]:
-    """The stored anchor prints of a part's citations, or `None` for each when none are stored."""
+def _anchors_or_none(response: ModelResponse, part_index: int, keys: PrintKeys | None = None) -> list[object]:
+    """The stored anchor prints of a part's citations, or `None` for each when none are stored.
+
+    `keys`: `print_keys(response)`, when asked for many parts.
+    """
     part = response.parts[part_index]
     try:
-        stored = _stored_anchors(response, part_index)
+        stored = _stored_anchors(response, part_index, keys)
     except _Untold:
         stored = None
     count = len(_citations(part)) if isinstance(part, TextPart) else 0
     return stored if stored is not None and len(stored) == count else [None] * count
 
 
-def _stored_anchors(response: ModelResponse, part_index: int) -> list[object] | None:
+def _stored_anchors(response: ModelResponse, part_index: int, keys: PrintKeys | None = None) -> list[object] | None:
     """The anchor prints of the fingerprint of part `part_index` (`print_key`), `None` when none are stored.
 
     Raises:
@@ -689,7 +693,7 @@ def _stored_anchors(response: ModelResponse, part_index: int) -> list[object] | 
     anchors = cast(dict[str, object], ours).get('anchors')
     if not isinstance(anchors, dict):
         return None
-    key = print_key(response, part_index)
+    key = print_key(response, part_index, keys)
     found = cast(dict[str, object], anchors).get(key) if key is not None else None
     return cast(list[object], found) if isinstance(found, list) else None
 
@@ -698,8 +702,20 @@ class _Untold(Exception):
     """A fingerprinted part whose print cannot be told apart from the others' (see `_matched_prints`)."""
 
 
-def print_key(response: ModelResponse, part_index: int) -> str | None:
+PrintKeys = Mapping[int, 'str | None']
+"""Each fingerprinted text part's print key (`_matched_prints`), worked out once for the parts of one response."""
+
+
+def print_keys(response: ModelResponse) -> PrintKeys | None:
+    """`_matched_prints` of `response`, for callers that ask `print_key` about many of its parts; `None` if none."""
+    prints, _ = _read_ours(response.metadata, False)
+    return None if prints is None else _matched_prints(response, prints)[0]
+
+
+def print_key(response: ModelResponse, part_index: int, keys: PrintKeys | None = None) -> str | None:
     """The key of the fingerprint that is part `part_index`'s (its own index, unless the parts moved), or `None`.
+
+    `keys`: `print_keys(response)`, when the caller asks about many parts (each would match all the parts again).
 
     Raises:
         _Untold: The part may be one of several fingerprinted parts that moved and changed: no print is surely its.
@@ -708,9 +724,10 @@ def print_key(response: ModelResponse, part_index: int) -> str | None:
     if prints is None:
         return None
     own = str(part_index)
-    if own in prints and _vouched(cast(TextPart, response.parts[part_index]).content, prints[own]):
-        return own  # (the common case: in place and unchanged)
-    keys = _matched_prints(response, prints)[0]
+    if keys is None:
+        if own in prints and _vouched(cast(TextPart, response.parts[part_index]).content, prints[own]):
+            return own  # (the common case: in place and unchanged)
+        keys = _matched_prints(response, prints)[0]
     if part_index in keys and keys[part_index] is None:
         raise _Untold(part_index)
     return keys.get(part_index, own if own in prints else None)
@@ -1151,14 +1168,16 @@ def _is_hex(value: str) -> bool:
     return 0 < len(value) <= 16 and all(c in '0123456789abcdef' for c in value)
 
 
-def shown_realigned(response: ModelResponse, part_index: int, part: TextPart) -> tuple[TextPart, int]:
+def shown_realigned(
+    response: ModelResponse, part_index: int, part: TextPart, keys: PrintKeys | None = None
+) -> tuple[TextPart, int]:
     """`part`, edited since its citations were made, as a reader is shown it, and how many citations lost their place.
 
     Its citations are realigned on the text as it is now by their anchor prints, as `CleanStaleCitations` realigns
     them before the next request; one whose words are no longer found once is kept as a source without a position
-    (never dropped). The history itself is not changed.
+    (never dropped). The history itself is not changed. `keys`: `print_keys(response)`, for many parts.
     """
-    repaired, dropped = repair_part(response, part_index, part, 'realign')
+    repaired, dropped = repair_part(response, part_index, part, 'realign', keys)
     lost = sorted({p.citation_index for p in dropped if p.citation_index is not None})
     # Numbered as `repair_part` numbers them (a hand-built part may hold anything).
     old = [c for c in cast(list[object], part.citations or []) if isinstance(c, Citation)]
@@ -1176,23 +1195,31 @@ def shown_response(response: ModelResponse) -> ModelResponse:
     stale = edited_parts(response)
     if not stale:
         return response
+    keys = print_keys(response)
     parts = [
-        shown_realigned(response, i, part)[0] if i in stale and isinstance(part, TextPart) else part
+        shown_realigned(response, i, part, keys)[0] if i in stale and isinstance(part, TextPart) else part
         for i, part in enumerate(response.parts)
     ]
     return replace(response, parts=parts)
 
 
 def repair_part(
-    response: ModelResponse, part_index: int, part: TextPart, on_edit: Literal['realign', 'clear']
+    response: ModelResponse,
+    part_index: int,
+    part: TextPart,
+    on_edit: Literal['realign', 'clear'],
+    keys: PrintKeys | None = None,
 ) -> tuple[TextPart, list[CitationProblem]]:
-    """`part`, edited without `edit_text`, with its citations cleared or realigned by their anchor fingerprints."""
+    """`part`, edited without `edit_text`, with its citations cleared or realigned by their anchor fingerprints.
+
+    `keys`: `print_keys(response)`, when many of its parts are repaired.
+    """
     if on_edit == 'clear':
         details = dict(part.provider_details) if part.provider_details else {}
         details.pop('citations', None)
         return copy_with(part, id=None, citations=None, provider_details=details or None), []
     try:
-        stored = _stored_anchors(response, part_index) or []
+        stored = _stored_anchors(response, part_index, keys) or []
         untold = False
     except _Untold:  # fingerprinted, but which print is its is not known: nothing vouches for any anchor
         stored, untold = [], True
@@ -1236,6 +1263,7 @@ def repair_history(
         response = messages[message_index]
         assert isinstance(response, ModelResponse)
         new_parts: dict[int, TextPart] = {}
+        keys = print_keys(response) if on_edit == 'realign' else None  # (once for the response's parts)
         for part_index, part in items:
             problems.append(
                 CitationProblem(
@@ -1246,7 +1274,7 @@ def repair_history(
                 )
             )
             if part is not None:
-                new_parts[part_index], dropped = repair_part(response, part_index, part, on_edit)
+                new_parts[part_index], dropped = repair_part(response, part_index, part, on_edit, keys)
                 problems.extend(replace(p, message_index=message_index, part_index=part_index) for p in dropped)
         replaced[message_index] = replace_parts(response, new_parts)
     return replaced, problems

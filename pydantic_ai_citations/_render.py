@@ -381,8 +381,9 @@ def md_code(text: str) -> tuple[list[tuple[int, int, bool]], str | None]:
     """The code in model-written Markdown, as CommonMark reads it, and the fence a cut-off code block needs.
 
     Returns `(start, end, fenced)` regions in order, and the fence that closes a fenced block the text ends inside
-    (`None` if it ends in none). One pass over the lines for fences, then one over the backtick runs outside them for code spans (a run of n
-    backticks opens a span that the next run of exactly n closes; a run with no such partner is text).
+    (`None` if it ends in none). One pass over the lines for fences, then one over the backtick runs outside them for
+    code spans (a run of n backticks opens a span that the next run of exactly n closes; a run with no such partner
+    is text).
     """
     regions: list[tuple[int, int, bool]] = []
     outside: list[tuple[int, int]] = []  # text between fenced blocks

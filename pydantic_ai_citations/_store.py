@@ -440,18 +440,16 @@ def _url_key(url: str) -> tuple[str, str]:
 _GROUNDING_KEY = host_key(GROUNDING_HOST)
 
 
-def _source_keys(
-    answer: CitedAnswer, response: ModelResponse | None = None, indexes: Sequence[int] = ()
-) -> _SourceKeys:
-    """The keys of the answer's sources, and of the citations on the response's text it does not show.
+def _source_keys(answer: CitedAnswer, outside: Sequence[TextPart] = ()) -> _SourceKeys:
+    """The keys of the answer's sources, and of the citations on `outside`, its response's text it does not show.
 
-    The stored response cites those too (`cited_outside`): `answers_citing` finds it by them. Without `response` (a
+    The stored response cites those too (`cited_outside`): `answers_citing` finds it by them. Without them (a
     migration reindexing stored answers), the answer's sources alone.
     """
     urls: dict[tuple[str, str], None] = {}
     domains: dict[str, None] = {}
     documents: dict[str, None] = {}
-    for url, title, document_id in _cited(answer, response, indexes):
+    for url, title, document_id in _cited(answer, outside):
         if document_id:
             documents[_key(document_id)] = None
         if not url:
@@ -466,16 +464,12 @@ def _source_keys(
     return _SourceKeys(list(urls), list(domains), list(documents))
 
 
-def _cited(
-    answer: CitedAnswer, response: ModelResponse | None, indexes: Sequence[int]
-) -> Iterator[tuple[str | None, str | None, str | None]]:
-    """`(url, title, document_id)` of the answer's sources, then of the sources cited on parts it does not show."""
+def _cited(answer: CitedAnswer, outside: Sequence[TextPart]) -> Iterator[tuple[str | None, str | None, str | None]]:
+    """`(url, title, document_id)` of the answer's sources, then of the sources cited on `outside` parts."""
     for source in answer.sources:
         yield source.url, source.title, source.document_id
-    if response is None:
-        return
-    for index in cited_outside(response, indexes):
-        for citation in as_list(cast(TextPart, response.parts[index]).citations):  # (read defensively, as the answer)
+    for part in outside:
+        for citation in as_list(part.citations):  # (read defensively, as the answer reads them)
             for source in as_list(citation.sources) if isinstance(citation, Citation) else ():
                 if isinstance(source, WebCitationSource) and isinstance(cast(object, source.url), str):
                     yield source.url, source.title, None
@@ -505,7 +499,8 @@ def _answer_row(
     `edited`: what `edit_answer` reported making this response (citations it dropped), kept with its answer.
     """
     indexes = answer_parts(response)
-    if not indexes and not cited_outside(response, indexes) and not edited:
+    outside = [cast(TextPart, response.parts[i]) for i in cited_outside(response, indexes)]
+    if not indexes and not outside and not edited:
         return None
     answer = CitedAnswer.from_messages([response])
     if edited:  # (as the answer's own problems: of message 0, the response the answer is built from)
@@ -534,7 +529,7 @@ def _answer_row(
         response.provider_name and _key(response.provider_name),
         response.model_name and _key(response.model_name),
         response.timestamp.isoformat() if isinstance(response.timestamp, datetime) else None,  # pyright: ignore[reportUnnecessaryIsInstance]
-        _source_keys(answer, response, indexes),
+        _source_keys(answer, outside),
         sorted({p.code for p in answer.problems}),
     )
 
@@ -822,6 +817,28 @@ def _domain_host(domain: str) -> str:
     if not host:
         raise UserError(f'`domain` must name a host, like `"github.com"`; got {domain!r}.')
     return host
+
+
+_MAX_INT = 2**63 - 1
+"""The largest integer both databases take (a 64-bit `INTEGER` / `BIGINT`)."""
+
+
+def _require_storable(where: str, **values: object) -> None:
+    """Raise `UserError` for an argument the database cannot take: text with a lone surrogate, an int past 64 bits.
+
+    (Message text is checked apart, when it is written: `_entry_rows`.)
+    """
+    for name, value in values.items():
+        if isinstance(value, str) and not value.isascii():
+            try:
+                value.encode()
+            except UnicodeEncodeError as e:
+                raise UserError(
+                    f'{where}: `{name}` holds a lone surrogate ({shown(value)}): it cannot be stored or looked up as '
+                    "UTF-8 text. Replace it first (`value.encode('utf-8', 'replace').decode()`)."
+                ) from e
+        elif isinstance(value, int) and not isinstance(value, bool) and value > _MAX_INT:
+            raise UserError(f'{where}: `{name}` must be at most {_MAX_INT} (a 64-bit int), got {value!r}.')
 
 
 # --- the store ------------------------------------------------------------------------------------------------------
@@ -1355,28 +1372,6 @@ class SQLiteConversationStore(_StoredAnswers):
         row = conn.execute(sql.REVISION, (conversation_id,)).fetchone()
         if (row[0] if row is not None else None) != expected_revision:
             raise ConversationConflict(conversation_id)
-
-
-_MAX_INT = 2**63 - 1
-"""The largest integer both databases take (a 64-bit `INTEGER` / `BIGINT`)."""
-
-
-def _require_storable(where: str, **values: object) -> None:
-    """Raise `UserError` for an argument the database cannot take: text with a lone surrogate, an int past 64 bits.
-
-    (Message text is checked apart, when it is written: `_entry_rows`.)
-    """
-    for name, value in values.items():
-        if isinstance(value, str) and not value.isascii():
-            try:
-                value.encode()
-            except UnicodeEncodeError as e:
-                raise UserError(
-                    f'{where}: `{name}` holds a lone surrogate ({shown(value)}): it cannot be stored or looked up as '
-                    "UTF-8 text. Replace it first (`value.encode('utf-8', 'replace').decode()`)."
-                ) from e
-        elif isinstance(value, int) and not isinstance(value, bool) and value > _MAX_INT:
-            raise UserError(f'{where}: `{name}` must be at most {_MAX_INT} (a 64-bit int), got {value!r}.')
 
 
 def _has_entry(conn: sqlite3.Connection, entry_id: str) -> bool:

@@ -441,3 +441,26 @@ def test_many_moved_parts_with_one_text_are_matched_in_linear_time():
 
     assert make(50)() == []  # every moved part is vouched for by a print of its text
     assert_linear(make, 1000)
+
+
+def test_many_edited_parts_of_one_response_are_repaired_in_linear_time():
+    # Each part's print was matched anew for every part repaired (all the response's parts hashed each time).
+    from pydantic_ai_citations._edit import repair_history
+
+    def make(n: int) -> Callable[[], tuple[list[str], list[str]]]:
+        cite = Citation([Web('https://a.example/')], anchor=ContentCitationAnchor(start=0, end=5))
+        response = ModelResponse(parts=[TextPart(f'Fact {i} holds.', citations=[cite]) for i in range(n)])
+        fingerprint_response(response)
+        edited = ModelResponse(
+            parts=[TextPart(f'Fact {i} fails.', citations=[cite]) for i in range(n)], metadata=response.metadata
+        )
+
+        def run() -> tuple[list[str], list[str]]:
+            repaired = [p.code for p in repair_history([edited], 'realign')[1]]
+            return repaired, [p.code for p in CitedAnswer.from_messages([edited]).problems]
+
+        return run
+
+    repaired, shown = make(3)()
+    assert repaired.count('stale_after_edit') == shown.count('stale_after_edit') == 3
+    assert_linear(make, 300)

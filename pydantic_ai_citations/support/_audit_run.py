@@ -469,15 +469,14 @@ def _parse(item: _Item) -> CitedAnswer:
 def _render(fmt: AuditFormat, n: int, item: _Item, audited: AuditedAnswer) -> str:
     if fmt == 'jsonl':
         report = audited.report
-        lines = [
-            AuditedCitation(n, item.answer_id, audited.provider_name, audited.model_name, check, None, report.complete)
-            for check in report.checks
-        ]
-        lines += [
-            AuditedCitation(n, item.answer_id, audited.provider_name, audited.model_name, None, raw, report.complete)
-            for raw in report.not_checked
-        ]
-        return ''.join(audited_citation_ta.dump_json(line).decode() + '\n' for line in lines)
+
+        def line(check: CitationCheck | None, raw: RawCitation | None) -> str:
+            cited = AuditedCitation(
+                n, item.answer_id, audited.provider_name, audited.model_name, check, raw, report.complete
+            )
+            return audited_citation_ta.dump_json(cited).decode() + '\n'
+
+        return ''.join([*(line(c, None) for c in report.checks), *(line(None, r) for r in report.not_checked)])
     if fmt == 'json':
         return _audited_answer_ta.dump_json(audited).decode()
     if fmt == 'markdown':
