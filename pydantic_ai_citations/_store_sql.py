@@ -177,12 +177,13 @@ COLLECT_GARBAGE = (
 )
 """After a conversation's record and tips are gone: drop what no remaining head or branch reaches."""
 CHAIN = (
-    # One page of a history, from `?` (the head) towards the root, at most `?` entries: the walk carries ids only,
-    # so a damaged `parent_id` loop costs one page of small rows before the reader sees it repeat.
-    'WITH RECURSIVE chain(id, parent_id, depth) AS (SELECT id, parent_id, 1 FROM entries WHERE id = ? '
-    'UNION ALL SELECT e.id, e.parent_id, c.depth + 1 FROM entries e JOIN chain c ON e.id = c.parent_id '
-    'WHERE c.depth < CAST(? AS INTEGER)) '
-    'SELECT c.id, c.parent_id, e.kind, e.message FROM chain c JOIN entries e ON e.id = c.id ORDER BY c.depth'
+    # One page of a history, from `?` (the head) towards the root, at most `?` entries (`CHAIN_PAGE`: a damaged
+    # `parent_id` loop costs one page before the reader sees it repeat). The walk carries each entry's columns, so no
+    # entry is looked up twice.
+    'WITH RECURSIVE chain(id, parent_id, kind, message, depth) AS (SELECT id, parent_id, kind, message, 1 FROM entries '
+    'WHERE id = ? UNION ALL SELECT e.id, e.parent_id, e.kind, e.message, c.depth + 1 FROM entries e '
+    'JOIN chain c ON e.id = c.parent_id WHERE c.depth < CAST(? AS INTEGER)) '
+    'SELECT id, parent_id, kind, message FROM chain ORDER BY depth'
 )
 _PG_HEAD_AT = 'position(\'"head_id":"\'::bytea in record) + 11'
 PG_LOAD = (
