@@ -59,6 +59,7 @@ __all__ = (
     'RawCitation',
     'SourceRef',
     'answer_parts',
+    'response_answer',
     'cited_answer_ta',
     'finish_signal',
     'incomplete_reason',
@@ -376,6 +377,14 @@ def shift_citation(citation: Citation, offset: int) -> Citation:
     if anchor is None or not offset:
         return citation
     return replace(citation, anchor=replace(anchor, start=anchor.start + offset, end=anchor.end + offset))
+
+
+def response_answer(response: ModelResponse) -> CitedAnswer:
+    """`CitedAnswer.from_messages([response])`, without checking the arguments of a public call.
+
+    For a caller that holds a `ModelResponse` already: a store builds one per response it saves.
+    """
+    return _build((0, response), incomplete=incomplete_reason(response))
 
 
 def last_response(messages: Sequence[ModelMessage]) -> tuple[int, ModelResponse] | None:

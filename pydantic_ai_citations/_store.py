@@ -55,7 +55,7 @@ from pydantic_ai.result import StreamedRunResult
 from pydantic_core import PydanticSerializationError
 
 from . import _store_sql as sql
-from ._answer import CitedAnswer, answer_parts, cited_outside
+from ._answer import CitedAnswer, answer_parts, cited_outside, response_answer
 from ._checks import first_error, require, require_at_least, shown
 from ._edit import edit_response
 from ._problems import PROBLEM_CODES, CitationProblem, ProblemCode
@@ -502,7 +502,7 @@ def _answer_row(
     outside = [cast(TextPart, response.parts[i]) for i in cited_outside(response, indexes)]
     if not indexes and not outside and not edited:
         return None
-    answer = CitedAnswer.from_messages([response])
+    answer = response_answer(response)
     if edited:  # (as the answer's own problems: of message 0, the response the answer is built from)
         answer = dataclasses.replace(
             answer, problems=[*answer.problems, *(dataclasses.replace(p, message_index=0) for p in edited)]

@@ -14,7 +14,7 @@ from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import ContentCitationAnchor, NativeToolCallPart, NativeToolReturnPart
 
 from pydantic_ai_citations import CitedAnswer
-from pydantic_ai_citations._answer import FINISH_METADATA_KEY
+from pydantic_ai_citations._answer import FINISH_METADATA_KEY, response_answer
 from pydantic_ai_citations._edit import fingerprint_response
 
 
@@ -251,6 +251,13 @@ _PART = st.one_of(
     st.just(NativeToolCallPart('web_search', {}, tool_call_id='t', provider_name='anthropic')),
     st.just(ToolCallPart('lookup', {}, tool_call_id='f')),
 )
+
+
+@given(st.lists(_PART, max_size=7), st.sampled_from([{'finish_reason': 'end_turn'}, None]))
+def test_the_stores_answer_of_a_response_is_the_public_one(parts: list[Any], details: dict[str, Any] | None) -> None:
+    """`response_answer` (what a store builds per response it saves) is `CitedAnswer.from_messages([response])`."""
+    response = ModelResponse(parts=parts, provider_details=details, provider_name='anthropic')
+    assert response_answer(response) == CitedAnswer.from_messages([response])
 
 
 @given(st.lists(_PART, max_size=7))
