@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import bisect
 import copy
-import difflib
 import hashlib
 import itertools
 from collections.abc import Callable, Mapping, Sequence
@@ -43,6 +42,7 @@ from pydantic_ai import (
 from pydantic_ai.exceptions import UserError
 
 from ._checks import require, require_messages
+from ._diff import block_mapper, diff_blocks
 from ._problems import CitationProblem
 from .formats.markup import StrippedMarkup, strip_markup
 from .formats.numbered import is_numbered_marker
@@ -61,9 +61,6 @@ __all__ = (
 
 METADATA_KEY = 'pydantic_ai_citations'
 """Key of this package's data in `ModelResponse.metadata`: `{'fingerprints': {part_index: hash}, 'anchors': {...}}`."""
-
-_MAX_DIFF_WORK = 50_000_000
-"""Above this `len(old) * len(new)` of the changed middle, the middle counts as rewritten (no diff is run)."""
 
 _MAX_LOCATE_WORK = 2_000_000
 """Characters hashed per part, at most, when a repair searches an edited part for anchored text whose fingerprint
@@ -102,53 +99,9 @@ def _hash(text: str) -> str:
 # --- mapping old ranges onto new text -------------------------------------------------------------------------------
 
 
-def _common_length(same: Callable[[int], bool], limit: int) -> int:
-    """The largest `k <= limit` with `same(k)` (monotone), by bisection: slice comparisons run at C speed."""
-    lo, hi = 0, limit
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if same(mid):
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
-
-
-def _diff_blocks(old: str, new: str) -> list[tuple[int, int, int]]:
-    """Blocks `(old start, new start, size)` the two texts share: common prefix and suffix, `difflib` in between."""
-    n_old, n_new = len(old), len(new)
-    limit = min(n_old, n_new)
-    prefix = _common_length(lambda k: old[:k] == new[:k], limit)
-    suffix = _common_length(lambda k: old[n_old - k :] == new[n_new - k :], limit - prefix)
-    blocks: list[tuple[int, int, int]] = [(0, 0, prefix)] if prefix else []
-    a, b = old[prefix : n_old - suffix], new[prefix : n_new - suffix]
-    if a and b and len(a) * len(b) <= _MAX_DIFF_WORK:
-        matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
-        blocks.extend((prefix + i, prefix + j, size) for i, j, size in matcher.get_matching_blocks() if size)
-    if suffix:
-        blocks.append((n_old - suffix, n_new - suffix, suffix))
-    merged: list[tuple[int, int, int]] = []
-    for i, j, size in blocks:
-        if merged and sum(merged[-1][::2]) == i and sum(merged[-1][1:]) == j:
-            merged[-1] = (merged[-1][0], merged[-1][1], merged[-1][2] + size)
-        else:
-            merged.append((i, j, size))
-    return merged
-
-
 def _diff_mapper(old: str, new: str) -> Callable[[int, int], Range | None]:
     """Maps a range of `old` to where its text is in `new`, or `None` when that text did not survive unchanged."""
-    blocks = _diff_blocks(old, new)
-
-    def move(start: int, end: int) -> Range | None:
-        if end > len(old):
-            return None
-        for i, j, size in blocks:
-            if i <= start and end <= i + size:
-                return j + start - i, j + end - i
-        return None
-
-    return move
+    return block_mapper(diff_blocks(old, new), len(old))
 
 
 def _cut_mapper(cuts: Sequence[Range]) -> Callable[[int, int], Range | None]:
@@ -1362,11 +1315,16 @@ def strip_citation_markers(part: TextPart, markup: object = None) -> tuple[TextP
     return new_part, cuts
 
 
-def _in_cut(start: Any, end: Any, cuts: list[Range]) -> bool:
-    """Whether `start`/`end` are a valid range inside one of `cuts` (removed with it)."""
+def _in_cut(start: Any, end: Any, cuts: list[Range], starts: list[int]) -> bool:
+    """Whether `start`/`end` are a valid range inside one of `cuts` (removed with it); `starts`: the cuts' starts.
+
+    The cut that may hold it is the last one starting at or before `start` (cuts are sorted and disjoint): one
+    bisection, so a part with a citation per marker costs n log n, not a scan of every cut per citation.
+    """
     if not (start.__class__ is int and end.__class__ is int and 0 <= start < end):
         return False
-    return any(cut_start <= start and end <= cut_end for cut_start, cut_end in cuts)
+    k = bisect.bisect_right(starts, start) - 1
+    return k >= 0 and end <= cuts[k][1]
 
 
 def _kept_or_cut(citations: Any, cuts: list[Range]) -> list[Citation] | None:
@@ -1379,6 +1337,7 @@ def _kept_or_cut(citations: Any, cuts: list[Range]) -> list[Citation] | None:
     if citations.__class__ is not list:
         return None
     first = cuts[0][0]
+    starts = [start for start, _ in cuts]
     kept: list[Citation] = []
     for citation in citations:
         if citation.__class__ is not Citation:
@@ -1386,7 +1345,7 @@ def _kept_or_cut(citations: Any, cuts: list[Range]) -> list[Citation] | None:
         anchor = citation.anchor
         if anchor is None or _all_before((citation,), first):
             kept.append(citation)
-        elif not _in_cut(getattr(anchor, 'start', None), getattr(anchor, 'end', None), cuts):
+        elif not _in_cut(getattr(anchor, 'start', None), getattr(anchor, 'end', None), cuts, starts):
             return None
     return kept
 
@@ -1408,6 +1367,7 @@ def _raw_kept_or_cut(details: Any, cuts: list[Range], *, dropped: bool) -> tuple
     if raw.__class__ is not list:
         return False, None
     first = cuts[0][0]
+    starts = [start for start, _ in cuts]
     entries: list[object] = []
     for entry in raw:
         holder: Any = _range_holder(entry)
@@ -1417,7 +1377,7 @@ def _raw_kept_or_cut(details: Any, cuts: list[Range], *, dropped: bool) -> tuple
             entries.append(entry)
         elif holder['end_index'] <= first:
             entries.append(entry)
-        elif not _in_cut(holder['start_index'], holder['end_index'], cuts):
+        elif not _in_cut(holder['start_index'], holder['end_index'], cuts, starts):
             return False, None
     new = dict(details)
     if len(entries) == len(raw):
