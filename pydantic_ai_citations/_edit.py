@@ -613,7 +613,7 @@ def joined_fingerprint(
                 if key in values:
                     ours.setdefault(section, {})[key] = values[key]
     # A fingerprinted part that is gone, or stale and not in `rebuilt`: a print on no part, reported as gone.
-    lost = [name for name in prints if not name.isdigit() or (int(name) in stale and int(name) not in placed)]
+    lost = [name for name in prints if (i := _print_index(name)) is None or (i in stale and i not in placed)]
     for n, name in enumerate(lost):
         ours['fingerprints'][str(len(rebuilt.parts) + n)] = prints[name]
     return cast(dict[str, object], ours) if ours['fingerprints'] else None
@@ -686,6 +686,11 @@ def print_key(response: ModelResponse, part_index: int, keys: PrintKeys | None =
     return keys.get(part_index, own if own in prints else None)
 
 
+def _print_index(name: object) -> int | None:
+    """The index of the part a print is keyed by (`'3'`), `None` for a key that names no part (damaged metadata)."""
+    return int(name) if isinstance(name, str) and name.isascii() and name.isdigit() else None
+
+
 def _matched_prints(response: ModelResponse, prints: Mapping[str, object]) -> tuple[dict[int, str | None], set[int]]:
     """Which fingerprint is each text part's, when parts may have moved: (part index -> print key, parts vouched for).
 
@@ -713,7 +718,8 @@ def _matched_prints(response: ModelResponse, prints: Mapping[str, object]) -> tu
             del free[own]
     by_print: dict[object, list[str]] = {}
     for name in reversed(free):  # (each list in key order, taken from its end: each name is looked at once)
-        by_print.setdefault(prints[name], []).append(name)
+        if isinstance(value := prints[name], str):  # (a hash; anything else, damaged metadata, matches no part)
+            by_print.setdefault(value, []).append(name)
     for i in texts:
         if i in keys:
             continue
@@ -730,10 +736,10 @@ def _matched_prints(response: ModelResponse, prints: Mapping[str, object]) -> tu
             keys[i] = str(i)
             del free[str(i)]
     left = [i for i in left if i not in keys]
-    names = sorted(free, key=lambda name: int(name) if name.isdigit() else -1)
+    names = sorted(free, key=lambda name: -1 if (i := _print_index(name)) is None else i)
     if not names:  # no print left: the parts left were never fingerprinted (added since)
         return keys, vouched
-    if len(left) == len(names) and all(name.isdigit() for name in names):
+    if len(left) == len(names) and all(_print_index(name) is not None for name in names):
         keys.update(zip(left, names, strict=True))
     else:
         keys.update(dict.fromkeys(left))
@@ -913,7 +919,7 @@ def _survey_again(
     placed = set(keys.values())
     for name in prints:
         if name not in placed:  # a fingerprinted part that is gone
-            found.append((message_index, int(name) if name.isdigit() else -1, None, _STALE))
+            found.append((message_index, -1 if (i := _print_index(name)) is None else i, None, _STALE))
 
 
 def _survey_unprinted(

@@ -166,3 +166,39 @@ async def test_a_tracked_run_keeps_only_its_last_response_until_the_report():
     assert len(report.requests) == 3
     assert [len(r.parts) for r in report.requests] == [1, 1, 1]  # observed before their responses were released
     assert len(track._runs) == 0  # pyright: ignore[reportPrivateUsage]
+
+
+@pytest.mark.parametrize(
+    'prints',
+    [
+        {'\u00b2': '0123456789abcdef'},  # a digit `int()` does not read
+        {0: 'x'},  # not a str
+        {'0': ['a list'], '1': {'a': 1}},  # values no hash is
+        {'٣': 'x', '0': 'y'},  # an Arabic-Indic digit
+    ],
+    ids=['superscript-digit', 'int-key', 'unhashable-values', 'other-digit'],
+)
+def test_damaged_fingerprint_keys_are_read_as_prints_of_no_part(prints: dict[object, object]) -> None:
+    """Hand-edited or damaged fingerprints in a stored history: no crash in `find_stale`, the answer or a run; the
+    part they do not match is stale (its citation is not resent unchecked) or shown, never lost."""
+    from pydantic_ai import ModelRequest, UserPromptPart
+
+    from pydantic_ai_citations import CitedAnswer, CleanStaleCitations
+    from pydantic_ai_citations._edit import METADATA_KEY
+
+    part = TextPart(
+        TEXT, citations=[Citation([Web('https://a.example/')], anchor=ContentCitationAnchor(start=0, end=23))]
+    )
+    response = ModelResponse(parts=[part], metadata={METADATA_KEY: {'fingerprints': prints}})
+    history: list[ModelMessage] = [ModelRequest(parts=[UserPromptPart('q')]), response]
+    assert find_stale(history)  # the prints name no part of it: reported
+    answer = CitedAnswer.from_messages(history)
+    assert [s.url for s in answer.sources] == ['https://a.example/']
+    sent: list[ModelMessage] = []
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        sent.extend(messages)
+        return ModelResponse(parts=[TextPart('ok')])
+
+    Agent(FunctionModel(model), capabilities=[CleanStaleCitations()]).run_sync('next', message_history=history)
+    assert sent
