@@ -1183,8 +1183,12 @@ def repair_part(
     except _Untold:  # fingerprinted, but which print is its is not known: nothing vouches for any anchor
         stored, untold = [], True
     text = part.content
-    n_citations = len(_citations(part))
+    citations = _citations(part)
     locator = _Locator(text, stored)
+    # One print per citation, in order: the citations are the ones fingerprinted. Fewer or more (`edit_text` dropped
+    # some, and the response kept the prints of before): each citation still on the words of a print is that print's,
+    # in order (a citation only matches a print after the one the citation before it matched); the rest have none.
+    prints = stored if len(stored) == len(citations) else _in_place_prints(text, citations, stored)
 
     def move(index: int, start: int, end: int) -> Range | None:
         fits = end <= len(text)
@@ -1194,7 +1198,7 @@ def repair_part(
             # No anchor fingerprints (history from before this package, or written by hand): nothing says the
             # anchors are stale, so keep those that fit the text.
             return (start, end) if fits else None
-        print_ = stored[index] if index < len(stored) and len(stored) == n_citations else None
+        print_ = prints[index] if index < len(prints) else None
         if not isinstance(print_, list) or not print_:
             return None
         if fits and _hash(text[start:end]) == cast(list[object], print_)[0]:
@@ -1202,6 +1206,30 @@ def repair_part(
         return locator.find(cast(object, print_))
 
     return _realign(part, text, move, reason='its anchored text could not be found exactly once in the edited text')
+
+
+def _in_place_prints(text: str, citations: list[Citation], stored: list[object]) -> list[object]:
+    """Per citation, the print of `stored` (in order) whose text its anchor is still on, or `None` (`repair_part`).
+
+    Each citation takes the first print after the previous citation's whose hash is its anchored text's, found by
+    bisection among the prints of that hash: linear in the citations and prints.
+    """
+    at: dict[object, list[int]] = {}
+    for m, print_ in enumerate(stored):
+        if isinstance(print_, list) and print_ and isinstance(digest := cast(list[object], print_)[0], str):
+            at.setdefault(digest, []).append(m)
+    found: list[object] = []
+    after = 0  # prints before this one are taken, or skipped
+    for citation in citations:
+        start, end = _anchor_range(citation.anchor) if citation.anchor is not None else (None, None)
+        places = at.get(_hash(text[start:end])) if start is not None and end is not None and end <= len(text) else None
+        k = bisect.bisect_left(places, after) if places else 0
+        if places and k < len(places):
+            found.append(stored[places[k]])
+            after = places[k] + 1
+        else:
+            found.append(None)
+    return found
 
 
 def repair_history(

@@ -559,6 +559,44 @@ async def test_run_fingerprints_and_realigns_edit() -> None:
 
 
 @pytest.mark.anyio
+async def test_a_part_from_edit_text_put_back_with_the_old_prints_keeps_its_citations() -> None:
+    """An app edits a part with `edit_text` but puts it back in a response that keeps the prints of before (it did not
+    use `edit_response`): the part is stale, and each citation still on the words of a print, in order, is that
+    print's, though `edit_text` dropped one (the prints no longer line up with the citations by index)."""
+    text = 'Pydantic validates data. It is fast. Logfire observes it.'
+    spans = [(0, 23), (25, 35), (37, 44)]
+
+    def first(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        citations = [
+            Citation([web(f'https://{k}.example/')], anchor=ContentCitationAnchor(start=s, end=e))
+            for k, (s, e) in enumerate(spans)
+        ]
+        return ModelResponse(parts=[TextPart(text, citations=citations)])
+
+    history = (await Agent(FunctionModel(first), capabilities=[CleanStaleCitations()]).run('q')).all_messages()
+    response = history[-1]
+    assert isinstance(response, ModelResponse)
+    old = response.parts[0]
+    assert isinstance(old, TextPart)
+    edited = edit_text(old, text.replace('It is fast', 'It is very fast'))  # drops the citation of 'It is fast'
+    history[-1] = ModelResponse(parts=[edited], metadata=response.metadata)
+    seen: list[list[ModelMessage]] = []
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        seen.append(messages)
+        return ModelResponse(parts=[TextPart('ok')])
+
+    track = TrackCitations()
+    result = await Agent(FunctionModel(model), capabilities=[track, CleanStaleCitations()]).run(
+        'n', message_history=history
+    )
+    sent = seen[-1][1]
+    assert isinstance(sent, ModelResponse) and isinstance(sent.parts[0], TextPart)
+    assert anchored(sent.parts[0]) == {'https://0.example/': 'Pydantic validates data', 'https://2.example/': 'Logfire'}
+    assert [p.code for p in track.report(result).problems] == ['stale_after_edit']
+
+
+@pytest.mark.anyio
 async def test_clear_mode() -> None:
     agent = Agent(FunctionModel(citing_function), capabilities=[CleanStaleCitations(on_edit='clear')])
     result = await agent.run('q')
