@@ -178,7 +178,8 @@ async def test_a_tracked_run_keeps_only_its_last_response_until_the_report():
     ],
     ids=['superscript-digit', 'int-key', 'unhashable-values', 'other-digit'],
 )
-def test_damaged_fingerprint_keys_are_read_as_prints_of_no_part(prints: dict[object, object]) -> None:
+@pytest.mark.anyio
+async def test_damaged_fingerprint_keys_are_read_as_prints_of_no_part(prints: dict[object, object]) -> None:
     """Hand-edited or damaged fingerprints in a stored history: no crash in `find_stale`, the answer or a run; the
     part they do not match is stale (its citation is not resent unchecked) or shown, never lost."""
     from pydantic_ai import ModelRequest, UserPromptPart
@@ -200,5 +201,5 @@ def test_damaged_fingerprint_keys_are_read_as_prints_of_no_part(prints: dict[obj
         sent.extend(messages)
         return ModelResponse(parts=[TextPart('ok')])
 
-    Agent(FunctionModel(model), capabilities=[CleanStaleCitations()]).run_sync('next', message_history=history)
+    await Agent(FunctionModel(model), capabilities=[CleanStaleCitations()]).run('next', message_history=history)
     assert sent
