@@ -30,6 +30,14 @@ class _Server:
                     self.send_header('Location', self.path.removeprefix('/redirect-to/'))
                     self.end_headers()
                     return
+                if self.path.startswith('/short'):  # promises more than it sends, then closes the connection
+                    self.send_response(200)
+                    self.send_header('Content-Type', 'text/html')
+                    self.send_header('Content-Length', '1000')
+                    self.end_headers()
+                    self.wfile.write(b'<p>short</p>')
+                    self.close_connection = True
+                    return
                 body = b'<html><body><p>An internal page that must never be captured.</p></body></html>'
                 self.send_response(200)
                 self.send_header('Content-Type', 'text/html; charset=utf-8')
@@ -137,6 +145,20 @@ async def test_allowed_hosts_are_captured(server: _Server, tmp_path: object) -> 
     assert b'internal page' in snap.body
     assert server.hits == ['/page']
     assert store.get(url) == snap
+
+
+async def test_a_body_cut_off_by_the_server_is_an_error_snapshot_and_the_others_are_kept(
+    server: _Server, tmp_path: object
+) -> None:
+    """A server that closes the connection before the body it announced: that page's snapshot says so (`error`), and
+    the other pages of the capture are captured and stored (the read error crashed the whole capture before)."""
+    store = SnapshotStore(f'{tmp_path}/snaps.db')
+    short, good = f'http://localhost:{server.port}/short', f'http://localhost:{server.port}/page'
+    snaps = await capture([short, good], timeout=5, allow_hosts=['localhost'], store=store)
+    assert [s.liveness for s in snaps] == ['error', 'ok']
+    assert 'peer closed connection' in (snaps[0].reason or '')
+    assert store.get(good) == snaps[1]
+    assert store.get(short) == snaps[0]
 
 
 async def test_own_transport_still_refuses_internal_literals() -> None:

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import ipaddress
 import socket
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import anyio
@@ -147,13 +148,32 @@ class _GuardedBackend(httpcore2.AsyncNetworkBackend):
         await anyio.sleep(seconds)
 
 
+@contextmanager
+def _as_httpx_errors(request: httpx2.Request) -> Iterator[None]:
+    """`httpcore2` timeouts and network and protocol errors as the `httpx2` errors a capture reports.
+
+    As `httpx2`'s own transport maps them: while the request is sent, and while its body is read (a server that
+    closes the connection early, or resets it).
+    """
+    try:
+        yield
+    except httpcore2.TimeoutException as e:
+        raise httpx2.TimeoutException(str(e), request=request) from e
+    except httpcore2.NetworkError as e:
+        raise httpx2.NetworkError(str(e), request=request) from e
+    except httpcore2.ProtocolError as e:
+        raise httpx2.ProtocolError(str(e), request=request) from e
+
+
 class _Body(httpx2.AsyncByteStream):
-    def __init__(self, stream: Any) -> None:
+    def __init__(self, stream: Any, request: httpx2.Request) -> None:
         self._stream = stream
+        self._request = request
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
-        async for chunk in self._stream:
-            yield chunk
+        with _as_httpx_errors(self._request):
+            async for chunk in self._stream:
+                yield chunk
 
     async def aclose(self) -> None:
         await self._stream.aclose()
@@ -186,18 +206,12 @@ class GuardedTransport(httpx2.AsyncBaseTransport):
             content=request.stream,  # pyright: ignore[reportArgumentType]
             extensions=dict[str, Any](request.extensions),
         )
-        try:
+        with _as_httpx_errors(request):
             response = await self._pool.handle_async_request(core_request)
-        except httpcore2.TimeoutException as e:
-            raise httpx2.TimeoutException(str(e), request=request) from e
-        except httpcore2.NetworkError as e:
-            raise httpx2.NetworkError(str(e), request=request) from e
-        except httpcore2.ProtocolError as e:
-            raise httpx2.ProtocolError(str(e), request=request) from e
         return httpx2.Response(
             status_code=response.status,
             headers=response.headers,
-            stream=_Body(response.stream),
+            stream=_Body(response.stream, request),
             extensions=dict[str, Any](response.extensions),  # pyright: ignore[reportUnknownMemberType,reportUnknownArgumentType]
         )
 
