@@ -107,3 +107,52 @@ async def test_anchors_are_shifted_past_removed_markers():
     assert answer.text == 'Alpha. Beta is cited.'
     assert [answer.span_text(s) for s in answer.spans] == ['Beta is cited.']
     assert [(s.start, s.end) for s in answer.segments] == [(0, len(answer.text))]
+
+
+_K2 = {'turn0search0': WebCitationSource('https://k2.example/height')}
+_M = '\ue200cite\ue202turn0search0\ue201'
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    'text',
+    [
+        f'K2 is 8,611 m tall.\n{_M}\nIt was first climbed in 1954.',
+        f'K2 is 8,611 m tall  {_M}. First climbed in 1954.',
+        f'{_M} K2 is 8,611 m tall.',
+        f'K2 is 8,611 m tall. {_M}',
+    ],
+    ids=['alone-on-a-line', 'spaces-before-punctuation', 'at-the-start', 'at-the-end'],
+)
+async def test_resolved_markers_leave_the_text_a_stream_shows(text: str) -> None:
+    """`marker_sources` turns markers into citations and removes them with the grammar's one spacing rule, so the
+    streamed chunks, the stream's final answer and the non-streamed answer are the same text at every split, and the
+    span is on the same words (a second whitespace repair made them differ, and put UI anchors on the wrong words)."""
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        return ModelResponse(parts=[TextPart(text)])
+
+    def agent(split: int) -> Agent[None, str]:
+        async def stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str]:
+            for piece in (text[:split], text[split:]):
+                if piece:
+                    yield piece
+
+        return Agent(FunctionModel(model, stream_function=stream), capabilities=[TrackCitations(marker_sources=_K2)])
+
+    whole = CitedAnswer.from_result(await agent(0).run('q'))
+    assert '\ue200' not in whole.text
+    assert [source.url for source in whole.sources] == ['https://k2.example/height']
+    assert all(whole.text[s.start : s.end].startswith('K2 is 8,611 m tall') for s in whole.spans)
+    for split in range(len(text) + 1):
+        chunks: list[str] = []
+        final: CitedAnswer | None = None
+        async with stream_cited(agent(split), 'q') as run:
+            async for item in run:
+                if isinstance(item, TextChunk):
+                    chunks.append(item.text)
+                elif isinstance(item, FinalAnswer):
+                    final = item.answer
+        assert final is not None
+        assert ''.join(chunks) == final.text == whole.text, split
+        assert [(s.start, s.end) for s in final.spans] == [(s.start, s.end) for s in whole.spans]

@@ -42,6 +42,7 @@ import re
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import KW_ONLY, dataclass
+from itertools import accumulate
 from typing import Literal
 
 from pydantic_ai.exceptions import UserError
@@ -63,6 +64,7 @@ __all__ = (
     'offset_shifter',
     'parse_openai_body',
     'remove_cuts',
+    'remove_marker_spans',
     'scan_markup',
     'split_cuts',
     'strip_joined',
@@ -547,6 +549,26 @@ def _spacing_cuts(text: str, cuts: tuple[Cut, ...], markers: list[Cut]) -> list[
         if start >= 2 and text[start - 1] == ' ' and not text[start - 2].isspace():
             extra.append((start - 1, start))
     return extra
+
+
+def remove_marker_spans(text: str, spans: Sequence[Cut]) -> tuple[str, list[int]]:
+    """`text` without the markers at `spans` (sorted, disjoint), spaced as `strip_markup` spaces it; where each was.
+
+    The one space before a marker goes when it separated a word from whitespace, closing punctuation or the end of
+    the text (`strip_markup`'s `spacing` rule, so a stream cleaned by `StreamCleaner` shows the same text). Returns the
+    text and, for each span, its offset in that text.
+    """
+    cuts = _merge(spans)
+    if not cuts:
+        return text, []
+    cuts = _merge([*cuts, *_spacing_cuts(text, cuts, list(spans))])
+    starts = [start for start, _ in cuts]
+    removed = list(accumulate((end - start for start, end in cuts), initial=0))
+    positions = []
+    for start, _ in spans:
+        k = bisect_right(starts, start) - 1  # the cut holding the span
+        positions.append(cuts[k][0] - removed[k])
+    return _apply(text, cuts), positions
 
 
 def _apply(text: str, cuts: tuple[Cut, ...]) -> str:

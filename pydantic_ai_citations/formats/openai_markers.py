@@ -35,7 +35,7 @@ from pydantic_ai import Citation, ContentCitationAnchor, DocumentCitationSource,
 from pydantic_ai.exceptions import UserError
 
 from .._problems import CitationProblem, shorten
-from .markup import MARKER_END, MARKER_SEPARATOR, MARKER_START, parse_openai_body, scan_markup
+from .markup import MARKER_END, MARKER_SEPARATOR, MARKER_START, parse_openai_body, remove_marker_spans, scan_markup
 
 __all__ = (
     'MARKER_START',
@@ -127,7 +127,7 @@ class MarkerConversion:
     """What `resolve` made of a text."""
 
     clean_text: str
-    """The text with every marker removed and the whitespace around them repaired."""
+    """The text with every marker removed, spaced as `strip_markers` (and a stream of it) spaces it."""
     citations: list[Citation]
     """One citation per marker with at least one known id, anchored on the sentence it closes in `clean_text`."""
     problems: list[CitationProblem]
@@ -401,9 +401,6 @@ def extract_markers(
 
 # --- stripping -----------------------------------------------------------------------------------------------
 
-_HSPACE = ' \t'
-_TRIM_BEFORE = frozenset(' \t\r\n.,;:!?)]}…')
-
 
 def _candidate_spans(text: str, escaped: bool) -> list[tuple[int, int, bool]]:
     """What to remove, as `(start, end, complete)`: whole markers, and the markup of what could not be read.
@@ -428,54 +425,17 @@ def _candidate_spans(text: str, escaped: bool) -> list[tuple[int, int, bool]]:
     return spans
 
 
-def _remove_spans(text: str, spans: Sequence[tuple[int, int]]) -> tuple[str, list[int]]:
-    """Remove sorted, disjoint spans and repair whitespace; return the text and where each span was."""
-    out: list[str] = []
-    outlen = 0
-    positions: list[int] = []
-    prev = 0
-    n = len(text)
-    for start, end in spans:
-        if start > prev:
-            piece = text[prev:start]
-            out.append(piece)
-            outlen += len(piece)
-        prev = max(prev, end)
-        nxt = text[end] if end < n else '\n'
-        if nxt in _TRIM_BEFORE:
-            # No double space, no space before punctuation, no trailing space.
-            while out and out[-1][-1:] in (' ', '\t'):
-                stripped = out[-1].rstrip(_HSPACE)
-                outlen -= len(out[-1]) - len(stripped)
-                if stripped:
-                    out[-1] = stripped
-                    break
-                out.pop()
-        for k in range(len(positions) - 1, -1, -1):
-            if positions[k] <= outlen:
-                break
-            positions[k] = outlen
-        positions.append(outlen)
-        if not out or out[-1].endswith('\n'):
-            # At a line start: drop the spaces after the marker, and the line itself if the marker was alone on it.
-            j = end
-            while j < n and text[j] in _HSPACE:
-                j += 1
-            prev = j + 1 if j < n and text[j] == '\n' else j
-    out.append(text[prev:])
-    return ''.join(out), positions
-
-
 def strip_markers(text: str, markers: Sequence[Marker] | None = None, *, escaped: bool = False) -> str:
-    """Remove markers from `text` and repair the whitespace they leave.
+    """Remove markers from `text`, spaced as `formats.markup.strip_markup` spaces it (what a stream shows).
 
     With `markers=None`, every complete candidate is removed, whatever its family or body (all of it is
     markup a reader must not see); of an unterminated one, the opener and the family, ids and separators after it
     (`U+E200 cite U+E202 turn9`; the text after that is kept: it may be the answer's own words); and every lone
     `U+E201` / `U+E202`. Afterwards no delimiter character is left (with `escaped=True`, no complete marker).
     What was removed is not reported here: `resolve` reports it as problems, and `formats.markup.strip_markup`
-    says what it removed for every form of citation markup. Whitespace is repaired so that no double space, space
-    before punctuation, trailing space or line holding only a marker remains.
+    says what it removed for every form of citation markup. The one space before a marker goes when it separated a
+    word from whitespace, closing punctuation or the end of the text (`'big \ue200…\ue201.'` becomes `'big.'`);
+    nothing else about whitespace is touched.
 
     Args:
         text: The model's text.
@@ -488,7 +448,7 @@ def strip_markers(text: str, markers: Sequence[Marker] | None = None, *, escaped
     spans: list[tuple[int, int]] = []
     if markers is None:
         while candidates := _candidate_spans(text, escaped):
-            text = _remove_spans(text, [(start, end) for start, end, _ in candidates])[0]
+            text = remove_marker_spans(text, [(start, end) for start, end, _ in candidates])[0]
             if not escaped:
                 break  # no opener is left; with escape text, removal can join pieces into a new one
         return text
@@ -501,7 +461,7 @@ def strip_markers(text: str, markers: Sequence[Marker] | None = None, *, escaped
             if spans and marker.start < spans[-1][1]:
                 raise UserError(f'Marker {marker!r} overlaps another marker.')
             spans.append((marker.start, marker.end))
-    return _remove_spans(text, spans)[0]
+    return remove_marker_spans(text, spans)[0]
 
 
 # --- conversion to Pydantic AI citations ---------------------------------------------------------------------
@@ -592,7 +552,7 @@ def resolve(
     """
     extraction = extract_markers_with_problems(text, families, escaped=escaped, id_pattern=id_pattern)
     spans = _candidate_spans(text, escaped)
-    clean, positions = _remove_spans(text, [(start, end) for start, end, _ in spans])
+    clean, positions = remove_marker_spans(text, [(start, end) for start, end, _ in spans])
     position_of = {start: positions[k] for k, (start, _, complete) in enumerate(spans) if complete}
     starts = _sentence_starts(clean)
     problems = list(extraction.problems)
