@@ -493,3 +493,25 @@ def test_stripping_a_marker_per_citation_for_a_hand_off_is_linear():
         return lambda: strip_citation_markers(p)
 
     assert_linear(make, 2000)
+
+
+def test_deeply_nested_cite_tags_are_stripped_in_linear_time():
+    """Each closing tag of a nesting copied every tag inside it into the enclosing one (n = 16,000 levels: 3.7 s)."""
+    from pydantic_ai_citations.formats.markup import strip_markup
+
+    def text(n: int) -> str:
+        return '(cite index="1">' * n + 'x' + '</cite>' * n
+
+    stripped = strip_markup(text(50))
+    assert stripped.text == 'x'
+    assert [i.reason for i in stripped.issues] == ['cite tag nested in a cite tag']
+    assert len(stripped.issues[0].cuts) == 100
+    unclosed = strip_markup('(cite index="1">a(cite index="2">b</cite>(cite index="3">c(cite index="4">d</cite>')
+    assert unclosed.text == 'abcd'
+    assert [len(i.cuts) for i in unclosed.issues] == [3, 3]  # each open tag with the tags closed inside it
+
+    def make(n: int) -> Callable[[], object]:
+        t = text(n)
+        return lambda: strip_markup(t)
+
+    assert_linear(make, 4000)

@@ -393,28 +393,29 @@ def _cite_ids(open_tag: str) -> tuple[str, ...]:
 
 def _scan_cites(text: str, taken: _Taken, matches: list[MarkupMatch], issues: list[MarkupIssue]) -> None:
     """Pair cite tags; every tag token is cut, nested and unpaired ones are issues."""
-    # Open tags still waiting for their `</cite>`, each with the tag tokens nested inside it.
-    stack: list[tuple[re.Match[str], list[Cut]]] = []
+    # Open tags still waiting for their `</cite>`, each with how many tag tokens `nested` held when it opened: the
+    # tokens closed inside an open tag are appended there once (not copied into each enclosing tag: deep nesting
+    # stays n log n) and reported with the outermost tag, in order.
+    stack: list[tuple[re.Match[str], int]] = []
+    nested: list[Cut] = []
     for token in _CITE_TOKEN_RE.finditer(text):
         if token.start() in taken:
             continue  # inside another marker: not a tag of its own
         if token.group('open') is not None:
-            stack.append((token, []))
+            stack.append((token, len(nested)))
             continue
         if not stack:
             reason = '</cite> without an opening tag'
             issues.append(MarkupIssue('malformed_marker', 'cite_tag', *token.span(), reason, (token.span(),)))
             continue
-        opened, inner = stack.pop()
-        if inner:
-            cuts = (opened.span(), *inner, token.span())
-            if stack:
-                stack[-1][1].extend(cuts)  # reported once, as part of the outermost nesting
-            else:
-                reason = 'cite tag nested in a cite tag'
-                issues.append(MarkupIssue('malformed_marker', 'cite_tag', opened.start(), token.end(), reason, cuts))
-        elif stack:
-            stack[-1][1].extend((opened.span(), token.span()))
+        opened, mark = stack.pop()
+        if stack:
+            nested += (opened.span(), token.span())  # reported once, as part of the outermost nesting
+        elif len(nested) > mark:
+            cuts = (opened.span(), *sorted(nested[mark:]), token.span())
+            del nested[mark:]
+            reason = 'cite tag nested in a cite tag'
+            issues.append(MarkupIssue('malformed_marker', 'cite_tag', opened.start(), token.end(), reason, cuts))
         else:
             ids = _cite_ids(opened.group())
             matches.append(
@@ -422,9 +423,10 @@ def _scan_cites(text: str, taken: _Taken, matches: list[MarkupMatch], issues: li
                     'cite_tag', opened.start(), token.end(), ids, kept_start=opened.end(), kept_end=token.start()
                 )
             )
-    for opened, inner in stack:
+    for k, (opened, mark) in enumerate(stack):
         reason = 'cite tag without its </cite>'
-        cuts = (opened.span(), *inner)
+        upto = stack[k + 1][1] if k + 1 < len(stack) else len(nested)
+        cuts = (opened.span(), *sorted(nested[mark:upto]))
         issues.append(MarkupIssue('unterminated_marker', 'cite_tag', opened.start(), len(text), reason, cuts))
 
 
