@@ -151,7 +151,7 @@ async def test_resolved_markers_leave_the_text_a_stream_shows(text: str) -> None
             async for item in run:
                 if isinstance(item, TextChunk):
                     chunks.append(item.text)
-                elif isinstance(item, FinalAnswer):
+                else:
                     final = item.answer
         assert final is not None
         assert ''.join(chunks) == final.text == whole.text, split

@@ -105,6 +105,8 @@ class NumberedScanner:
         '_fence',
         '_last_group_end',
         '_closed',
+        '_run_length',
+        '_lead',
     )
 
     def __init__(self) -> None:
@@ -118,6 +120,8 @@ class NumberedScanner:
         self._fence: tuple[str, int] | None = None
         self._last_group_end = -1
         self._closed = False
+        self._run_length = 0  # a backtick run that ended the text so far, taken but not decided (see `_backticks`)
+        self._lead: tuple[int, str, int] | None = None  # a line start that may open a fence (see `_line_start`)
 
     def feed(self, delta: str) -> list[NumberedMarker]:
         """Add the next piece of text; return the markers now decided."""
@@ -147,6 +151,8 @@ class NumberedScanner:
                 step = self._line_start(s, i, final)
             elif self._code:
                 step = self._code_span(s, i, final)
+            elif self._run_length:  # an opening run taken at the end of the last piece
+                step = self._open_run(s, i, final)
             else:
                 step = self._inline(s, i, final, out)
             if step is None:  # undecided from `i` on: keep it for later
@@ -180,9 +186,20 @@ class NumberedScanner:
         return len(s) if nl < 0 else nl + 1
 
     def _line_start(self, s: str, i: int, final: bool) -> int | None:
-        """At a line start: a fence may open here (undecided while the line start is all that arrived)."""
+        """At a line start: a fence may open here (undecided while the line start is all that arrived).
+
+        Up to three spaces and a run of backticks or tildes reaching the end of the text so far may still open a
+        fence: the run is taken (`_lead`: spaces, character, length) rather than held, so a long one arriving a
+        character at a time is read once.
+        """
+        if self._lead is not None:
+            return self._lead_goes_on(s, i, final)
         if not final and _MAYBE_FENCE_RE.match(s, i):
-            return None  # a fence or a code span may still be opening
+            spaces = len(s) - len(s[i:].lstrip(' ')) - i
+            if i + spaces == len(s):
+                return None  # up to three spaces: held
+            self._lead = (spaces, s[i + spaces], len(s) - i - spaces)
+            return len(s)
         self._bol, self._line_blank, self._col, self._code = False, True, 0, 0
         m = _FENCE_OPEN_RE.match(s, i)
         if m is None:
@@ -191,8 +208,45 @@ class NumberedScanner:
         self._fence = (run[0], len(run))
         return m.end()
 
+    def _backticks(self, s: str, j: int, final: bool) -> tuple[int, int] | None:
+        """The backtick run at `s[j]` (its end and whole length), `None` while it may still grow.
+
+        A run that reaches the end of the text so far is taken (`_run_length`) rather than held, so a long run
+        arriving a character at a time is read once, not again with each piece.
+        """
+        run = _BACKTICKS_RE.match(s, j)
+        end = j if run is None else run.end()
+        length = self._run_length + end - j
+        if end == len(s) and not final:
+            self._run_length = length
+            return None
+        self._run_length = 0
+        return end, length
+
+    def _lead_goes_on(self, s: str, i: int, final: bool) -> int:
+        """The run of a line start taken before (`_line_start`): longer, or decided here."""
+        assert self._lead is not None
+        spaces, char, length = self._lead
+        k = len(s) - len(s[i:].lstrip(char)) - i
+        if i + k == len(s) and not final:
+            self._lead = (spaces, char, length + k)
+            return len(s)
+        self._lead = None
+        length += k
+        self._bol, self._line_blank, self._col, self._code = False, True, spaces, 0
+        if length >= 3:
+            self._fence = (char, length)
+        else:  # no fence: what ordinary text makes of the run (a code span opening, or tildes)
+            self._line_blank = False
+            self._col += length
+            if char == '`':
+                self._code = length
+        return i + k
+
     def _code_span(self, s: str, i: int, final: bool) -> int | None:
         """Inside an inline code span: find its closing backtick run (or the end of the line)."""
+        if self._run_length:  # a run taken at the end of the last piece: it may go on here
+            return self._close_run(s, i, final)
         m = _CODE_EVENT_RE.search(s, i)
         if m is None:
             self._col += len(s) - i
@@ -200,13 +254,20 @@ class NumberedScanner:
         if m.group() == '\n':
             self._bol = True
             return m.end()
-        if m.end() == len(s) and not final:
-            self._col += m.start() - i
-            return m.start() if m.start() > i else None
-        if m.end() - m.start() == self._code:
+        self._col += m.start() - i
+        return self._close_run(s, m.start(), final)
+
+    def _close_run(self, s: str, j: int, final: bool) -> int:
+        """A backtick run in a code span: it closes the span if as long as the one that opened it."""
+        found = self._backticks(s, j, final)
+        if found is None:
+            self._col += len(s) - j
+            return len(s)
+        end, length = found
+        if length == self._code:
             self._code = 0
-        self._col += m.end() - i
-        return m.end()
+        self._col += end - j
+        return end
 
     def _inline(self, s: str, i: int, final: bool, out: list[NumberedMarker]) -> int | None:
         """Ordinary text: skip to the next line break, backtick, backslash or `[` and handle it."""
@@ -225,14 +286,7 @@ class NumberedScanner:
             self._bol = True
             return j + 1
         if c == '`':
-            run = _BACKTICKS_RE.match(s, j)
-            assert run is not None
-            if run.end() == n and not final:
-                return None
-            self._code = run.end() - j
-            self._line_blank = False
-            self._col += self._code
-            return run.end()
+            return self._open_run(s, j, final)
         if c == '\\':
             if j + 1 == n and not final:
                 return None
@@ -241,6 +295,17 @@ class NumberedScanner:
             self._col += step
             return j + step
         return self._bracket(s, j, final, out)
+
+    def _open_run(self, s: str, j: int, final: bool) -> int:
+        """A backtick run in ordinary text: it opens a code span that a run as long closes."""
+        self._line_blank = False
+        found = self._backticks(s, j, final)
+        if found is None:
+            self._col += len(s) - j
+            return len(s)
+        end, self._code = found
+        self._col += end - j
+        return end
 
     def _bracket(self, s: str, j: int, final: bool, out: list[NumberedMarker]) -> int | None:
         """At `[`: a numbered group is a marker unless it is a link, a reference definition or a reference."""
