@@ -14,6 +14,7 @@ therefore in at most one passage, and in exactly one when its block reaches `min
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Literal
 
@@ -272,6 +273,10 @@ class _TextBuilder:
             self.add(rest, at)
 
 
+_QUOTE_MARKERS_RE = re.compile(r'(?:\s*>)+')
+"""The `>` markers that open a Markdown line of a (nested) quote, with the white space before each."""
+
+
 def _text_blocks(text: str) -> _Builder:
     """Markdown and plain text: blank lines, `#` headings, list items, `>` quotes and table cells end passages."""
     out = _TextBuilder(_Builder([], []), [])
@@ -289,11 +294,9 @@ def _text_blocks(text: str) -> _Builder:
         if in_fence:
             out.add(body, at)
             continue
-        quoted = False
-        content = body
-        while content.lstrip().startswith('>'):
-            quoted = True
-            content = content.lstrip()[1:]
+        markers = _QUOTE_MARKERS_RE.match(body)  # every `>` of a nested quote at once (a loop copied the line each)
+        quoted = markers is not None
+        content = body if markers is None else body[markers.end() :]
         if quoted != in_quote:
             out.flush()
             in_quote = quoted
