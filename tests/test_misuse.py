@@ -549,3 +549,67 @@ def test_ui_adapters_refuse_what_is_not_messages(adapter: str, method: str, give
     cls = CitedVercelAIAdapter if adapter == 'vercel' else CitedAGUIAdapter
     with pytest.raises(UserError, match=rf'^{cls.__name__}\.{method}: `messages'):
         getattr(cls, method)(given)
+
+
+def _capture_misuse() -> list[Any]:
+    from pydantic_ai_citations.support import SnapshotStore, capture, capture_answer, decode_body, split_passages
+
+    answer = CitedAnswer('x')
+    urls = ['https://example.com/page']
+
+    def store(tmp: Path) -> SnapshotStore:
+        return SnapshotStore(tmp / 'snaps.db')
+
+    cases: list[tuple[str, Callable[[Path], object], str]] = [
+        (
+            'capture-one-str',
+            lambda tmp: capture('https://example.com/page'),  # pyright: ignore[reportArgumentType]
+            "not one str: pass ['https",
+        ),
+        ('capture-not-iterable', lambda tmp: capture(3), '`urls` must be a list'),  # pyright: ignore[reportArgumentType]
+        ('capture-none-url', lambda tmp: capture([None], store=store(tmp)), 'every URL must be a str'),  # pyright: ignore[reportArgumentType]
+        ('capture-timeout-str', lambda tmp: capture(urls, timeout='5'), '`timeout` must be a number'),  # pyright: ignore[reportArgumentType]
+        ('capture-timeout-zero', lambda tmp: capture(urls, timeout=0), 'more than 0 seconds'),
+        ('capture-conc', lambda tmp: capture(urls, concurrency='8'), '`concurrency` must be an int'),  # pyright: ignore[reportArgumentType]
+        ('capture-redirects', lambda tmp: capture(urls, max_redirects=-1), '`max_redirects`'),
+        (
+            'capture-store',
+            lambda tmp: capture(urls, store='snaps.db'),  # pyright: ignore[reportArgumentType]
+            '`store` must be a `SnapshotStore`',
+        ),
+        ('capture-transport', lambda tmp: capture(urls, transport=object()), '`transport`'),  # pyright: ignore[reportArgumentType]
+        ('capture-hosts-str', lambda tmp: capture(urls, allow_hosts='localhost'), '`allow_hosts`'),
+        ('answer-str', lambda tmp: capture_answer(store(tmp), 'x'), '`answer` must be a `CitedAnswer`'),  # pyright: ignore[reportArgumentType]
+        (
+            'answer-store',
+            lambda tmp: capture_answer('s.db', answer),  # pyright: ignore[reportArgumentType]
+            '`store` must be a `SnapshotStore`',
+        ),
+        (
+            'answer-timeout',
+            lambda tmp: capture_answer(store(tmp), answer, timeout=None),  # pyright: ignore[reportArgumentType]
+            'capture_answer: `timeout`',
+        ),
+        ('snapshot-store-int', lambda tmp: SnapshotStore(123), '`path` must be a str or path-like'),  # pyright: ignore[reportArgumentType]
+        ('split-none', lambda tmp: split_passages(None), '`html_or_text` must be the page as a str'),  # pyright: ignore[reportArgumentType]
+        ('split-words', lambda tmp: split_passages('x', min_words='5'), '`min_words` must be an int'),  # pyright: ignore[reportArgumentType]
+        ('decode-str', lambda tmp: decode_body('<p>x</p>'), '`body` must be the raw body as bytes'),  # pyright: ignore[reportArgumentType]
+        ('decode-content-type', lambda tmp: decode_body(b'x', 3), '`content_type`'),  # pyright: ignore[reportArgumentType]
+    ]
+    return [pytest.param(call, message, id=name) for name, call, message in cases]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(('call', 'message'), _capture_misuse())
+async def test_capture_and_page_arguments_are_checked_before_anything_is_fetched(
+    call: Callable[[Path], Any], message: str, tmp_path: Path
+) -> None:
+    """Misuse raises `UserError` at the call, before any page is fetched: a str for `urls` was read as one URL per
+    character, a path for `store` raised only after the pages were fetched (and lost)."""
+    with pytest.raises(UserError, match=re.escape(message)):
+        await _called(call, tmp_path)
+
+
+async def _called(call: Callable[[Path], Any], tmp_path: Path) -> object:
+    result = call(tmp_path)
+    return await result if hasattr(result, '__await__') else result

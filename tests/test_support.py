@@ -161,7 +161,7 @@ def test_kind_forced_and_misuse():
     assert texts(split_passages('# not a heading', kind='html', min_words=1)) == ['# not a heading']
     assert looks_like_html('Text with a <b>bold</b> word and a <p>paragraph</p>')
     assert not looks_like_html('a < b and c > d')
-    with pytest.raises(UserError, match='min_words must be at least 1, got 0'):
+    with pytest.raises(UserError, match='`min_words` must be an int of at least 1, got 0'):
         split_passages('x', min_words=0)
     with pytest.raises(UserError, match="'pdf'"):
         split_passages('x', kind='pdf')  # pyright: ignore[reportArgumentType]

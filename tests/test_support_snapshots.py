@@ -167,7 +167,7 @@ async def test_capture_size_cap_and_concurrency():
 
 
 async def test_capture_misuse():
-    with pytest.raises(UserError, match='concurrency must be at least 1, got 0'):
+    with pytest.raises(UserError, match='`concurrency` must be an int of at least 1, got 0'):
         await capture(['https://x.test/'], concurrency=0)
     with pytest.raises(UserError, match='max_redirects'):
         await capture(['https://x.test/'], max_redirects=-1)

@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import codecs
 from dataclasses import dataclass
+from types import NoneType
 
 from selectolax.lexbor import LexborHTMLParser
+
+from .._checks import require, require_at_least
 
 __all__ = ('DEFAULT_MAX_BYTES', 'DecodedPage', 'decode_body', 'charset_from_content_type')
 
@@ -136,7 +139,14 @@ def decode_body(body: bytes, content_type: str | None = None, *, max_bytes: int 
         body: The raw body.
         content_type: The `Content-Type` header, if known (its charset wins when it decodes the body).
         max_bytes: Bodies longer than this are cut first (`truncated=True`).
+
+    Raises:
+        UserError: `body` is not bytes, `content_type` not a str or None, or `max_bytes` not an int of at least 1.
     """
+    require('decode_body', 'body', body, (bytes, bytearray), 'the raw body as bytes (a str is decoded already)')
+    require('decode_body', 'content_type', content_type, (str, NoneType), 'the Content-Type header (str) or None')
+    require_at_least('decode_body', 'max_bytes', max_bytes, 1, int, 'an int of at least 1')
+    body = bytes(body)
     truncated = len(body) > max_bytes
     if truncated:
         body = body[:max_bytes]

@@ -22,6 +22,8 @@ from pydantic import TypeAdapter
 from pydantic_ai.exceptions import UserError
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
+from .._checks import require, require_at_least
+
 __all__ = ('DEFAULT_MIN_PASSAGE_WORDS', 'Passage', 'PageKind', 'passages_ta', 'split_passages', 'looks_like_html')
 
 DEFAULT_MIN_PASSAGE_WORDS = 5
@@ -351,8 +353,8 @@ def split_passages(
     Returns:
         The kept passages in page order; `position` is where each starts in the visible text, 0 to 1.
     """
-    if min_words < 1:
-        raise UserError(f'min_words must be at least 1, got {min_words!r}.')
+    require('split_passages', 'html_or_text', html_or_text, str, 'the page as a str (decode bytes with `decode_body`)')
+    require_at_least('split_passages', 'min_words', min_words, 1, int, 'an int of at least 1')
     if kind not in ('auto', 'html', 'markdown', 'text'):
         raise UserError(f'Unknown page kind {kind!r}: use "auto", "html", "markdown" or "text".')
     if not html_or_text.strip():

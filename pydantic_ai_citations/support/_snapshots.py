@@ -13,13 +13,15 @@ hop is recorded and a redirect loop ends.
 from __future__ import annotations
 
 import hashlib
+import os
 import sqlite3
 from collections.abc import Generator, Iterable, Sequence
 from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal
+from types import NoneType
+from typing import Literal, cast
 
 import anyio
 import httpx2
@@ -27,6 +29,7 @@ from pydantic import ConfigDict, TypeAdapter
 from pydantic_ai.exceptions import UserError
 
 from .._answer import CitedAnswer
+from .._checks import require, require_at_least, shown
 from ._decode import DEFAULT_MAX_BYTES
 from ._fetch import AddressRefused, GuardedTransport, literal_address_refusal, normalise_hosts
 
@@ -144,7 +147,11 @@ class SnapshotStore:
         Args:
             path: A folder (the store is `snapshots.sqlite` inside it, created with its parents) or a file path
                 ending in `.sqlite`, `.sqlite3` or `.db`.
+
+        Raises:
+            UserError: `path` is not a str or path-like, or is a file of another kind.
         """
+        require('SnapshotStore', 'path', path, (str, os.PathLike), 'a str or path-like (a folder or a .sqlite file)')
         p = Path(path)
         if p.suffix.lower() in ('.sqlite', '.sqlite3', '.db'):
             p.parent.mkdir(parents=True, exist_ok=True)
@@ -410,17 +417,16 @@ async def capture(
 
     Returns:
         One snapshot per distinct URL, in the order given.
+
+    Raises:
+        UserError: `urls` is one str (not a list of them) or holds something that is not a str, or another argument
+            is not of its type or range (all checked before anything is fetched).
     """
-    if concurrency < 1:
-        raise UserError(f'concurrency must be at least 1, got {concurrency!r}.')
-    if max_redirects < 0:
-        raise UserError(f'max_redirects must not be negative, got {max_redirects!r}.')
-    if max_bytes < 1:
-        raise UserError(f'max_bytes must be at least 1, got {max_bytes!r}.')
-    unique = list(dict.fromkeys(urls))
+    unique = _capture_urls('capture', urls)
+    _require_options('capture', store, timeout, max_bytes, max_redirects, concurrency, transport)
     results: dict[str, PageSnapshot] = {}
     limiter = anyio.CapacityLimiter(concurrency)
-    allowed = normalise_hosts(allow_hosts)
+    allowed = normalise_hosts(_hosts('capture', allow_hosts))
     async with httpx2.AsyncClient(
         transport=transport or GuardedTransport(allow_hosts=allowed),
         follow_redirects=False,
@@ -448,6 +454,52 @@ async def capture(
     return snapshots
 
 
+def _capture_urls(where: str, urls: object) -> list[str]:
+    """The distinct URLs of `urls`, in order, checked: a list (or other iterable) of str, not one str."""
+    if isinstance(urls, str | bytes):
+        raise UserError(f'{where}: `urls` must be a list of URLs, not one {type(urls).__name__}: pass [{urls!r}].')
+    if not isinstance(urls, Iterable):
+        raise UserError(f'{where}: `urls` must be a list of URLs (str), got {shown(urls)}.')
+    unique = list(dict.fromkeys(cast(Iterable[object], urls)))
+    for index, url in enumerate(unique):
+        if not isinstance(url, str):
+            raise UserError(f'{where}: every URL must be a str, got {shown(url)} (the {_nth(index)} distinct one).')
+    return cast(list[str], unique)
+
+
+def _nth(index: int) -> str:
+    return {0: 'first', 1: 'second', 2: 'third'}.get(index, f'#{index + 1}')
+
+
+def _hosts(where: str, allow_hosts: object) -> list[str]:
+    if isinstance(allow_hosts, str | bytes) or not isinstance(allow_hosts, Iterable):
+        raise UserError(f'{where}: `allow_hosts` must be a list of host names (str), got {shown(allow_hosts)}.')
+    hosts = list(cast(Iterable[object], allow_hosts))
+    for host in hosts:
+        require(where, 'allow_hosts', host, str, 'a list of host names (str)')
+    return cast(list[str], hosts)
+
+
+def _require_options(
+    where: str,
+    store: object,
+    timeout: object,
+    max_bytes: object,
+    max_redirects: object,
+    concurrency: object,
+    transport: object,
+) -> None:
+    """`capture`'s other arguments, checked before anything is fetched."""
+    require(where, 'store', store, (SnapshotStore, NoneType), 'a `SnapshotStore` or None')
+    require(where, 'timeout', timeout, (int, float), 'a number of seconds')
+    if not cast(float, timeout) > 0:  # (NaN too)
+        raise UserError(f'{where}: `timeout` must be more than 0 seconds, got {timeout!r}.')
+    require_at_least(where, 'max_bytes', max_bytes, 1, int, 'an int of at least 1')
+    require_at_least(where, 'max_redirects', max_redirects, 0, int, 'an int of at least 0')
+    require_at_least(where, 'concurrency', concurrency, 1, int, 'an int of at least 1')
+    require(where, 'transport', transport, (httpx2.AsyncBaseTransport, NoneType), 'an `httpx2` async transport or None')
+
+
 def web_urls(answer: CitedAnswer) -> list[str]:
     """The URLs of an answer's web sources, in source order."""
     return [s.url for s in answer.sources if s.kind == 'web' and s.url]
@@ -464,7 +516,16 @@ async def capture_answer(
     transport: httpx2.AsyncBaseTransport | None = None,
     allow_hosts: Iterable[str] = (),
 ) -> list[PageSnapshot]:
-    """Capture every web source of `answer` into `store` (see `capture` for the arguments)."""
+    """Capture every web source of `answer` into `store` (see `capture` for the arguments).
+
+    Raises:
+        UserError: `store` is not a `SnapshotStore`, `answer` not a `CitedAnswer`, or another argument not what
+            `capture` takes (all checked before anything is fetched).
+    """
+    require('capture_answer', 'store', store, SnapshotStore, 'a `SnapshotStore`')
+    require('capture_answer', 'answer', answer, CitedAnswer, 'a `CitedAnswer`')
+    _require_options('capture_answer', store, timeout, max_bytes, max_redirects, concurrency, transport)
+    _hosts('capture_answer', allow_hosts)
     return await capture(
         web_urls(answer),
         store=store,
