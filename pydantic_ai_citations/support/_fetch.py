@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import ipaddress
 import socket
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterator, Generator, Iterable
 from contextlib import contextmanager
 from typing import Any
 
@@ -149,7 +149,7 @@ class _GuardedBackend(httpcore2.AsyncNetworkBackend):
 
 
 @contextmanager
-def _as_httpx_errors(request: httpx2.Request) -> Iterator[None]:
+def _as_httpx_errors(request: httpx2.Request) -> Generator[None]:
     """`httpcore2` timeouts and network and protocol errors as the `httpx2` errors a capture reports.
 
     As `httpx2`'s own transport maps them: while the request is sent, and while its body is read (a server that
