@@ -21,6 +21,7 @@ Only messages of this run count (messages whose `run_id` is another run's are sk
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import json
@@ -79,7 +80,6 @@ __all__ = (
 
 _ID_KEYS = ('id', 'source_id')
 _TEXT_KEYS = ('text', 'content', 'body', 'snippet', 'excerpt', 'page_content', 'quote', 'title')
-_MAX_DEPTH = 12
 
 
 class Claim(BaseModel):
@@ -204,40 +204,43 @@ class _Collector:
                 known[text] = None
         self.origin.setdefault(source_id, (origin, tool_name))
 
-    def walk(
-        self,
-        value: object,
-        origin: Literal['tool_return', 'native_tool_return'],
-        tool_name: str | None,
-        depth: int = 0,
-    ) -> None:
-        if depth > _MAX_DEPTH:
-            return
-        value = _plain(value)
-        if isinstance(value, str):
-            stripped = value.strip()
-            if stripped[:1] in ('{', '[') and depth == 0:
-                try:
-                    parsed: object = json.loads(stripped)
-                except (ValueError, RecursionError):
-                    return
-                self.walk(parsed, origin, tool_name, depth + 1)
-            return
-        if isinstance(value, list | tuple):
-            for item in cast(Sequence[object], value):
-                self.walk(item, origin, tool_name, depth + 1)
-            return
-        if not isinstance(value, Mapping):
-            return
-        mapping = cast(Mapping[object, object], value)
-        source_id = _source_id(mapping)
-        if source_id is not None:
-            texts = [t for k in _TEXT_KEYS if isinstance(t := mapping.get(k), str)]
-            self.add(source_id, texts, origin, tool_name)
-        for key, item in mapping.items():
-            if key in _TEXT_KEYS and isinstance(item, str):
+    def walk(self, value: object, origin: Literal['tool_return', 'native_tool_return'], tool_name: str | None) -> None:
+        """Collect the sources in a tool's return, at any depth, in the order of a depth-first read.
+
+        The walk keeps its own stack (no recursion limit) and visits each container once (a structure that holds
+        itself ends too). A str return is read as JSON when it looks like it; JSON too deep to parse names no source.
+        """
+        todo: list[tuple[object, bool]] = [(value, True)]  # (value, whether a str may be the return as JSON)
+        seen: dict[int, object] = {}  # containers visited (kept alive, so an id is not reused)
+        while todo:
+            item, top = todo.pop()
+            item = _plain(item)
+            if isinstance(item, str):
+                stripped = item.strip()
+                if top and stripped[:1] in ('{', '['):
+                    with contextlib.suppress(ValueError, RecursionError):
+                        todo.append((json.loads(stripped), False))
                 continue
-            self.walk(item, origin, tool_name, depth + 1)
+            if not isinstance(item, list | tuple | Mapping):
+                continue
+            key = id(cast(object, item))
+            if key in seen:
+                continue
+            seen[key] = item
+            if isinstance(item, list | tuple):
+                items = cast(Sequence[object], item)
+                todo.extend((child, False) for child in reversed(items))
+                continue
+            mapping = cast(Mapping[object, object], item)
+            source_id = _source_id(mapping)
+            if source_id is not None:
+                texts = [t for k in _TEXT_KEYS if isinstance(t := mapping.get(k), str)]
+                self.add(source_id, texts, origin, tool_name)
+            todo.extend(
+                (child, False)
+                for key, child in reversed(list(mapping.items()))
+                if not (key in _TEXT_KEYS and isinstance(child, str))
+            )
 
     def result(self) -> dict[str, RetrievedSource]:
         return {
@@ -318,21 +321,70 @@ def check_evidence(
         require_sources: A `Claim` with no `source_ids` fails (default `True`).
     """
     failures: list[EvidenceFailure] = []
-    _check(output, (), sources, failures, check_quotes, require_sources, 0)
+    _check(output, sources, failures, check_quotes, require_sources)
     return failures
 
 
+_Path = tuple['_Path', str | int] | None
+"""Where a value is in the output: its parent's path and its own key (`None` for the output itself)."""
+
+
+def _field_path(path: _Path) -> FieldPath:
+    keys: list[str | int] = []
+    while path is not None:
+        path, key = path
+        keys.append(key)
+    return tuple(reversed(keys))
+
+
 def _check(
-    value: object,
+    output: object,
+    sources: Mapping[str, RetrievedSource],
+    failures: list[EvidenceFailure],
+    check_quotes: bool,
+    require_sources: bool,
+) -> None:
+    """Check every `Claim` and `Evidence` in `output`, at any depth, in the order of a depth-first read.
+
+    The walk keeps its own stack (no recursion limit) and visits each container once; paths are linked, and made
+    into a `FieldPath` only for what is checked.
+    """
+    todo: list[tuple[object, _Path]] = [(output, None)]
+    seen: dict[int, object] = {}
+    while todo:
+        value, path = todo.pop()
+        if isinstance(value, Claim | Evidence):
+            _check_one(value, _field_path(path), sources, failures, check_quotes, require_sources)
+            continue
+        children = _children(value)
+        if children is None or id(value) in seen:
+            continue
+        seen[id(value)] = value
+        todo.extend((child, (path, key)) for key, child in reversed(children))
+
+
+def _children(value: object) -> list[tuple[str | int, object]] | None:
+    """The fields or items of a model, dataclass, list, tuple or mapping (`None` for anything else)."""
+    if isinstance(value, BaseModel):
+        return [(name, getattr(value, name, None)) for name in type(value).model_fields]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return [(f.name, getattr(value, f.name)) for f in dataclasses.fields(value)]
+    if isinstance(value, list | tuple):
+        return list(enumerate(cast(Sequence[object], value)))
+    if isinstance(value, Mapping):
+        items = cast(Mapping[object, object], value).items()
+        return [(key if isinstance(key, str | int) else str(key), item) for key, item in items]
+    return None
+
+
+def _check_one(
+    value: Claim | Evidence,
     path: FieldPath,
     sources: Mapping[str, RetrievedSource],
     failures: list[EvidenceFailure],
     check_quotes: bool,
     require_sources: bool,
-    depth: int,
 ) -> None:
-    if depth > _MAX_DEPTH * 4:
-        return
     if isinstance(value, Claim):
         if require_sources and not value.source_ids:
             failures.append(
@@ -344,39 +396,10 @@ def _check(
                 )
             )
         known = _check_ids([(i, (*path, 'source_ids', n)) for n, i in enumerate(value.source_ids)], sources, failures)
-        if check_quotes and value.quote is not None and known:
-            _check_quote(value.quote, known, (*path, 'quote'), sources, failures)
-        return
-    if isinstance(value, Evidence):
+    else:
         known = _check_ids([(value.source_id, (*path, 'source_id'))], sources, failures)
-        if check_quotes and value.quote is not None and known:
-            _check_quote(value.quote, known, (*path, 'quote'), sources, failures)
-        return
-    if isinstance(value, BaseModel):
-        for name in type(value).model_fields:
-            _check(
-                getattr(value, name, None), (*path, name), sources, failures, check_quotes, require_sources, depth + 1
-            )
-        return
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        for f in dataclasses.fields(value):
-            _check(getattr(value, f.name), (*path, f.name), sources, failures, check_quotes, require_sources, depth + 1)
-        return
-    if isinstance(value, list | tuple):
-        for n, item in enumerate(cast(Sequence[object], value)):
-            _check(item, (*path, n), sources, failures, check_quotes, require_sources, depth + 1)
-        return
-    if isinstance(value, Mapping):
-        for key, item in cast(Mapping[object, object], value).items():
-            _check(
-                item,
-                (*path, key if isinstance(key, str | int) else str(key)),
-                sources,
-                failures,
-                check_quotes,
-                require_sources,
-                depth + 1,
-            )
+    if check_quotes and value.quote is not None and known:
+        _check_quote(value.quote, known, (*path, 'quote'), sources, failures)
 
 
 def _check_ids(

@@ -342,7 +342,8 @@ def test_evidence_quotes_depth_and_error_pickle():
     deep: Any = Claim(text='c', source_ids=['nope'])
     for _ in range(100):
         deep = [deep]
-    assert check_evidence(deep, SOURCES) == []  # beyond the depth limit: not walked
+    (failure,) = check_evidence(deep, SOURCES)  # checked at any depth (a limit let it pass unchecked)
+    assert failure.code == 'unknown_source_id' and failure.path[-2:] == ('source_ids', 0)
     error = pickle.loads(pickle.dumps(UnverifiedEvidenceError('m', failures)))
     assert (error.message, error.failures) == ('m', failures)
 
@@ -359,5 +360,59 @@ def test_sources_from_deep_or_odd_tool_returns():
         )
     ]
     sources = retrieved_sources(messages)
-    assert 'bottom' not in sources  # deeper than the walk goes
+    assert sources['bottom'].texts == ('t',)  # found at any depth
     assert sources['e'].texts == ()
+
+
+def test_deep_and_self_holding_structures_are_walked_in_linear_time():
+    """Claims and sources at any depth are checked and found (a depth limit let a claim 24 levels down pass
+    unchecked, and missed a source 13 levels down in a tool return); a structure that holds itself ends; 4x the
+    depth costs about 4x the time (paths are built only for what is reported)."""
+    import time
+
+    loop: dict[str, Any] = {'id': 'kb-1', 'text': 'Pydantic validates data.'}
+    loop['self'] = loop
+    listed: list[Any] = [{'id': 'kb-2', 'text': 'x'}]
+    listed.append(listed)
+    sources = retrieved_sources([_request(ToolReturnPart('t', [loop, listed], tool_call_id='1'))])
+    assert set(sources) == {'kb-1', 'kb-2'}
+
+    def nested(depth: int) -> tuple[Any, list[ModelMessage]]:
+        output: Any = Claim(text='c', source_ids=['kb-9', 'made-up'])
+        found: Any = {'id': 'kb-9', 'text': 'c'}
+        for _ in range(depth):
+            output, found = [output], {'wrap': found}
+        return output, [_request(ToolReturnPart('t', found, tool_call_id='1'))]
+
+    output, messages = nested(30)
+    (failure,) = check_evidence(output, retrieved_sources(messages))
+    assert failure.value == 'made-up' and len(failure.path) == 32
+
+    def cost(depth: int) -> float:
+        output, messages = nested(depth)
+        start = time.process_time()
+        check_evidence(output, retrieved_sources(messages))
+        return time.process_time() - start
+
+    cost(2_000)
+    assert cost(20_000) <= 8 * cost(5_000) + 0.05
+
+
+@pytest.mark.anyio
+async def test_a_deeply_nested_made_up_source_is_rejected_in_a_run():
+    class Section(BaseModel):
+        claims: list[Claim] = []
+        sections: list[Section] = []
+
+    section = Section(claims=[Claim(text='K2 is tall.', source_ids=['invented'])])
+    for _ in range(30):
+        section = Section(sections=[section])
+    payload = section.model_dump_json()
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        tool = info.output_tools[0]
+        return ModelResponse(parts=[ToolCallPart(tool.name, payload, tool_call_id='out')])
+
+    agent = Agent(FunctionModel(model), output_type=Section, capabilities=[VerifyEvidence()], retries=0)
+    with pytest.raises(UnverifiedEvidenceError, match='invented'):
+        await agent.run('q')
