@@ -458,10 +458,21 @@ def _raw_in_step(raw: object, step: _RawStep, problems: list[CitationProblem]) -
     if step.moved and not step.citations_changed:
         # Offsets not read here (Google's are UTF-8 bytes) are still true where every anchored citation stayed put.
         return list(entries)
-    if step.n_citations == 1:
+    if step.n_citations == 1 and not any(_unread_offsets(e) for e in entries):
         # Anthropic and Bedrock: one citation per block, every raw entry belongs to it (and holds no text offsets).
         return list(entries) if step.all_kept else []
     return None
+
+
+def _unread_offsets(entry: object) -> bool:
+    """Whether a raw entry holds offsets `_range_holder` does not read (Google's `segment`, in UTF-8 bytes).
+
+    They do not follow the text, so the entry cannot be kept once the text moved.
+    """
+    if not isinstance(entry, dict):
+        return False
+    values = cast(dict[str, object], entry).values()
+    return any(isinstance(v, dict) and ('start_index' in v or 'end_index' in v) for v in values)
 
 
 def _raw_dropped(index: int, old: Range) -> CitationProblem:

@@ -242,6 +242,13 @@ def test_edit_text_google_raw_removed_when_it_cannot_follow() -> None:
     assert [p.detail for p in problems] == ["provider_details['citations']"]
     unchanged_raw = edit_text(part, TEXT + ' More.')  # nothing moved: raw data still true
     assert unchanged_raw.provider_details == part.provider_details
+    # One citation: its byte segment cannot follow either (the shortcut for Anthropic's one citation per block, whose
+    # raw entries hold no offsets, kept it unchanged, pointing at other words).
+    one = cited_part(citations=(part.citations or [])[:1])
+    new, problems = edit_text_with_problems(one, 'Yes. ' + TEXT)
+    assert new.provider_details is None
+    assert anchored(new) == {'https://a.example/1': 'Pydantic validates data'}
+    assert [p.detail for p in problems] == ["provider_details['citations']"]
 
 
 def test_edit_text_out_of_range_anchor_dropped() -> None:
