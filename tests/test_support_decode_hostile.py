@@ -117,3 +117,49 @@ def test_one_bad_page_is_one_bad_verdict_and_the_rest_is_checked() -> None:
 def test_decode_body_never_raises(body: bytes, charset: str) -> None:
     decoded = decode_body(body, f'text/html; charset={charset}')
     assert decoded.text is not None or decoded.reason
+
+
+@pytest.mark.parametrize('charset', ['utf-16le', 'utf-16be', 'utf-16'])
+def test_utf16_declared_in_the_header_without_a_bom_is_text(charset: str) -> None:
+    """UTF-16 text holds NUL bytes: with the header naming it, it is decoded (it was called binary); `utf-16` alone
+    is little-endian, as browsers read it."""
+    python_name = {'utf-16': 'utf-16-le'}.get(charset, charset)
+    decoded = decode_body(ARTICLE.encode(python_name), f'text/html; charset={charset}')
+    assert decoded.text == ARTICLE
+    assert decoded.encoding == codecs.lookup(python_name).name
+    assert decode_body(ARTICLE.encode(python_name), 'text/html').text is None  # undeclared: binary, as before
+
+
+@pytest.mark.parametrize('charset', ['shift_jis', 'gbk', 'euc-kr', 'big5', 'utf-8'])
+def test_a_cut_that_splits_a_character_keeps_the_declared_charset(charset: str) -> None:
+    """The size cap may end the body inside a multi-byte character: only that character goes (a guess replaced the
+    declared charset, and the page came out as mojibake)."""
+    text = {'shift_jis': '東京は日本の首都です。', 'gbk': '北京是中华人民共和国的首都。', 'euc-kr': '서울은 대한민국의 수도이다.',
+            'big5': '臺北是中華民國的首都。', 'utf-8': 'Zürich liegt am Zürichsee.'}[charset] * 40  # fmt: skip
+    body = f'<p>{text}</p>'.encode(charset)
+    for cut in range(len(body) - 8, len(body)):
+        decoded = decode_body(body, f'text/html; charset={charset}', max_bytes=cut)
+        assert decoded.encoding == codecs.lookup(charset).name, (cut, decoded)
+        assert decoded.text is not None and body.decode(charset).startswith(decoded.text)
+        assert len(decoded.text) >= len(body[:cut].decode(charset, 'ignore')) - 1
+
+
+def test_single_byte_labels_are_read_as_browsers_read_them() -> None:
+    """ISO-8859-1, latin1 and ASCII labels are windows-1252 for browsers, and windows-1252 reads every byte (Python's
+    cp1252 refused five, and a guessed codec turned `España` into `Espaņa`)."""
+    body = '<p>The price is €5 – “quoted” text. En España.</p>'.encode('cp1252')
+    for label in ('iso-8859-1', 'latin1', 'us-ascii', 'windows-1252'):
+        decoded = decode_body(body, f'text/html; charset={label}')
+        assert (decoded.encoding, decoded.text) == ('cp1252', body.decode('cp1252')), label
+    odd = decode_body(b'<p>Espa\xf1a \x81 ma\xf1ana</p>', 'text/html; charset=windows-1252')
+    assert (odd.encoding, odd.text) == ('cp1252', '<p>España \x81 mañana</p>')
+
+
+def test_a_few_bad_bytes_under_a_declared_charset_are_replaced_and_said() -> None:
+    body = ('<p>' + '東京は日本の首都です。' * 200 + '</p>').encode('shift_jis')
+    damaged = body[:223] + b'\xff' + body[223:]  # (between two characters)
+    decoded = decode_body(damaged, 'text/html; charset=shift_jis')
+    assert decoded.encoding == 'shift_jis' and decoded.text is not None and '\ufffd' in decoded.text
+    assert decoded.reason == '1 byte sequence(s) not valid in shift_jis replaced'
+    wrong = decode_body('<p>Weather 🌧️ and 🌞 today. 雨が降る.</p>'.encode() * 30, 'text/html; charset=shift_jis')
+    assert wrong.encoding == 'utf-8'  # a charset that fails throughout is taken as wrong, as before

@@ -72,6 +72,21 @@ _WEB_CODECS = frozenset(
 )  # fmt: skip
 # WHATWG labels Python spells otherwise.
 _LABELS = {'x-mac-cyrillic': 'mac-cyrillic', 'x-mac-roman': 'mac-roman', 'iso-8859-8-i': 'iso8859-8'}
+# Python codecs for which browsers use another: WHATWG decodes the labels of ISO-8859-1 and ASCII as windows-1252,
+# ISO-8859-9 as windows-1254 and ISO-8859-11 / TIS-620 as windows-874 (supersets: the same text, and more bytes read).
+_AS_BROWSERS = {
+    'iso8859-1': 'cp1252',
+    'ascii': 'cp1252',
+    'iso8859-9': 'cp1254',
+    'iso8859-11': 'cp874',
+    'tis-620': 'cp874',
+}
+_CP1252_C1 = {0xDC81: 0x81, 0xDC8D: 0x8D, 0xDC8F: 0x8F, 0xDC90: 0x90, 0xDC9D: 0x9D}
+"""The five bytes Python's cp1252 leaves undefined, read as WHATWG's windows-1252 reads them (the C1 controls)."""
+_UTF16 = frozenset({'utf-16', 'utf-16-le', 'utf-16-be'})
+_FEW_BAD_BYTES = 1 / 1000
+"""A declared charset that cannot decode at most this share of a page's bytes is used, the bytes replaced (browsers
+replace them all); one that fails more often is taken as wrong, and the next way to find the charset is tried."""
 
 
 class _NotText(Exception):
@@ -89,7 +104,30 @@ def _codec(name: str | None) -> str | None:
         return None
     if codec not in _WEB_CODECS:
         raise _NotText(name)
-    return codec
+    return _AS_BROWSERS.get(codec, codec)
+
+
+def _decoded(body: bytes, codec: str, truncated: bool) -> tuple[str | None, str | None]:
+    """`body` in `codec` as a browser reads it (text, note), or `(None, None)` when the codec fails too often.
+
+    A multi-byte character split by the size cap at the very end is dropped; a few bytes the codec cannot read are
+    replaced (noted); windows-1252 reads its five undefined bytes as the C1 controls.
+    """
+    if codec == 'cp1252':
+        return body.decode(codec, 'surrogateescape').translate(_CP1252_C1), None
+    try:
+        return body.decode(codec), None
+    except UnicodeDecodeError as e:
+        if truncated and e.start >= len(body) - 4:
+            try:
+                return body[: e.start].decode(codec), None  # the cut split the last character
+            except UnicodeDecodeError:
+                pass
+    text = body.decode(codec, 'replace')
+    bad = text.count('\ufffd')
+    if bad > max(3, len(body) * _FEW_BAD_BYTES):
+        return None, None
+    return text, f'{bad} byte sequence(s) not valid in {codec} replaced'
 
 
 def _meta_charset(head: bytes) -> str | None:
@@ -105,6 +143,15 @@ def _meta_charset(head: bytes) -> str | None:
             if found:
                 return found
     return None
+
+
+def _header_utf16(header: str | None) -> str | None:
+    """The UTF-16 codec a `Content-Type` charset names, if it names one (a `<meta>` cannot: browsers ignore it)."""
+    try:
+        codec = _codec(header)
+    except _NotText:
+        return None
+    return codec if codec in _UTF16 else None
 
 
 def _detected(name: str) -> bool:
@@ -159,9 +206,11 @@ def decode_body(body: bytes, content_type: str | None = None, *, max_bytes: int 
     for bom, name in ((codecs.BOM_UTF8, 'utf-8-sig'), (codecs.BOM_UTF16_LE, 'utf-16'), (codecs.BOM_UTF16_BE, 'utf-16')):
         if body.startswith(bom):
             return DecodedPage(body.decode(name, 'replace'), name, truncated, '; '.join(notes) or None)
-    if b'\x00' in body[:4096]:
+    header = charset_from_content_type(content_type)
+    utf16 = _header_utf16(header)
+    if b'\x00' in body[:4096] and utf16 is None:  # (UTF-16 text holds NUL bytes: only the header can declare it)
         return DecodedPage(None, None, truncated, 'not a text page (binary body)')
-    declared = [charset_from_content_type(content_type), _meta_charset(body[:4096])]
+    declared = [header] if utf16 is not None else [header, _meta_charset(body[:4096])]
     for name in declared:
         try:
             codec = _codec(name)
@@ -173,13 +222,12 @@ def decode_body(body: bytes, content_type: str | None = None, *, max_bytes: int 
                 # Browsers ignore a label they do not know and go on: so does this (noted in the reason).
                 notes.append(f'unknown charset {name!r}')
             continue
-        try:
-            return DecodedPage(body.decode(codec), codec, truncated, '; '.join(notes) or None)
-        except UnicodeError:
-            if truncated and codec.startswith('utf'):
-                # The cut may split a multi-byte character; drop the broken tail only.
-                return DecodedPage(body.decode(codec, 'ignore'), codec, truncated, '; '.join(notes) or None)
-            notes.append(f'declared charset {name!r} does not decode the page')
+        if codec == 'utf-16':  # no BOM (checked before): WHATWG's utf-16 is little-endian
+            codec = 'utf-16-le'
+        text, note = _decoded(body, codec, truncated)
+        if text is not None:
+            return DecodedPage(text, codec, truncated, '; '.join([*notes, *([note] if note else [])]) or None)
+        notes.append(f'declared charset {name!r} does not decode the page')
     try:
         return DecodedPage(body.decode('utf-8'), 'utf-8', truncated, '; '.join(notes) or None)
     except UnicodeDecodeError as e:
