@@ -718,7 +718,8 @@ _OPEN_TAIL_RES = (
     ),
     re.compile(r'<(?:/(?:c(?:i(?:t(?:e\s{0,8})?)?)?)?)?\Z'),
 )
-_NUMBERED_TAIL_RES = (re.compile(r'\[[\[ 0-9,\]]{0,160}(?:\(https?:?/{0,2}[^\s()]{0,2000})?\Z'),)
+# (A link's `(` and any start of its URL: `(`, `(h`, `(ht`, `(htt`, then `http…`.)
+_NUMBERED_TAIL_RES = (re.compile(r'\[[\[ 0-9,\]]{0,160}(?:\((?:h(?:tt?)?|https?:?/{0,2}[^\s()]{0,2000})?)?\Z'),)
 _SPACE_TAIL_RE = re.compile(r'[ \t]+\Z')
 # The characters that can end markup that stripping removes (cite tags end in `>`).
 _MARKUP_LAST = frozenset('\ue200\ue201\ue202】>')
