@@ -566,3 +566,23 @@ def test_a_line_of_many_quote_markers_is_split_in_linear_time():
         return lambda: split_passages(text, kind='markdown')
 
     assert_linear(make, 25_000)
+
+
+@pytest.mark.parametrize('unit', ['<div>x ', '<ul><li>x ', '<section><p>x '])
+def test_deeply_nested_html_is_split_in_linear_time(unit: str):
+    """The HTML parser's work per start tag grows with the depth (40,000 nested `div`s: 5 s): elements deeper than
+    `MAX_HTML_DEPTH` are read as their parent's text, as browsers cap nesting. No word is lost."""
+    from pydantic_ai_citations.support import split_passages
+    from pydantic_ai_citations.support._passages import MAX_HTML_DEPTH, _shallow  # pyright: ignore[reportPrivateUsage]
+
+    page = '<html><body>' + unit * (2 * MAX_HTML_DEPTH)
+    words = sum(p.word_count for p in split_passages(page, min_words=1))
+    assert words == 2 * MAX_HTML_DEPTH
+    shallow = '<html><body>' + '<p>x<br><img src=a></p>' * 3000 + '<div><div>deep enough</div></div>'
+    assert _shallow(shallow) == shallow  # many void and sibling-closed tags: read as they are
+
+    def make(n: int) -> Callable[[], object]:
+        text = '<html><body>' + unit * n
+        return lambda: split_passages(text)
+
+    assert_linear(make, 5_000)

@@ -158,9 +158,67 @@ class _Walk(_Builder):
             self.last_br = False
 
 
+MAX_HTML_DEPTH = 1024
+"""Elements nested deeper than this are read as their parent's text (their tags dropped), as browsers cap nesting
+(Chromium at 512): the HTML parser's work per start tag grows with the depth, so a page of 40,000 nested `div`s took
+seconds, and one at the size cap would take minutes. Real pages nest a few dozen levels."""
+
+_TAG_RE = re.compile(
+    r'<!--.*?(?:-->|\Z)'  # a comment
+    r'|<(script|style|textarea|title|xmp|iframe|noembed|noframes|noscript|plaintext)\b.*?(?:</\1\s*>|\Z)'  # raw text
+    r'|<(/?)([A-Za-z][A-Za-z0-9:-]{0,64})[^<>]{0,4096}>',  # a tag (bounded: no scan to the end per `<`)
+    re.IGNORECASE | re.DOTALL,
+)
+_NO_DEPTH = frozenset(
+    {
+        *('area', 'base', 'br', 'col', 'embed', 'hr', 'img', 'input', 'link', 'meta', 'param', 'source', 'track'),
+        *('wbr', 'keygen'),  # (void elements)
+        *('p', 'li', 'dt', 'dd', 'tr', 'td', 'th', 'option', 'optgroup', 'rb', 'rt', 'rp', 'rtc', 'thead', 'tbody'),
+        *('tfoot', 'colgroup', 'caption', 'head', 'body', 'html'),
+    }
+)
+"""Void elements, and elements a sibling closes (an unclosed `<li>` list is not deep): not counted as depth."""
+
+
+def _shallow(html: str) -> str:
+    """`html` with the tags of elements nested deeper than `MAX_HTML_DEPTH` removed (their text stays).
+
+    Only pages with more start tags left open than that are read tag by tag (`str.count` tells, at C speed); the
+    depth is counted as tags open and close, each end tag closing the innermost element of its name when it is on
+    top (a close that does not match is ignored), which over-counts only for hostile or broken markup.
+    """
+    if html.count('<') - 2 * html.count('</') <= MAX_HTML_DEPTH:
+        return html
+    out: list[str] = []
+    pos = 0
+    depth = 0  # kept elements open
+    stack: list[tuple[str, bool]] = []  # open elements: name, whether its tags are dropped
+    for tag in _TAG_RE.finditer(html):
+        name = tag.group(3)
+        if name is None or (name := name.lower()) in _NO_DEPTH:
+            continue
+        if tag.group(2):  # an end tag
+            if not stack or stack[-1][0] != name:
+                continue
+            _, dropped = stack.pop()
+            if not dropped:
+                depth -= 1
+                continue
+        else:
+            dropped = depth >= MAX_HTML_DEPTH
+            stack.append((name, dropped))
+            if not dropped:
+                depth += 1
+                continue
+        out.append(html[pos : tag.start()])
+        pos = tag.end()
+    out.append(html[pos:])
+    return ''.join(out)
+
+
 def _html_blocks(html: str) -> _Builder:
     walk = _Walk([], [])
-    tree = LexborHTMLParser(html)
+    tree = LexborHTMLParser(_shallow(html))
     root = tree.body or tree.root
     if root is None:
         return walk
