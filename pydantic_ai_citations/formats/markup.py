@@ -566,7 +566,7 @@ def remove_marker_spans(text: str, spans: Sequence[Cut]) -> tuple[str, list[int]
     cuts = _merge([*cuts, *_spacing_cuts(text, cuts, list(spans))])
     starts = [start for start, _ in cuts]
     removed = list(accumulate((end - start for start, end in cuts), initial=0))
-    positions = []
+    positions: list[int] = []
     for start, _ in spans:
         k = bisect_right(starts, start) - 1  # the cut holding the span
         positions.append(cuts[k][0] - removed[k])
