@@ -161,3 +161,38 @@ def test_wire_parse_sse_deep_json() -> None:
     deep = '{"a": ' * 100_000 + '1' + '}' * 100_000
     events = parse_sse(f'data: {deep}\n\ndata: {{"type": "ok"}}\n\n')
     assert events == [{'type': 'ok'}]
+
+
+_PARSED_BODY = """interactions:
+- request:
+    uri: https://api.anthropic.com/v1/messages
+    method: POST
+    parsed_body: {{model: claude-sonnet-4-5}}
+  response:
+    status: {{code: 200}}
+    headers: {{content-type: [application/json]}}
+    parsed_body:
+      {body}
+"""
+
+
+@pytest.mark.parametrize(
+    ('body', 'expected'),
+    [
+        pytest.param('created: 2024-13-45', b'{"created": "2024-13-45"}', id='impossible-date'),
+        pytest.param('created: 2024-01-01', b'{"created": "2024-01-01"}', id='date'),
+        pytest.param('n: ' + '9' * 5000, 'malformed YAML: Exceeds the limit', id='huge-int'),
+        pytest.param('s: !!set {a: null}', 'parsed_body is not JSON data', id='set'),
+        pytest.param('x: .inf', 'parsed_body is not JSON data', id='infinity'),
+    ],
+)
+def test_yaml_values_json_has_no_form_for(tmp_path: Path, body: str, expected: bytes | str) -> None:
+    """A YAML date is the str the JSON recorded (it crashed on `2024-13-45`, and was no JSON value); a value JSON
+    cannot hold is a `RecordingError` naming it, not a raw `ValueError` or `TypeError`."""
+    path = tmp_path / 'x.yaml'
+    path.write_text(_PARSED_BODY.format(body=body))
+    if isinstance(expected, bytes):
+        assert load_recording(path).responses[0].body == expected
+    else:
+        with pytest.raises(RecordingError, match=expected):
+            load_recording(path)

@@ -300,6 +300,8 @@ def _load_yaml(path: Path, data: bytes) -> object:
             loader.dispose()
     except yaml.YAMLError as e:
         raise RecordingError(path, f'malformed YAML: {_yaml_reason(e)}') from e
+    except ValueError as e:  # a scalar of a YAML type whose value cannot be built (an int past 4,300 digits)
+        raise RecordingError(path, f'malformed YAML: {" ".join(str(e).split())}') from None
     except RecursionError:
         raise RecordingError(path, f'malformed YAML: nested deeper than {MAX_JSON_DEPTH} levels') from None
 
@@ -320,6 +322,11 @@ def _bounded_yaml_loader(yaml: Any) -> Any:
 
     class BoundedLoader(yaml.SafeLoader):
         depth = 0
+
+        def construct_yaml_timestamp(self, node: Any) -> object:
+            # A date or time is a str in the JSON that was recorded (JSON has no dates): kept as written, never
+            # built into a `datetime` (which fails on `2024-13-45`, and is no JSON value).
+            return cast(object, self.construct_scalar(node))  # pyright: ignore[reportUnknownMemberType]
 
         def fetch_flow_collection_start(self, token_class: object) -> None:
             # PyYAML's scanner does work per open flow collection for every token: bound the nesting first.
@@ -346,6 +353,7 @@ def _bounded_yaml_loader(yaml: Any) -> Any:
             finally:
                 self.depth -= 1
 
+    BoundedLoader.add_constructor('tag:yaml.org,2002:timestamp', BoundedLoader.construct_yaml_timestamp)
     return BoundedLoader
 
 
@@ -527,9 +535,11 @@ def _vcr_response(path: Path, response: dict[str, object], uri: str, index: int)
 
     if 'parsed_body' in response:
         payload = cast(JsonValue, response['parsed_body'])
-        return RawResponse(
-            status, content_type, payload, uri, json.dumps(payload).encode('utf-8'), served_headers or _json_headers()
-        )
+        try:
+            body_bytes = json.dumps(payload, allow_nan=False).encode('utf-8')
+        except (TypeError, ValueError) as e:  # a YAML value JSON has no form for (a set, bytes, inf)
+            raise RecordingError(path, f'{where} parsed_body is not JSON data: {e}') from None
+        return RawResponse(status, content_type, payload, uri, body_bytes, served_headers or _json_headers())
 
     body_info = response.get('body')
     body: object = cast(dict[str, object], body_info).get('string') if isinstance(body_info, dict) else body_info
