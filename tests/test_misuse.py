@@ -613,3 +613,35 @@ async def test_capture_and_page_arguments_are_checked_before_anything_is_fetched
 async def _called(call: Callable[[Path], Any], tmp_path: Path) -> object:
     result = call(tmp_path)
     return await result if hasattr(result, '__await__') else result
+
+
+def _testing_misuse() -> list[Any]:
+    from pydantic_ai_citations.testing import ScriptedCitation, assert_cites, check_seams
+
+    cited = [ScriptedCitation('K2', [WebCitationSource('https://k2.example/')])]
+
+    def model(**kwargs: Any) -> CitingModel:
+        return CitingModel('K2 is tall.', cited, **kwargs)
+
+    answer = CitedAnswer('K2 is tall.')
+    cases: list[tuple[str, Callable[[], object], str]] = [
+        ('chunk-size-str', lambda: model(chunk_size='4'), '`chunk_size` must be an int'),
+        ('chunk-size-float', lambda: model(chunk_size=2.5), '`chunk_size` must be an int'),
+        ('break-after-str', lambda: model(break_stream_after='3'), '`break_stream_after` must be an int'),
+        ('end-after-str', lambda: model(end_stream_after='3'), '`end_stream_after` must be an int'),
+        ('seams-paths-str', lambda: check_seams(model(), paths='run'), '`paths` must be a list'),  # pyright: ignore[reportArgumentType]
+        ('seams-max-cuts-str', lambda: check_seams(model(), max_cuts='3'), '`max_cuts` must be an int'),  # pyright: ignore[reportArgumentType]
+        ('seams-resend-to', lambda: check_seams(model(), resend_to='gemini'), 'unknown `resend_to` style'),  # pyright: ignore[reportArgumentType]
+        ('cites-url-none', lambda: assert_cites(answer, None), '`url` must be the URL'),  # pyright: ignore[reportArgumentType]
+        ('cites-quote-int', lambda: assert_cites(answer, 'https://k2.example/', quote=3), '`quote` must be'),  # pyright: ignore[reportArgumentType]
+    ]
+    return [pytest.param(call, message, id=name) for name, call, message in cases]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(('call', 'message'), _testing_misuse())
+async def test_testing_kit_arguments_are_checked_at_the_call(call: Callable[[], Any], message: str) -> None:
+    """A str where an int goes raised a raw `TypeError` (or, for `break_stream_after`, surfaced as a seam failure);
+    `paths='run'` was read as the paths `r`, `u`, `n`."""
+    with pytest.raises(UserError, match=re.escape(message)):
+        await _called(lambda _: call(), Path())

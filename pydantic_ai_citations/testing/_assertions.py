@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import is_dataclass
 from os import PathLike
 from pathlib import Path
+from types import NoneType
 from typing import Any, NoReturn, Protocol, cast
 
 from pydantic import BaseModel, JsonValue
@@ -27,7 +28,7 @@ from pydantic_ai.exceptions import UserError
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from .._answer import CitedAnswer, answer_parts, last_response, run_messages
-from .._checks import is_messages, shown
+from .._checks import is_messages, require, shown
 from .._json_markup import format_path, strip_json_markup
 from .._problems import shorten
 from .._render import render_markdown
@@ -83,6 +84,8 @@ def assert_cites(subject: AnswerSubject, url: str, *, quote: str | None = None) 
     """
     answer = _answer(subject, 'assert_cites')
     cited = _cited_urls(answer)
+    require('assert_cites', 'url', url, str, 'the URL that must be cited (a str)')
+    require('assert_cites', 'quote', quote, (str, NoneType), 'words of the answer text (a str), or None')
     number = cited.get(url)
     if number is None:
         listed = ', '.join(repr(u) for u in cited) or 'none'

@@ -38,7 +38,7 @@ from pydantic_ai.settings import ModelSettings
 from pydantic_ai.usage import RequestUsage
 
 from .._answer import shift_citation
-from .._checks import require, shown
+from .._checks import require, require_at_least, shown
 from .._models import ApiLabel
 
 __all__ = ('CITING_STYLES', 'CitingModel', 'CitingStyle', 'ScriptedCitation', 'ScriptedStreamError')
@@ -189,10 +189,10 @@ class CitingModel(Model):
             )
         if style not in CITING_STYLES:
             raise UserError(f'Unknown CitingModel style {style!r}; use one of {", ".join(CITING_STYLES)}.')
-        if chunk_size < 1:
-            raise UserError(f'chunk_size must be at least 1, got {chunk_size!r}.')
-        if end_stream_after is not None and end_stream_after < 1:
-            raise UserError(f'end_stream_after must be at least 1, got {end_stream_after!r}.')
+        require_at_least('CitingModel', 'chunk_size', chunk_size, 1, int, 'an int of at least 1')
+        for name, value in (('break_stream_after', break_stream_after), ('end_stream_after', end_stream_after)):
+            if value is not None:
+                require_at_least('CitingModel', name, value, 1, int, 'an int of at least 1, or None')
         self.text = text
         self.citations = tuple(citations)
         self.style = style

@@ -42,7 +42,7 @@ from pydantic_ai.run import AgentRunResultEvent
 from pydantic_ai.settings import ModelSettings
 
 from .._answer import CitedAnswer
-from .._checks import shown
+from .._checks import require_at_least, shown
 from .._history import CleanStaleCitations
 from .._problems import CitationProblem
 from .._render import render_html, render_markdown
@@ -51,7 +51,7 @@ from .._store import SQLiteConversationStore
 from .._stream import FinalAnswer, TextChunk, stream_cited
 from .._track import TrackCitations
 from ..formats.wire import WIRE_APIS, WireCitation, count_wire_citations
-from ._citing_model import CitingModel, CitingStyle, sent_citations
+from ._citing_model import CITING_STYLES, CitingModel, CitingStyle, sent_citations
 
 if TYPE_CHECKING:
     from ._scenarios import CitingAgentFactory
@@ -263,11 +263,15 @@ async def check_seams(
     Returns:
         A `SeamReport`: `report.ok`, `report.failures` (path, property, where, cut), `report.summary()`.
     """
+    if isinstance(paths, str) or not isinstance(cast(object, paths), Sequence):
+        raise UserError(f'check_seams: `paths` must be a list of seam paths (e.g. [{paths!r}]), got {shown(paths)}.')
     unknown = [p for p in paths if p not in SEAM_PATHS]
     if unknown:
         raise UserError(f'Unknown seam path(s) {unknown!r}; use some of {", ".join(SEAM_PATHS)}.')
-    if max_cuts is not None and max_cuts < 0:
-        raise UserError(f'max_cuts must be at least 0 or None, got {max_cuts!r}.')
+    if max_cuts is not None:
+        require_at_least('check_seams', 'max_cuts', max_cuts, 0, int, 'an int of at least 0, or None')
+    if resend_to is not None and resend_to not in CITING_STYLES:
+        raise UserError(f'check_seams: unknown `resend_to` style {resend_to!r}; use one of {", ".join(CITING_STYLES)}.')
     target = _subject(subject, prompt, model_settings)
     checker = _Checker(target, agent_factory or _default_agent, deps, resend_to or _other_style(target.provider))
     cuts = _spread(target.cut_points, max_cuts)
