@@ -201,7 +201,7 @@ async def test_citing_model_end_stream_after():
     assert isinstance(response, ModelResponse)
     assert response.finish_reason is None
     assert [p.citations for p in response.parts if isinstance(p, TextPart)] == [None]
-    with pytest.raises(UserError, match='end_stream_after must be at least 1, got 0'):
+    with pytest.raises(UserError, match='`end_stream_after` must be an int of at least 1, or None, got 0'):
         CitingModel(TEXT, style='anthropic', end_stream_after=0)
 
 
@@ -523,7 +523,7 @@ async def test_assert_seams_returns_the_report_when_every_promise_holds():
 async def test_bad_arguments():
     with pytest.raises(UserError, match='Unknown seam path'):
         await check_seams(citing('anthropic'), paths=['walk'])  # pyright: ignore[reportArgumentType]
-    with pytest.raises(UserError, match='max_cuts must be at least 0'):
+    with pytest.raises(UserError, match='`max_cuts` must be an int of at least 0'):
         await check_seams(citing('anthropic'), max_cuts=-1)
     with pytest.raises(
         UserError, match=r'check_seams: `subject` must be a `Recording` or its path, a `Model`.*got None'
