@@ -549,3 +549,34 @@ def test_support_and_the_in_process_audit_work_without_dask():
     )
     done = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, check=True)
     assert done.stdout == '0 False\n'
+
+
+@pytest.mark.parametrize(
+    'after', ['\n[{"text": "more"}]', '\n{"text": "a JSON line"}\n', ' junk'], ids=['list', 'json-lines', 'junk']
+)
+def test_content_after_a_json_list_is_refused_not_dropped(tmp_path: Path, after: str):
+    """What follows a closed JSON list was dropped without a word (one answer audited of three)."""
+    listed = tmp_path / 'answers.json'
+    listed.write_text('[' + ANSWERS[0].to_json().decode() + ']' + after)
+    with pytest.raises(AuditInputError, match=r'the JSON list of 1 item\(s\) is followed by more'):
+        run(listed)
+    listed.write_text('[' + ANSWERS[0].to_json().decode() + ']  \n\n')  # white space after it is fine
+    assert run(listed)[0] == run(ANSWERS[:1])[0]
+
+
+@pytest.mark.parametrize('chunk', [7, 64, 1 << 20])
+def test_a_broken_list_item_is_reported_where_it_breaks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int):
+    """A broken item was taken for one going on past the buffer, and the whole rest of the file read before the
+    error: memory grew with the file. It is reported at once; items crossing read boundaries still parse."""
+    monkeypatch.setattr(_audit_run, '_CHUNK', chunk)
+    listed = tmp_path / 'answers.json'
+    good = ',\n'.join(a.to_json().decode() for a in ANSWERS)
+    listed.write_text('[' + good + '\n]')
+    assert run(listed)[0] == run(ANSWERS)[0]
+    listed.write_text('[{"text": "a" BROKEN},' + good + ']')
+    reads: list[int] = []
+    original = _audit_run._item_goes_on  # pyright: ignore[reportPrivateUsage]
+    monkeypatch.setattr(_audit_run, '_item_goes_on', lambda e, b: reads.append(len(b)) or original(e, b))
+    with pytest.raises(AuditInputError, match="item 1 is not JSON: Expecting ',' delimiter"):
+        run(listed)
+    assert len(reads) <= 4 and max(reads) < 200 + chunk  # decided once the break is in sight, not read to the end

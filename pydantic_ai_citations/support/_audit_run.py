@@ -186,6 +186,9 @@ def _list_items(file: TextIO, buffer: str) -> Iterator[_Item]:
     while True:
         buffer, pos = _skip_space(file, buffer, pos)
         if pos < len(buffer) and buffer[pos] == ']':
+            buffer, pos = _skip_space(file, buffer, pos + 1)
+            if pos < len(buffer):  # (what follows was dropped without a word: another list, JSON Lines, junk)
+                raise ValueError(f'the JSON list of {n} item(s) is followed by more: {buffer[pos : pos + 40]!r}')
             return
         if n:
             if pos == len(buffer) or buffer[pos] != ',':
@@ -197,7 +200,9 @@ def _list_items(file: TextIO, buffer: str) -> Iterator[_Item]:
             try:
                 _, end = decoder.raw_decode(buffer, pos)
                 break
-            except json.JSONDecodeError:  # the item goes on past the buffer, or is broken (then the file ends)
+            except json.JSONDecodeError as e:
+                if not _item_goes_on(e, buffer) or len(buffer) - pos > MAX_ITEM_CHARS:
+                    raise ValueError(f'item {n + 1} is not JSON: {e.msg}') from None  # (not read on to the end)
                 more = file.read(max(_CHUNK, len(buffer) - pos))
                 if not more:
                     raise
@@ -205,6 +210,19 @@ def _list_items(file: TextIO, buffer: str) -> Iterator[_Item]:
         n += 1
         yield _Item(f'item {n}', None, buffer[pos:end])
         pos = end
+
+
+MAX_ITEM_CHARS = 64 << 20
+"""A list item (one `CitedAnswer`) longer than this is refused: memory stays bounded whatever the file holds."""
+
+
+def _item_goes_on(error: json.JSONDecodeError, buffer: str) -> bool:
+    """Whether a list item failed to parse because the buffer ends inside it (else it is broken where it failed).
+
+    The decoder stops where the text stops making sense: at the buffer's end (give or take a literal or an escape
+    cut off there) when the item goes on, or in a string it never found the end of.
+    """
+    return error.pos >= len(buffer) - 16 or error.msg.startswith('Unterminated string')
 
 
 def _is_json_lines(path: Path) -> bool:
