@@ -576,7 +576,12 @@ def test_a_broken_list_item_is_reported_where_it_breaks(tmp_path: Path, monkeypa
     listed.write_text('[{"text": "a" BROKEN},' + good + ']')
     reads: list[int] = []
     original = _audit_run._item_goes_on  # pyright: ignore[reportPrivateUsage]
-    monkeypatch.setattr(_audit_run, '_item_goes_on', lambda e, b: reads.append(len(b)) or original(e, b))
+
+    def counted(error: json.JSONDecodeError, buffer: str) -> bool:
+        reads.append(len(buffer))
+        return original(error, buffer)
+
+    monkeypatch.setattr(_audit_run, '_item_goes_on', counted)
     with pytest.raises(AuditInputError, match="item 1 is not JSON: Expecting ',' delimiter"):
         run(listed)
     assert len(reads) <= 4 and max(reads) < 200 + chunk  # decided once the break is in sight, not read to the end
