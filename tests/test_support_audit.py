@@ -184,6 +184,10 @@ def test_merged_tallies_equal_the_summary_of_everything(
         merged = merged.merge(SupportTally.of(part, share))
     whole = summarize(checks, list(page_passages.values()))
     assert merged.summary() == whole
+    tallies = [
+        SupportTally.of(part, {k: page_passages[k] for k in keys[i :: len(parts)]}) for i, part in enumerate(parts)
+    ]
+    assert SupportTally.merge_all(tallies) == merged  # the linear fold an audit sums its partitions with
     expected = reference(checks, page_passages)
     assert whole.verdicts == expected['verdicts']
     assert [p.supported_share for p in whole.threshold_curve] == expected['curve']
@@ -585,3 +589,25 @@ def test_a_broken_list_item_is_reported_where_it_breaks(tmp_path: Path, monkeypa
     with pytest.raises(AuditInputError, match="item 1 is not JSON: Expecting ',' delimiter"):
         run(listed)
     assert len(reads) <= 4 and max(reads) < 200 + chunk  # decided once the break is in sight, not read to the end
+
+
+def test_merging_many_tallies_is_linear():
+    """An audit summed its partitions with `merge`, copying the pages and dead links merged so far each time:
+    20,000 one-answer partitions took 41 s."""
+    import time
+
+    def tallies(n: int) -> list[SupportTally]:
+        return [
+            SupportTally(checks=1, page_passages={f'p{i}': 3}, dead_links=(f'https://dead.test/{i}',)) for i in range(n)
+        ]
+
+    def cost(n: int) -> float:
+        parts = tallies(n)
+        start = time.process_time()
+        SupportTally.merge_all(parts)
+        return time.process_time() - start
+
+    merged = SupportTally.merge_all(tallies(3))
+    assert (merged.checks, len(merged.page_passages), merged.dead_links[-1]) == (3, 3, 'https://dead.test/2')
+    cost(5_000)
+    assert cost(80_000) <= 8 * cost(20_000) + 0.05

@@ -41,7 +41,7 @@ from ._audit import (
 from ._claims import DEFAULT_MIN_CLAIM_WORDS
 from ._decode import DEFAULT_MAX_BYTES
 from ._passages import DEFAULT_MIN_PASSAGE_WORDS
-from ._report import CitationCheck, Pages, SupportSummary, SupportTally, check_lexical, page_cache
+from ._report import CitationCheck, Pages, SupportSummary, SupportTally, TallySum, check_lexical, page_cache
 from ._snapshots import PageSnapshot, SnapshotStore
 from ._terms import StemCache, latin_algorithm
 
@@ -733,18 +733,18 @@ def audit_answers(
     if workers is not None and workers < 1:
         raise UserError(f'workers must be at least 1, got {workers!r}.')
     writer = _Writer(output, format, options.threshold)
-    tally = SupportTally()
+    total = TallySum()  # (each partition's counts added once: `SupportTally.merge` copied all so far each time)
     answers = count = 0
     try:
         with _checker(workers, scheduler, client) as checker:
             for result in checker(source, partition_size, pages, options, format):
                 writer.add(result)
-                tally = tally.merge(result.tally)
+                total.add(result.tally)
                 answers += result.answers
                 count += 1
                 if progress is not None:
                     progress(result.answers)
-        summary = tally.summary()
+        summary = total.tally().summary()
         writer.finish(answers, summary)
     finally:
         writer.close()

@@ -290,6 +290,18 @@ class SupportTally:
             self.not_checked + other.not_checked,
         )
 
+    @classmethod
+    def merge_all(cls, tallies: Iterable[SupportTally]) -> SupportTally:
+        """`tallies` merged in order, as `a.merge(b).merge(c)...` merges them, in time linear in all they hold.
+
+        Merging one at a time copies what is merged so far at every step: quadratic over many partitions whose pages
+        and dead links all differ. This folds them into one set of counts instead.
+        """
+        total = TallySum()
+        for tally in tallies:
+            total.add(tally)
+        return total.tally()
+
     def summary(self) -> SupportSummary:
         """The summary of everything tallied."""
         matched = sum(self.thirds)
@@ -310,6 +322,52 @@ class SupportTally:
             dead_links=list(self.dead_links),
             incomplete_answers=self.incomplete_answers,
             not_checked=self.not_checked,
+        )
+
+
+class TallySum:
+    """Tallies added in order into one set of counts, as `SupportTally.merge` would merge them: each read once.
+
+    What an audit sums its partitions' tallies into as they come (`SupportTally.merge_all` for a sequence).
+    """
+
+    def __init__(self) -> None:
+        self.checks = self.scored = self.incomplete_answers = self.not_checked = 0
+        self.verdicts: dict[Verdict, int] = {}
+        self.reached = [0] * len(THRESHOLDS)
+        self.page_passages: dict[str, int] = {}
+        self.matched_lengths: dict[int, int] = {}
+        self.thirds = [0, 0, 0]
+        self.dead_links: dict[str, None] = {}
+
+    def add(self, tally: SupportTally) -> None:
+        self.checks += tally.checks
+        self.scored += tally.scored
+        self.incomplete_answers += tally.incomplete_answers
+        self.not_checked += tally.not_checked
+        for verdict, count in tally.verdicts.items():
+            self.verdicts[verdict] = self.verdicts.get(verdict, 0) + count
+        for length, count in tally.matched_lengths.items():
+            self.matched_lengths[length] = self.matched_lengths.get(length, 0) + count
+        for k, n in enumerate(tally.reached):
+            self.reached[k] += n
+        for k, n in enumerate(tally.thirds):
+            self.thirds[k] += n
+        self.page_passages.update(tally.page_passages)
+        self.dead_links.update(dict.fromkeys(tally.dead_links))
+
+    def tally(self) -> SupportTally:
+        return SupportTally(
+            self.checks,
+            self.verdicts,
+            self.scored,
+            tuple(self.reached),
+            self.page_passages,
+            self.matched_lengths,
+            (self.thirds[0], self.thirds[1], self.thirds[2]),
+            tuple(self.dead_links),
+            self.incomplete_answers,
+            self.not_checked,
         )
 
 
