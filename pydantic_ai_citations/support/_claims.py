@@ -13,7 +13,9 @@ Claims shorter than `DEFAULT_MIN_CLAIM_WORDS` words are not compared with pages 
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import Literal
 
 from pydantic import TypeAdapter
@@ -58,11 +60,26 @@ claims_ta: TypeAdapter[list[Claim]] = TypeAdapter(list[Claim])
 """JSON round trip for lists of claims."""
 
 
-def _without_markers(text: str, start: int, end: int, markers: list[tuple[int, int]]) -> str:
+class _Markers:
+    """The answer's marker ranges (sorted), looked up by position: each claim reads only the markers near it."""
+
+    def __init__(self, ranges: list[tuple[int, int]]) -> None:
+        self.ranges = ranges
+        self.starts = [start for start, _ in ranges]
+        self.reach = list(accumulate((end for _, end in ranges), max))  # the furthest end of the markers so far
+        self.start_at = {end: start for start, end in ranges}  # (a later marker ending at the same place wins)
+
+    def around(self, start: int, end: int) -> list[tuple[int, int]]:
+        """The markers that may overlap `[start, end)`, in order: from the first whose reach passes `start`."""
+        first = bisect_right(self.reach, start)
+        return self.ranges[first : bisect_left(self.starts, end, lo=first)]
+
+
+def _without_markers(text: str, start: int, end: int, markers: _Markers) -> str:
     """`text[start:end]` with marker ranges blanked out and whitespace folded."""
     pieces: list[str] = []
     pos = start
-    for m_start, m_end in markers:
+    for m_start, m_end in markers.around(start, end):
         if m_end <= pos or m_start >= end:
             continue
         pieces.append(text[pos : max(m_start, pos)])
@@ -90,9 +107,9 @@ def _is_sentence_end(text: str, i: int) -> bool:
     return j >= len(text) or text[j].isspace() or text[j] == '[' or ch in '。！？'
 
 
-def _marker_sentence(text: str, span: CitedSpan, markers: list[tuple[int, int]]) -> tuple[int, int]:
+def _marker_sentence(text: str, span: CitedSpan, markers: _Markers) -> tuple[int, int]:
     """The range of the sentence a marker closes (markers inside it are removed later)."""
-    ends = {m_end: m_start for m_start, m_end in markers}
+    ends = markers.start_at
     # The claim ends where the marker (and any markers right before it, as in `[1][2]`) starts.
     end = min(max(span.start, 0), len(text))
     while True:
@@ -123,7 +140,7 @@ def _marker_sentence(text: str, span: CitedSpan, markers: list[tuple[int, int]])
 def claims_for(answer: CitedAnswer) -> list[Claim]:
     """One claim per (span, source) pair in span order, then one `'whole_answer'` claim per unanchored source."""
     text = answer.text
-    markers = sorted((s.start, s.end) for s in answer.spans if s.kind == 'marker')
+    markers = _Markers(sorted((s.start, s.end) for s in answer.spans if s.kind == 'marker'))
     out: list[Claim] = []
     for span_index, span in enumerate(answer.spans):
         if span.kind == 'content':
