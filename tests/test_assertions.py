@@ -322,6 +322,27 @@ async def test_no_lost_citations_against_a_recording(corpus: Path):
         assert_no_lost_citations(CitedAnswer(answer.text), wire)
 
 
+async def test_no_lost_citations_of_a_follow_up_run_counts_its_own_responses(corpus: Path):
+    """A second run of a two-run recording, given the first run's messages: the citations of the first response were
+    accounted for by the first run; counting every response of the history failed the second ("2 of 7 lost")."""
+    path = (
+        corpus / 'pydantic-ai-cassettes/tests/models/cassettes/test_anthropic/test_anthropic_web_search_citations.yaml'
+    )
+    recording = load_recording(path)
+    assert len(recording.responses) == 2
+    agent = Agent(recording.model())
+    first = await agent.run(recording.prompt or 'q', model_settings=recording.model_settings)
+    assert_no_lost_citations(first, recording)
+    second = await agent.run(
+        'And a follow-up?', message_history=first.all_messages(), model_settings=recording.model_settings
+    )
+    assert_no_lost_citations(second, recording)
+    wire = count_wire_citations('anthropic-messages', recording.responses[1].payload)
+    assert len(wire) == 1
+    with pytest.raises(AssertionError, match=r'1 of 1 citation\(s\) sent on the wire are lost'):
+        assert_no_lost_citations(CitedAnswer(CitedAnswer.from_result(second).text), wire)
+
+
 def test_no_lost_citations_lists_at_most_five():
     sources = [WebCitationSource(f'https://example.com/{i}') for i in range(7)]
     model = CitingModel(TEXT, [ScriptedCitation('K2 is 8,611 m tall.', sources)], style='anthropic')

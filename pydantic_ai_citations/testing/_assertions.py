@@ -154,7 +154,7 @@ def assert_no_lost_citations(subject: AnswerSubject, wire: WireSubject) -> None:
             on, or the citations counted on the wire (`formats.wire.count_wire_citations`).
     """
     answer = _answer(subject, 'assert_no_lost_citations')
-    responses = None if isinstance(subject, CitedAnswer) else _response_count(subject)
+    responses = None if isinstance(subject, CitedAnswer) else _response_range(subject)
     expected = _wire_expectations(wire, responses, answer)
     missing = unaccounted(answer, expected)
     if not missing:
@@ -227,17 +227,25 @@ def _run_text(result: object) -> str:
     return ''.join(cast(TextPart, response.parts[i]).content for i in answer_parts(response))
 
 
-def _response_count(result: object) -> int:
+def _response_range(result: object) -> tuple[int, int]:
+    """Which responses of the recording the run consumed: after those of the history it was given, to its last."""
     messages, _ = run_messages(cast(_RunResult, result))
-    return sum(1 for m in messages if m.kind == 'response')
+    responses = sum(1 for m in messages if m.kind == 'response')
+    new_messages = getattr(result, 'new_messages', None)
+    new = new_messages() if callable(new_messages) else messages
+    own = sum(1 for m in cast(Sequence[ModelMessage], new) if getattr(m, 'kind', None) == 'response')
+    return max(responses - own, 0), responses
 
 
-def _wire_expectations(wire: object, responses: int | None, answer: CitedAnswer) -> list[Expected]:
+def _wire_expectations(wire: object, responses: tuple[int, int] | None, answer: CitedAnswer) -> list[Expected]:
     got = shown(wire)
     if isinstance(wire, str | PathLike):
         wire = load_recording(Path(cast('str | PathLike[str]', wire)))
     if isinstance(wire, Recording):
-        return wire_expected(wire)(len(wire.responses) if responses is None else responses)
+        if responses is None:
+            return wire_expected(wire)(len(wire.responses))
+        first, consumed = responses
+        return wire_expected(wire)(consumed, first)
     if isinstance(wire, CitingModel):
         # Only a stream cut before its end sends less than `request` (a whole stream sends it all), and a cut answer
         # is incomplete: the one verdict says whether the response was cut.

@@ -608,12 +608,16 @@ def _event_stream_frames(body: bytes) -> list[bytes]:
 # --- wire accounting -----------------------------------------------------------------------------------------------
 
 
-def wire_expected(recording: Recording) -> Callable[[int], list[Expected]]:
+def wire_expected(recording: Recording) -> Callable[..., list[Expected]]:
+    """What accounts for the citations of the recording's responses `first` to `consumed`.
+
+    A run's own responses: those of the history it was given were accounted for by the run that made them.
+    """
     api = cast(Any, recording.api)
 
-    def expected(consumed: int) -> list[Expected]:
+    def expected(consumed: int, first: int = 0) -> list[Expected]:
         seen: dict[str, WireCitation] = {}
-        for raw in recording.responses[: max(consumed, 1)]:
+        for raw in recording.responses[first : max(consumed, first + 1)]:
             for c in count_wire_citations(api, raw.payload):
                 seen.setdefault(c.key, c)
         return [wire_citation_expected(c) for c in seen.values()]
