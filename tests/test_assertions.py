@@ -6,7 +6,7 @@ import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from inline_snapshot import snapshot
@@ -525,3 +525,32 @@ def test_assert_cites_a_marker_for_the_words_of_its_sentence_only(quote: str, ci
     else:
         with pytest.raises(AssertionError, match='is cited, but not for'):
             assert_cites(answer, WIKI.url, quote=quote)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize('style', ['anthropic', 'bedrock'])
+async def test_a_lost_document_citation_known_by_its_title_is_lost(style: CitingStyle):
+    """Two scripted document sources known by their titles, the second's citation lost downstream: it was taken for
+    one known only by position, which any document that stayed stands for (a false pass)."""
+    import dataclasses
+
+    text = 'Returns are accepted for thirty days. Shipping is free over fifty euros.'
+    sources = [DocumentCitationSource(title='returns.txt'), DocumentCitationSource(title='shipping.txt')]
+    model = CitingModel(
+        text,
+        [
+            ScriptedCitation('Returns are accepted for thirty days.', [sources[0]]),
+            ScriptedCitation('Shipping is free over fifty euros.', [sources[1]]),
+        ],
+        style=style,
+    )
+    result = await Agent(model).run('q')
+    assert_no_lost_citations(result, model)
+    response = result.all_messages()[-1]
+    assert isinstance(response, ModelResponse)
+    cited = [i for i, p in enumerate(response.parts) if isinstance(p, TextPart) and p.citations]
+    parts = list(response.parts)
+    parts[cited[-1]] = dataclasses.replace(cast(TextPart, parts[cited[-1]]), citations=None, provider_details=None)
+    answer = CitedAnswer.from_messages([*result.all_messages()[:-1], dataclasses.replace(response, parts=parts)])
+    with pytest.raises(AssertionError, match=r"1 of 2 citation\(s\) sent on the wire are lost: .*'shipping.txt'"):
+        assert_no_lost_citations(answer, model)

@@ -649,8 +649,9 @@ def scripted_expected(model: CitingModel, *, streamed: bool) -> list[Expected]:
             url = getattr(source, 'url', None)
             doc = getattr(source, 'document_id', None)
             label = f'scripted citation of {citation.quote!r} to {url or doc or source.title!r}'
-            # (`document`: any document stands for one known only by position; a scripted document id is its own.)
-            out.append(_expected(label, url=url, document_id=doc, title=source.title, document=not (url or doc)))
+            # (`document`: any document stands for one known only by position; a scripted id or title is its own.)
+            known_by = url or doc or source.title
+            out.append(_expected(label, url=url, document_id=doc, title=source.title, document=not known_by))
     return out
 
 
