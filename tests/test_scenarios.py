@@ -380,6 +380,25 @@ def test_plugin_in_a_user_project(pytester: pytest.Pytester):
     result.stdout.fnmatch_lines(["SKIPPED*: 'openrouter' gives no citation positions, so there are no spans to shift"])
 
 
+def test_plugin_leaves_a_style_the_test_chose_itself(pytester: pytest.Pytester):
+    """A test narrowing `citing_style` with its own parametrize, asking for `citation_scenario`: the plugin
+    parametrised the style a second time, and the whole session stopped on the collection error."""
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(
+        test_google="""
+import pytest
+
+@pytest.mark.anyio
+@pytest.mark.parametrize('citing_style', ['google', 'openrouter'])
+async def test_two_styles(run_citation_scenario, citation_scenario, citing_style):
+    await run_citation_scenario(citation_scenario, citing_style)
+"""
+    )
+    result = pytester.runpytest_inprocess('-p', 'no:cacheprovider', '-rs')
+    skipped = sum(1 for s in SCENARIOS for style in ('google', 'openrouter') if s.skip_reason(style) is not None)
+    result.assert_outcomes(passed=2 * len(SCENARIOS) - skipped, skipped=skipped)
+
+
 def test_plugin_without_a_factory(pytester: pytest.Pytester):
     pytester.makeconftest("import pytest\n\n@pytest.fixture\ndef anyio_backend():\n    return 'asyncio'\n")
     pytester.makepyfile(test_citations=USER_TEST)

@@ -119,14 +119,16 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     names = metafunc.fixturenames
     if 'citation_scenario' not in names:
         return
+    own: set[str] = set()  # what the test parametrises itself
     for marker in metafunc.definition.iter_markers('parametrize'):
         argnames = marker.args[0] if marker.args else marker.kwargs.get('argnames', ())
-        if 'citation_scenario' in (argnames.replace(' ', '').split(',') if isinstance(argnames, str) else argnames):
-            return  # the test parametrises them itself (e.g. with `scenario_params(...)`)
+        own.update(argnames.replace(' ', '').split(',') if isinstance(argnames, str) else argnames)
+    if 'citation_scenario' in own:
+        return  # (e.g. with `scenario_params(...)`)
     from ._citing_model import CITING_STYLES
     from ._scenarios import SCENARIOS, scenario_params
 
-    if 'citing_style' in names:
+    if 'citing_style' in names and 'citing_style' not in own:
         metafunc.parametrize(('citation_scenario', 'citing_style'), scenario_params(styles=CITING_STYLES))
-    else:
+    else:  # (styles the test chose itself: a combination a style cannot express is skipped when it runs)
         metafunc.parametrize('citation_scenario', [pytest.param(s, id=s.id) for s in SCENARIOS])
