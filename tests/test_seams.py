@@ -625,3 +625,34 @@ def test_the_judge_names_every_broken_promise():
     )
     many_checker._judge('run', None, _Seen(answers=[('CitedAnswer', _answer())]))  # pyright: ignore[reportPrivateUsage]
     assert many_checker.failures[0].message.endswith('; ...')
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize('streamed', [False, True])
+async def test_the_google_style_is_what_gemini_gives_pydantic_ai(streamed: bool):
+    """Gemini's segment offsets are UTF-8 bytes: a second citation after non-ASCII text was shifted by characters
+    (its bytes read another text). And Pydantic AI 2's `GoogleProvider` stamps `provider_name='google'`."""
+    text = 'Müller wrote the first book. Straße is a street. The second claim is here.'
+    model = CitingModel(
+        text,
+        [
+            ScriptedCitation('Müller wrote the first book.', [WebCitationSource('https://a.example/')]),
+            ScriptedCitation('The second claim is here.', [WebCitationSource('https://b.example/')]),
+        ],
+        style='google',
+    )
+    agent = Agent(model)
+    if streamed:
+        async with agent.run_stream('q') as run:
+            await run.get_output()
+        messages = run.all_messages()
+    else:
+        messages = (await agent.run('q')).all_messages()
+    response = messages[-1]
+    assert isinstance(response, ModelResponse) and response.provider_name == 'google'
+    (part,) = [p for p in response.parts if isinstance(p, TextPart)]
+    assert part.provider_name == 'google'
+    data = part.content.encode()
+    segments = [entry['segment'] for entry in (part.provider_details or {})['citations']]
+    assert [data[s['start_index'] : s['end_index']].decode() for s in segments] == [s['text'] for s in segments]
+    assert len(segments) == 2

@@ -256,7 +256,7 @@ async def test_vercel_google_late_citations_reach_the_ui():
     data = next(c for c in chunks if isinstance(c, DataChunk) and c.type == CITATIONS_DATA_TYPE)
     assert data.id == text_end.id
     assert data.data['text_id'] == text_end.id
-    assert data.data['provider_name'] == 'google-gla'
+    assert data.data['provider_name'] == 'google'
     assert [(c['anchor']['start'], c['anchor']['end'], c['sources'][0]['url']) for c in data.data['citations']] == [
         (0, 19, 'https://en.wikipedia.org/wiki/K2'),
         (35, 56, 'https://example.com/border'),

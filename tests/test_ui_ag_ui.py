@@ -119,7 +119,7 @@ async def test_google_late_citations_reach_the_client():
     end = next(e for e in events if isinstance(e, TextMessageEndEvent))
     (event,) = citation_events(events)
     assert event.value['message_id'] == end.message_id
-    assert event.value['provider_name'] == 'google-gla'
+    assert event.value['provider_name'] == 'google'
     text = received_text(events)
     assert text == TEXT
     assert anchored(event, text) == [

@@ -63,7 +63,7 @@ _STYLE_PROVIDER: dict[CitingStyle, str] = {
     'openai-responses': 'openai',
     'openai-chat': 'openai',
     'openrouter': 'openrouter',
-    'google': 'google-gla',
+    'google': 'google',  # (`GoogleProvider.name` in Pydantic AI 2; `google-gla` before)
     'xai': 'xai',
 }
 
@@ -190,9 +190,12 @@ class CitingModel(Model):
         if style not in CITING_STYLES:
             raise UserError(f'Unknown CitingModel style {style!r}; use one of {", ".join(CITING_STYLES)}.')
         require_at_least('CitingModel', 'chunk_size', chunk_size, 1, int, 'an int of at least 1')
-        for name, value in (('break_stream_after', break_stream_after), ('end_stream_after', end_stream_after)):
+        for name, value, least in (
+            ('break_stream_after', break_stream_after, 0),
+            ('end_stream_after', end_stream_after, 1),
+        ):
             if value is not None:
-                require_at_least('CitingModel', name, value, 1, int, 'an int of at least 1, or None')
+                require_at_least('CitingModel', name, value, least, int, f'an int of at least {least}, or None')
         self.text = text
         self.citations = tuple(citations)
         self.style = style
@@ -569,15 +572,17 @@ def _merge(segments: Sequence[_Segment]) -> _Segment:
     """Single-part styles put the whole answer in one part: join the segments, shifting anchors and raw offsets."""
     citations: list[Citation] = []
     raw: list[dict[str, JsonValue]] = []
-    shift = 0
+    shift = byte_shift = 0
     for segment in segments:
         citations.extend(shift_citation(citation, shift) for citation in segment.citations or [])
-        raw.extend(_shift_raw(segment.raw or [], shift))
+        raw.extend(_shift_raw(segment.raw or [], shift, byte_shift))
         shift += len(segment.text)
+        byte_shift += len(segment.text.encode('utf-8', 'surrogatepass'))
     return _Segment(''.join(s.text for s in segments), citations or None, raw or None)
 
 
-def _shift_raw(raw: list[dict[str, JsonValue]], shift: int) -> list[dict[str, JsonValue]]:
+def _shift_raw(raw: list[dict[str, JsonValue]], shift: int, byte_shift: int) -> list[dict[str, JsonValue]]:
+    """Raw entries moved on by `shift` characters; Google's `segment` offsets, UTF-8 bytes, by `byte_shift`."""
     out: list[dict[str, JsonValue]] = []
     for entry in raw:
         entry = dict(entry)
@@ -599,7 +604,7 @@ def _shift_raw(raw: list[dict[str, JsonValue]], shift: int) -> list[dict[str, Js
             for key in ('start_index', 'end_index'):
                 value = segment.get(key)
                 if isinstance(value, int):
-                    segment[key] = value + shift
+                    segment[key] = value + byte_shift
             entry['segment'] = segment
         out.append(entry)
     return out
@@ -664,9 +669,9 @@ def _google_raw(text: str, start: int, end: int, source: Source) -> dict[str, Js
 
 def _google_search_parts() -> list[ModelResponsePart]:
     call = NativeToolCallPart(
-        'web_search', args={'queries': ['scripted']}, tool_call_id='search-1', provider_name='google-gla'
+        'web_search', args={'queries': ['scripted']}, tool_call_id='search-1', provider_name='google'
     )
-    result = NativeToolReturnPart('web_search', content=[], tool_call_id='search-1', provider_name='google-gla')
+    result = NativeToolReturnPart('web_search', content=[], tool_call_id='search-1', provider_name='google')
     return [call, result]
 
 

@@ -503,8 +503,8 @@ _API_PROVIDER: dict[str, str] = {
     'openai-responses': 'openai',
     'openai-chat': 'openai',
     'openrouter': 'openrouter',
-    'google-gemini': 'google-gla',
-    'google-vertex': 'google-vertex',
+    'google-gemini': 'google',  # (what `GoogleProvider` stamps in Pydantic AI 2)
+    'google-vertex': 'google-cloud',
     'xai': 'xai',
     'cohere': 'cohere',
     'perplexity-sonar': 'openai',
