@@ -1,7 +1,7 @@
 """Track a run's citations and build one `CitedAnswer`, offline.
 
 `CitingModel` answers the way Google Gemini does (content anchors; citations sent after the text part ended), so
-this runs without a key. Swap in `'google-gla:gemini-2.5-flash'` with `NativeTool(WebSearchTool())` for the real thing.
+this runs without a key. Swap in `'google:gemini-3.1-flash-lite'` with `NativeTool(WebSearchTool())` for the real thing.
 
     python examples/track_run.py
 """
