@@ -151,6 +151,7 @@ _STYLES: dict[str, CitingStyle] = {
     'openai': 'openai-responses',
     'openai-chat': 'openai-chat',
     'openrouter': 'openrouter',
+    'google': 'google',
     'google-gla': 'google',
     'google-vertex': 'google',
     'xai': 'xai',
