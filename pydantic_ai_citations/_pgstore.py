@@ -480,7 +480,7 @@ class PostgresConversationStore(_StoredAnswers):
                 raise ConversationConflict(conversation_id)
             await conn.execute(_pg(sql.DELETE_RECORD), (conversation_id,))
             await conn.execute(_pg(sql.DELETE_TIPS), (conversation_id,))
-            for statement in sql.COLLECT_GARBAGE:
+            for statement in sql.PG_COLLECT_GARBAGE:
                 await conn.execute(_pg(statement))
             await pipeline.sync()
 
