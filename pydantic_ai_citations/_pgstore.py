@@ -271,6 +271,7 @@ class PostgresConversationStore(_StoredAnswers):
             conninfo, min_size=min_size, max_size=max_size, timeout=timeout, open=False, kwargs={'autocommit': True}
         )
         self._ready = False
+        self._closed = False
         self._opening: anyio.Lock | None = None
 
     async def open(self, *, target: int = SCHEMA_VERSION) -> int:
@@ -281,9 +282,10 @@ class PostgresConversationStore(_StoredAnswers):
         return await self.migrate(target=target)
 
     async def close(self) -> None:
-        """Close the pool."""
+        """Close the pool. The store cannot be used after this (make a new one)."""
         await self._pool.close()
         self._ready = False
+        self._closed = True
 
     async def __aenter__(self) -> PostgresConversationStore:
         await self.open()
@@ -330,6 +332,8 @@ class PostgresConversationStore(_StoredAnswers):
     async def _ensure_open(self) -> None:
         if self._ready:
             return
+        if self._closed:
+            raise UserError(f'{type(self).__name__}: the store was closed (`close()`); make a new one to go on.')
         if self._opening is None:
             self._opening = anyio.Lock()
         async with self._opening:

@@ -17,6 +17,7 @@ step in its own transaction, and logs it in `schema_migrations`.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import importlib.metadata
 import os
 import sqlite3
@@ -430,11 +431,19 @@ def _key(text: str) -> str:
     return text.replace('\x00', '\ufffd')
 
 
+_MAX_URL_KEY = 1_000
+"""Characters of a URL kept as it is in its index key; a longer URL is keyed by them and a hash of all of it (an index
+key of PostgreSQL holds at most about 2.7 kB: a 3 kB URL failed the whole save there, and only there)."""
+
+
 def _url_key(url: str) -> tuple[str, str]:
     """`url` (as an index key) and the `host_key` of its host (`''` for a URL without one): its index row's key."""
     url = _key(url)
     host = url_host(url)
-    return url, host_key(host) if host is not None else ''
+    if len(url) > _MAX_URL_KEY:  # (the same key for a lookup: `answers_citing` keys its argument here too)
+        digest = hashlib.sha256(url.encode('utf-8', 'surrogatepass')).hexdigest()
+        url = f'{url[:_MAX_URL_KEY]}#sha256={digest}'
+    return url, host_key(_key(host)) if host is not None else ''
 
 
 _GROUNDING_KEY = host_key(GROUNDING_HOST)
@@ -823,12 +832,23 @@ _MAX_INT = 2**63 - 1
 """The largest integer both databases take (a 64-bit `INTEGER` / `BIGINT`)."""
 
 
-def _require_storable(where: str, **values: object) -> None:
+_MAX_KEY_BYTES = 2_000
+"""UTF-8 bytes an id or a scope may have: each is an index key, and PostgreSQL's hold at most about 2.7 kB."""
+
+
+def _require_storable(where: str, *, found_by_key: bool = False, **values: object) -> None:
     """Raise `UserError` for an argument the database cannot take: text with a lone surrogate, an int past 64 bits.
 
-    (Message text is checked apart, when it is written: `_entry_rows`.)
+    An id or a scope (unless `found_by_key`: a URL or domain looked up by its index key, `_key`) must also hold no NUL
+    character (PostgreSQL text cannot) and fit `_MAX_KEY_BYTES`: refused on both backends alike. (Message text is
+    checked apart, when it is written: `_entry_rows`.)
     """
     for name, value in values.items():
+        if isinstance(value, str) and not found_by_key:
+            if '\x00' in value:
+                raise UserError(f'{where}: `{name}` holds a NUL character: {shown(value)}.')
+            if len(value) > _MAX_KEY_BYTES // 4 and len(value.encode('utf-8', 'replace')) > _MAX_KEY_BYTES:
+                raise UserError(f'{where}: `{name}` is longer than {_MAX_KEY_BYTES} bytes (UTF-8): {shown(value)}.')
         if isinstance(value, str) and not value.isascii():
             try:
                 value.encode()
@@ -1052,7 +1072,7 @@ class _StoredAnswers(ConversationStore):
                 require(where, name, value, (int, NoneType), 'an int or None')
             else:
                 require(where, name, value, (str, NoneType), 'a str or None')
-        _require_storable(where, **values)
+        _require_storable(where, found_by_key=False, **values)
 
     @abstractmethod
     async def _answers(
@@ -1086,7 +1106,7 @@ class _StoredAnswers(ConversationStore):
         where = f'{type(self).__name__}.answers_citing'
         require(where, 'url', url, (str, NoneType), 'a URL (a str) or None')
         require(where, 'domain', domain, (str, NoneType), 'a host name (a str) or None')
-        _require_storable(where, url=url, domain=domain)
+        _require_storable(where, found_by_key=True, url=url, domain=domain)
         if (url is None) == (domain is None):
             raise UserError(f'Pass exactly one of `url` and `domain`, got url={url!r}, domain={domain!r}.')
         if url is not None:
@@ -1133,7 +1153,7 @@ class _StoredAnswers(ConversationStore):
         """
         rows: list[tuple[object, ...]] = []
         for snapshot in snapshots:
-            host = url_host(snapshot.final_url) if snapshot.final_url else None
+            host = url_host(_key(snapshot.final_url)) if snapshot.final_url else None
             if host and host != GROUNDING_HOST and is_grounding_redirect(snapshot.url):
                 url, redirect_key = _url_key(snapshot.url)
                 rows.append((host_key(host), redirect_key, url, host_key(host)))
@@ -1189,6 +1209,7 @@ class SQLiteConversationStore(_StoredAnswers):
         self.path = os.fspath(path)
         self._versions = _versions()
         self._lock = threading.Lock()
+        self._closed = False
         self._conn = sqlite3.connect(self.path, timeout=timeout, isolation_level=None, check_same_thread=False)
         try:
             with self._lock:
@@ -1204,12 +1225,15 @@ class SQLiteConversationStore(_StoredAnswers):
         migrate(conn)
 
     def close(self) -> None:
-        """Close the connection."""
+        """Close the connection. The store cannot be used after this (make a new one)."""
         with self._lock:
             self._conn.close()
+            self._closed = True
 
     def _guarded(self, fn: Callable[[sqlite3.Connection], _T]) -> _T:
         """`fn(connection)` (the lock held), with a database that cannot be read reported as such (`_unreadable`)."""
+        if self._closed:
+            raise UserError(f'{type(self).__name__}: the store was closed (`close()`); make a new one to go on.')
         try:
             return fn(self._conn)
         except sqlite3.Error as e:

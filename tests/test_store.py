@@ -1645,3 +1645,46 @@ async def test_deleting_a_fork_of_a_long_conversation_is_linear(store: Store, ba
     loaded = await store.load('c')
     assert loaded is not None and len(loaded.messages) == n
     assert raw_execute(backend, target, 'SELECT count(*) FROM entries')[0][0] == n  # (shared with 'c': kept)
+
+
+@pytest.mark.anyio
+async def test_ids_and_scopes_the_database_cannot_hold_are_refused_alike(store: Store) -> None:
+    """A NUL character reached PostgreSQL raw (`DataError`) from every method but `save`, where SQLite took it, and
+    an id or scope past PostgreSQL's index key size failed there only: both backends now refuse them the same way."""
+    await store.save(Conversation(conversation_id='c', messages=[ModelRequest.user_text_prompt('q')]))
+    nul, long = 'a\x00b', 'x' * 2_001
+    calls: list[tuple[str, Callable[[], Awaitable[object]]]] = [
+        ('load', lambda: store.load(nul)),
+        ('load', lambda: store.load('c', scope=nul)),
+        ('delete', lambda: store.delete(nul)),
+        ('list_conversations', lambda: store.list_conversations(scope=nul)),
+        ('answer', lambda: store.answer(nul)),
+        ('fork', lambda: store.fork('c', new_conversation_id=nul)),
+        ('fork', lambda: store.fork('c', new_conversation_id='f', scope=nul)),
+        ('save', lambda: store.save(Conversation(conversation_id=long, messages=[]))),
+        ('save', lambda: store.save(Conversation(conversation_id='d', messages=[]), scope=long)),
+    ]
+    for method, call in calls:
+        with pytest.raises(UserError, match=rf'{type(store).__name__}\.{method}: `\w+` (holds a NUL|is longer than)'):
+            await call()
+    assert [c.conversation_id for c in await store.list_conversations()] == ['c']
+
+
+@pytest.mark.anyio
+async def test_a_very_long_cited_url_is_stored_and_found_on_both_backends(store: Store) -> None:
+    """A URL past PostgreSQL's index key size (about 2.7 kB) failed the whole save there: it is keyed by its first
+    characters and a hash of all of it, on both backends, and found by itself."""
+    url = 'https://example.com/search?q=' + 'k2' * 1_500
+    response = ModelResponse(parts=[TextPart('K2 is tall.', citations=[Citation([WebCitationSource(url)])])])
+    await store.save(Conversation(conversation_id='c', messages=[ModelRequest.user_text_prompt('q'), response]))
+    assert [a.conversation_id for a in await store.answers_citing(url=url)] == ['c']
+    assert await store.answers_citing(url=url[:-1] + '3') == []
+    assert [a.conversation_id for a in await store.answers_citing(domain='example.com')] == ['c']
+
+
+@pytest.mark.anyio
+async def test_a_closed_store_says_so(open_store: Opener) -> None:
+    store = await open_store()
+    await close(store)
+    with pytest.raises(UserError, match='the store was closed'):
+        await store.load('c')
