@@ -36,22 +36,30 @@ def url_host(url: str) -> str | None:
 
 
 def host_spellings(host: str) -> list[str]:
-    """`host` and, for an internationalised domain name, its other spelling (pages link either).
+    """`host` and, for an internationalised domain name, its other spellings (pages link any of them).
 
-    The other spelling is the Unicode one (`münchen.de`) of an ASCII name, or the ASCII one (`xn--mnchen-3ya.de`)
-    of a Unicode name, as IDNA 2003 (Python's `idna` codec) converts them.
+    The other spelling of an ASCII name (`xn--mnchen-3ya.de`) is its Unicode one (`münchen.de`), and of a Unicode
+    name its ASCII ones: as IDNA 2008 writes it (registries and browsers: `faß.de` is `xn--fa-hia.de`) and, where
+    that differs, as IDNA 2003 did (Python's `idna` codec: `fass.de`).
     """
+    import idna  # (on first use: its tables are large)
+
+    found = [host]
     try:
         if not host.isascii():
-            other = host.encode('idna').decode('ascii')
+            found.append(idna.encode(host, uts46=True).decode('ascii'))
         elif 'xn--' in host:
-            other = host.encode('ascii').decode('idna')
-        else:
-            return [host]
-    except UnicodeError:  # (not a name IDNA converts: a label too long, a character it refuses)
-        return [host]
-    other = bare_host(other)
-    return [host, other] if other and other != host else [host]
+            found.append(idna.decode(host))
+    except (idna.IDNAError, UnicodeError):  # (not a name IDNA 2008 converts: a symbol, a label too long)
+        pass
+    try:
+        if not host.isascii():
+            found.append(host.encode('idna').decode('ascii'))
+        elif 'xn--' in host:
+            found.append(host.encode('ascii').decode('idna'))
+    except UnicodeError:  # (not a name IDNA 2003 converts)
+        pass
+    return list(dict.fromkeys(spelling for spelling in map(bare_host, found) if spelling))
 
 
 def ipv6_host(text: str) -> str | None:

@@ -464,6 +464,12 @@ async def test_an_internationalised_domain_is_found_by_either_spelling(store: St
         found = await store.answers_citing(domain=spelling)
         assert [a.conversation_id for a in found] == ['c0', 'c1'], spelling  # each once, in the order stored
     assert [a.conversation_id for a in await store.answers_citing(domain='berlin.de')] == ['c2']
+    # `ß`: IDNA 2008 (registries, browsers) keeps it (`xn--fa-hia.de`); IDNA 2003 made it `ss` (`fass.de`)
+    for n, url in enumerate(('https://xn--fa-hia.de/a', 'https://faß.de/b', 'https://fass.de/c'), start=3):
+        response = ModelResponse(parts=[TextPart(f'Answer {n}.', citations=[Citation([WebCitationSource(url)])])])
+        await store.save(Conversation(conversation_id=f'c{n}', messages=[ModelRequest.user_text_prompt('q'), response]))
+    assert [a.conversation_id for a in await store.answers_citing(domain='faß.de')] == ['c3', 'c4', 'c5']
+    assert [a.conversation_id for a in await store.answers_citing(domain='xn--fa-hia.de')] == ['c3', 'c4']
 
 
 @pytest.mark.anyio
