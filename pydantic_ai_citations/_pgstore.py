@@ -542,8 +542,7 @@ class PostgresConversationStore(_StoredAnswers):
                 history = await _read_chain(conn, record.head_id, None)
             plan = _plan_edit(record, history, message_index, part_index, new_text)
             statements: _Statements = [
-                (sql.INSERT_ENTRY, plan.entry_rows),
-                *_answer_statements(plan.answer_rows, new=True, versions=self._versions),
+                *plan.statements(self._versions),
                 *_record_statements(plan.record, _dump_record(plan.record)),
             ]
             async with conn.cursor() as cur:

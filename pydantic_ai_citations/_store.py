@@ -727,6 +727,16 @@ class _EditPlan:
     answer_rows: list[_AnswerRow | None]
     conversation: Conversation
     problems: list[CitationProblem]
+    copies: list[tuple[object, ...]]
+    """`(new entry, old entry, new entry)` of each message stored again: `sql.COPY_RESOLVED`'s rows."""
+
+    def statements(self, versions: tuple[str, str]) -> _Statements:
+        """The entries, their answers and index rows (those `index_snapshots` added to the old ones too)."""
+        return [
+            (sql.INSERT_ENTRY, self.entry_rows),
+            *_answer_statements(self.answer_rows, new=True, versions=versions),
+            (sql.COPY_RESOLVED, self.copies),
+        ]
 
 
 def _plan_edit(
@@ -766,6 +776,7 @@ def _plan_edit(
         _answer_rows(record.conversation_id, new_entries, problems),  # (the edited response is the first)
         conversation,
         problems,
+        [(new.id, old.id, new.id) for new, old in zip(new_entries, history[message_index:], strict=True)],
     )
 
 
@@ -1383,8 +1394,7 @@ class SQLiteConversationStore(_StoredAnswers):
                 raise ConversationConflict(conversation_id)
             history = _read_chain(conn, record.head_id, None) if record.head_id else []
             plan = _plan_edit(record, history, message_index, part_index, new_text)
-            conn.executemany(sql.INSERT_ENTRY, plan.entry_rows)
-            _execute_all(conn, _answer_statements(plan.answer_rows, new=True, versions=self._versions))
+            _execute_all(conn, plan.statements(self._versions))
             _put_record(conn, plan.record, _dump_record(plan.record))
             result.append((plan.conversation, plan.problems))
 

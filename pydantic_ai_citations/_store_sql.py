@@ -141,6 +141,13 @@ INDEX_RESOLVED = (
     "WHERE d.entry_id = s.entry_id AND d.host_key = ? AND d.url = '')"
 )
 INSERT_PROBLEM = 'INSERT INTO answer_problems (entry_id, code) VALUES (?, ?)'
+COPY_RESOLVED = (
+    # (new entry, old entry, new entry): the domains `index_snapshots` gave the old entry's answer, for its copy (an
+    # edit stores the messages after the edited one again), unless the copy is indexed under one already.
+    "INSERT INTO answer_sources (entry_id, host_key, url) SELECT DISTINCT CAST(? AS TEXT), s.host_key, '' "
+    "FROM answer_sources s WHERE s.entry_id = ? AND s.url = '' AND s.host_key IS NOT NULL AND NOT EXISTS "
+    "(SELECT 1 FROM answer_sources d WHERE d.entry_id = ? AND d.host_key = s.host_key AND d.url = '')"
+)
 
 RECORD = 'SELECT record FROM conversations WHERE conversation_id = ?'
 RECORD_AND_SCOPE = 'SELECT record, scope FROM conversations WHERE conversation_id = ?'

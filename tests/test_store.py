@@ -1505,6 +1505,30 @@ async def test_snapshots_index_where_grounding_redirects_led(store: Store, backe
     await store.index_snapshots([])
 
 
+@pytest.mark.anyio
+async def test_domains_from_snapshots_stay_with_the_answers_an_edit_stores_again(store: Store) -> None:
+    """`edit_answer` stores the messages after the edited one again: their copies had the domains the store was told
+    by `index_snapshots` only on the old entries, so the conversation's current answer was no longer found by them."""
+    from datetime import UTC, datetime
+
+    from pydantic_ai_citations.support import PageSnapshot
+
+    redirect = 'https://vertexaisearch.cloud.google.com/grounding-api-redirect/AUZIYQH'
+    messages = [
+        ModelRequest.user_text_prompt('q1'),
+        cited('https://a.example/one'),
+        ModelRequest.user_text_prompt('q2'),
+        cited(redirect, title='Some title'),
+    ]
+    await store.save(Conversation(conversation_id='c', messages=messages))
+    await store.index_snapshots([PageSnapshot(redirect, 'https://realpage.org/p', 200, 'ok', datetime.now(UTC))])
+    conversation, _ = await store.edit_answer('c', message_index=1, part_index=0, new_text='Edited.')
+    entries = await store.load_entries('c')
+    assert entries is not None and conversation.messages[3] == entries[3].message
+    found = [a.entry_id for a in await store.answers_citing(domain='realpage.org')]
+    assert entries[3].id in found and len(found) == 2  # the current copy, and the old branch's answer
+
+
 def test_nul_characters_round_trip_and_are_found_on_both_backends(backend: str, target: str) -> None:
     """PostgreSQL text cannot hold NUL: the lookup columns store it as U+FFFD on both backends, and the messages and
     answer keep it (JSON escapes it). A NUL in the conversation id is refused at `save`, before anything is written."""
