@@ -110,3 +110,12 @@ class ScriptedModel(Model):
         looked_up = any(isinstance(p, ToolReturnPart) for m in messages for p in m.parts)
         script = self.first if self.first is not None and not looked_up else self.script
         yield ScriptedStream(model_request_parameters=params, script=script, provider=self.stream_provider)
+
+
+async def run_messages(agent: Any, prompt: str, *, streamed: bool) -> list[ModelMessage]:
+    """The messages of one run of `agent` on `prompt`: `run_stream` to its output, or `run`."""
+    if streamed:
+        async with agent.run_stream(prompt) as run:
+            await run.get_output()
+        return cast(list[ModelMessage], run.all_messages())
+    return cast(list[ModelMessage], (await agent.run(prompt)).all_messages())

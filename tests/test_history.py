@@ -8,6 +8,7 @@ import time
 from typing import Any, cast
 
 import pytest
+from _scripted import run_messages
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic_ai import (
@@ -830,12 +831,7 @@ async def test_fingerprints_with_track_citations_in_either_order(clean_first: bo
     track = TrackCitations(marker_sources=sources)
     clean = CleanStaleCitations()
     agent = Agent(TestModel(custom_output_text=text), capabilities=[clean, track] if clean_first else [track, clean])
-    if streamed:
-        async with agent.run_stream('q') as run:
-            await run.get_output()
-        messages = run.all_messages()
-    else:
-        messages = (await agent.run('q')).all_messages()
+    messages = await run_messages(agent, 'q', streamed=streamed)
     response = messages[-1]
     assert isinstance(response, ModelResponse)
     part = response.parts[0]

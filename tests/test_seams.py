@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _scripted import run_messages
 from inline_snapshot import snapshot
 from pydantic import JsonValue
 from pydantic_ai import Agent, ModelMessage, ModelResponse, TextPart, WebCitationSource
@@ -642,12 +643,7 @@ async def test_the_google_style_is_what_gemini_gives_pydantic_ai(streamed: bool)
         style='google',
     )
     agent = Agent(model)
-    if streamed:
-        async with agent.run_stream('q') as run:
-            await run.get_output()
-        messages = run.all_messages()
-    else:
-        messages = (await agent.run('q')).all_messages()
+    messages = await run_messages(agent, 'q', streamed=streamed)
     response = messages[-1]
     assert isinstance(response, ModelResponse) and response.provider_name == 'google'
     (part,) = [p for p in response.parts if isinstance(p, TextPart)]

@@ -652,24 +652,6 @@ def test_check_support_never_crashes(answer_text: str, page: str, a: int, b: int
         assert check.position is None or 0 <= check.position <= 1
 
 
-def _blanked(text: str, start: int, end: int, markers: list[tuple[int, int]]) -> str:
-    """The definition `_without_markers` keeps: every marker of the answer looked at, in order."""
-    pieces: list[str] = []
-    pos = start
-    for m_start, m_end in markers:
-        if m_end <= pos or m_start >= end:
-            continue
-        pieces.append(text[pos : max(m_start, pos)])
-        if text[m_end : m_end + 1] not in ('.', ',', ';', ':', '!', '?'):
-            pieces.append(' ')
-        pos = max(pos, m_end)
-    pieces.append(text[pos:end])
-    folded = ' '.join(''.join(pieces).split())
-    for mark in '.,;:!?':
-        folded = folded.replace(' ' + mark, mark)
-    return folded
-
-
 @given(
     st.text(alphabet='ab .,[]1', min_size=1, max_size=40),
     st.lists(st.tuples(st.integers(0, 40), st.integers(1, 8)), max_size=8),
@@ -682,9 +664,13 @@ def test_claims_blank_the_markers_near_them_as_they_blanked_all(
     """A claim looks only at the markers that may overlap it (found by bisection), with the same result."""
     from pydantic_ai_citations.support._claims import _Markers, _without_markers  # pyright: ignore[reportPrivateUsage]
 
+    class Every(_Markers):  # the definition: every marker of the answer looked at, in order
+        def around(self, start: int, end: int) -> list[tuple[int, int]]:
+            return self.ranges
+
     markers = sorted((min(s, len(text)), min(s + w, len(text))) for s, w in marks)
     start, end = min(a, b, len(text)), min(max(a, b), len(text))
-    assert _without_markers(text, start, end, _Markers(markers)) == _blanked(text, start, end, markers)
+    assert _without_markers(text, start, end, _Markers(markers)) == _without_markers(text, start, end, Every(markers))
 
 
 def test_claims_of_many_markers_are_found_in_linear_time() -> None:
