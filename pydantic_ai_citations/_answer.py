@@ -59,10 +59,10 @@ __all__ = (
     'RawCitation',
     'SourceRef',
     'answer_parts',
-    'response_answer',
     'cited_answer_ta',
     'finish_signal',
     'incomplete_reason',
+    'response_answer',
     'run_messages',
 )
 

@@ -443,7 +443,7 @@ def _url_key(url: str) -> tuple[str, str]:
     if len(url) > _MAX_URL_KEY:  # (the same key for a lookup: `answers_citing` keys its argument here too)
         digest = hashlib.sha256(url.encode('utf-8', 'surrogatepass')).hexdigest()
         url = f'{url[:_MAX_URL_KEY]}#sha256={digest}'
-    return url, host_key(_key(host)) if host is not None else ''
+    return url, host_key(host) if host is not None else ''
 
 
 _GROUNDING_KEY = host_key(GROUNDING_HOST)

@@ -568,6 +568,7 @@ def _capture_misuse() -> list[Any]:
         ),
         ('capture-not-iterable', lambda tmp: capture(3), '`urls` must be a list'),  # pyright: ignore[reportArgumentType]
         ('capture-none-url', lambda tmp: capture([None], store=store(tmp)), 'every URL must be a str'),  # pyright: ignore[reportArgumentType]
+        ('capture-unhashable-url', lambda tmp: capture([['https://a.example/']]), 'every URL must be a str'),  # pyright: ignore[reportArgumentType]
         ('capture-timeout-str', lambda tmp: capture(urls, timeout='5'), '`timeout` must be a number'),  # pyright: ignore[reportArgumentType]
         ('capture-timeout-zero', lambda tmp: capture(urls, timeout=0), 'more than 0 seconds'),
         ('capture-conc', lambda tmp: capture(urls, concurrency='8'), '`concurrency` must be an int'),  # pyright: ignore[reportArgumentType]

@@ -134,7 +134,7 @@ async def test_every_wire_citation_is_accounted(kind: str, name: str):
     if not any(count_wire_citations(recording.api, r.payload) for r in recording.responses):
         return  # nothing on the wire, nothing to lose (structured-output fixtures, uncited follow-ups)
     run = await _run(recording, make)
-    expected = wire_expected(recording)(run.consumed)
+    expected = wire_expected(recording)(run.consumed, 0)
     outcomes = account_wire(expected, plain=run.plain, tracked=run.tracked, answer=run.answer, problems=run.problems)
     counts = {outcome: len(labels) for outcome, labels in outcomes.items()}
     assert outcomes.get('unaccounted', []) == [], counts

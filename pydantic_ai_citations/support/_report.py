@@ -357,13 +357,14 @@ class TallySum:
         self.dead_links.update(dict.fromkeys(tally.dead_links))
 
     def tally(self) -> SupportTally:
+        """The counts so far, as a `SupportTally` of its own (adding more later does not change it)."""
         return SupportTally(
             self.checks,
-            self.verdicts,
+            dict(self.verdicts),
             self.scored,
             tuple(self.reached),
-            self.page_passages,
-            self.matched_lengths,
+            dict(self.page_passages),
+            dict(self.matched_lengths),
             (self.thirds[0], self.thirds[1], self.thirds[2]),
             tuple(self.dead_links),
             self.incomplete_answers,

@@ -424,9 +424,23 @@ async def capture(
     """
     unique = _capture_urls('capture', urls)
     _require_options('capture', store, timeout, max_bytes, max_redirects, concurrency, transport)
+    allowed = normalise_hosts(_hosts('capture', allow_hosts))
+    return await _capture(unique, store, timeout, max_bytes, max_redirects, concurrency, transport, allowed)
+
+
+async def _capture(
+    unique: list[str],
+    store: SnapshotStore | None,
+    timeout: float,
+    max_bytes: int,
+    max_redirects: int,
+    concurrency: int,
+    transport: httpx2.AsyncBaseTransport | None,
+    allowed: frozenset[str],
+) -> list[PageSnapshot]:
+    """`capture` of these distinct URLs, its arguments checked (`allowed`: `normalise_hosts` of `allow_hosts`)."""
     results: dict[str, PageSnapshot] = {}
     limiter = anyio.CapacityLimiter(concurrency)
-    allowed = normalise_hosts(_hosts('capture', allow_hosts))
     async with httpx2.AsyncClient(
         transport=transport or GuardedTransport(allow_hosts=allowed),
         follow_redirects=False,
@@ -460,15 +474,11 @@ def _capture_urls(where: str, urls: object) -> list[str]:
         raise UserError(f'{where}: `urls` must be a list of URLs, not one {type(urls).__name__}: pass [{urls!r}].')
     if not isinstance(urls, Iterable):
         raise UserError(f'{where}: `urls` must be a list of URLs (str), got {shown(urls)}.')
-    unique = list(dict.fromkeys(cast(Iterable[object], urls)))
-    for index, url in enumerate(unique):
+    given = list(cast(Iterable[object], urls))
+    for index, url in enumerate(given):  # (before they are told apart: an unhashable item is refused too)
         if not isinstance(url, str):
-            raise UserError(f'{where}: every URL must be a str, got {shown(url)} (the {_nth(index)} distinct one).')
-    return cast(list[str], unique)
-
-
-def _nth(index: int) -> str:
-    return {0: 'first', 1: 'second', 2: 'third'}.get(index, f'#{index + 1}')
+            raise UserError(f'{where}: every URL must be a str, got {shown(url)} (item {index}).')
+    return list(dict.fromkeys(cast(list[str], given)))
 
 
 def _hosts(where: str, allow_hosts: object) -> list[str]:
@@ -525,17 +535,9 @@ async def capture_answer(
     require('capture_answer', 'store', store, SnapshotStore, 'a `SnapshotStore`')
     require('capture_answer', 'answer', answer, CitedAnswer, 'a `CitedAnswer`')
     _require_options('capture_answer', store, timeout, max_bytes, max_redirects, concurrency, transport)
-    _hosts('capture_answer', allow_hosts)
-    return await capture(
-        web_urls(answer),
-        store=store,
-        timeout=timeout,
-        max_bytes=max_bytes,
-        max_redirects=max_redirects,
-        concurrency=concurrency,
-        transport=transport,
-        allow_hosts=allow_hosts,
-    )
+    allowed = normalise_hosts(_hosts('capture_answer', allow_hosts))
+    unique = list(dict.fromkeys(web_urls(answer)))
+    return await _capture(unique, store, timeout, max_bytes, max_redirects, concurrency, transport, allowed)
 
 
 def snapshot_urls(snapshots: Sequence[PageSnapshot]) -> dict[str, PageSnapshot]:

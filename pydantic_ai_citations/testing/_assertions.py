@@ -243,7 +243,7 @@ def _wire_expectations(wire: object, responses: tuple[int, int] | None, answer: 
         wire = load_recording(Path(cast('str | PathLike[str]', wire)))
     if isinstance(wire, Recording):
         if responses is None:
-            return wire_expected(wire)(len(wire.responses))
+            return wire_expected(wire)(len(wire.responses), 0)
         first, consumed = responses
         return wire_expected(wire)(consumed, first)
     if isinstance(wire, CitingModel):

@@ -460,7 +460,7 @@ def _recording_subject(recording: Recording, prompt: str | None, settings: Model
         make,
         list(range(1, finish + 1)),
         # What the recording holds is what was sent, streamed or not.
-        None if counted is None else lambda consumed, streamed: counted(consumed),
+        None if counted is None else lambda consumed, streamed: counted(consumed, 0),
         cannot_cut='the recording is not streamed' if not recording.streamed else 'no event before the finishing one',
         no_wire=f'no wire counter for {recording.api}',
     )
@@ -608,14 +608,14 @@ def _event_stream_frames(body: bytes) -> list[bytes]:
 # --- wire accounting -----------------------------------------------------------------------------------------------
 
 
-def wire_expected(recording: Recording) -> Callable[..., list[Expected]]:
-    """What accounts for the citations of the recording's responses `first` to `consumed`.
+def wire_expected(recording: Recording) -> Callable[[int, int], list[Expected]]:
+    """What accounts for the citations of the recording's responses `first` to `consumed` (`expected(consumed, first)`).
 
     A run's own responses: those of the history it was given were accounted for by the run that made them.
     """
     api = cast(Any, recording.api)
 
-    def expected(consumed: int, first: int = 0) -> list[Expected]:
+    def expected(consumed: int, first: int) -> list[Expected]:
         seen: dict[str, WireCitation] = {}
         for raw in recording.responses[first : max(consumed, first + 1)]:
             for c in count_wire_citations(api, raw.payload):
