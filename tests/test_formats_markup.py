@@ -194,10 +194,11 @@ def test_stream_cleaner_never_shows_markup(text: str, data: st.DataObject):
         assert 0 <= issue.start <= issue.end <= len(text)
 
 
-# Prose with complete markup after a word or after a space (markup never follows markup across a space).
+# Prose with markup after a word, after a space, or right after other markup (the word may be empty): complete
+# markup, and unterminated markers whose end (a period, the space before them) the markup after them decides.
 PROSE_TOKENS = st.tuples(
-    st.sampled_from(['K2', 'is', 'tall', '8,611', '(see)', '<b>', 'x.']),
-    st.sampled_from(['', ' ', '. ', ', ', '\n']),
+    st.sampled_from(['K2', 'is', 'tall', '8,611', '(see)', '<b>', 'x.', '']),
+    st.sampled_from(['', ' ', '. ', ', ', '\n', '.']),
     st.sampled_from(
         [
             '',
@@ -207,6 +208,9 @@ PROSE_TOKENS = st.tuples(
             '(cite index="0-1">it</cite>',
             '<cite\nindex="0-1">it</cite>',
             '(cite \n index = "2">it</cite>',
+            '\ue200cite\ue202turn9',
+            '\ue200cite\ue202turn9.',
+            '【4:0†x.',
         ]
     ),
 ).map(''.join)
@@ -228,6 +232,12 @@ def _pieces(text: str, cuts: list[int]) -> list[str]:
         pytest.param('a 【4:0†source】<b>', 'a <b>', id='bracket-marker'),
         pytest.param('K2 is <cite\nindex="0-1">tall</cite>.', 'K2 is tall.', id='newline-in-a-cite-tag'),
         pytest.param('K2 is (cite \n index="0-1"\n>tall</cite>.', 'K2 is tall.', id='newlines-in-a-paren-cite-tag'),
+        pytest.param(f'Big \ue200cite\ue202turn9.{OAI} More.', 'Big More.', id='unterminated-then-marker'),
+        pytest.param(f'Big \ue200cite\ue202turn9{OAI}x more.', 'Big x more.', id='unterminated-then-marker-word'),
+        pytest.param(f'Big 【4:0†x.{OAI} More.', 'Big More.', id='unterminated-bracket-then-marker'),
+        pytest.param('Big 【4:0†x.【4:0†source】 More.', 'Big More.', id='unterminated-bracket-then-bracket'),
+        pytest.param(f'K2\n{OAI} {OAI} end', 'K2\n end', id='marker-space-marker'),
+        pytest.param(f'K2\n\ue200cite\ue202turn9K2 {OAI}', 'K2\n', id='unterminated-space-marker'),
     ],
 )
 def test_stream_cleaner_splits_anywhere_as_the_whole_text(text: str, clean: str):

@@ -724,6 +724,8 @@ _SPACE_TAIL_RE = re.compile(r'[ \t]+\Z')
 # The characters that can end markup that stripping removes (cite tags end in `>`).
 _MARKUP_LAST = frozenset('\ue200\ue201\ue202】>')
 _NUMBERED_MARKUP_LAST = _MARKUP_LAST | frozenset('])')
+# Stands for removed markup as the context of the next piece: a non-space that neither opens nor closes anything.
+_REMOVED_CONTEXT = 'x'
 
 
 class StreamCleaner:
@@ -731,10 +733,11 @@ class StreamCleaner:
 
     `feed(delta)` returns the clean text the delta makes safe to show; only a possible opening of markup at the end
     (an `U+E200` waiting for its `U+E201`, a `【4:0†…` waiting for `】`, a `<cit` that may become a tag; with
-    `numbered=True` a `[1` that may become a marker), trailing spaces, and markup that ends the text with a space
-    before it (whether the space goes depends on the next character) are held back, and never more than a few
-    hundred characters. `close()` returns what is still held, cleaned, and ends the text; `issues` then lists
-    everything that could not be read (offsets into the whole text fed), including a marker still open at the end.
+    `numbered=True` a `[1` that may become a marker), trailing spaces, markup that ends the text with a space
+    before it (whether the space goes depends on the next character), and an unterminated marker that such an opening
+    ends (how much of it goes depends on that opening) are held back, and never more than a few hundred characters.
+    `close()` returns what is still held, cleaned, and ends the text; `issues` then lists everything that could not
+    be read (offsets into the whole text fed), including a marker still open at the end.
 
     The joined output equals `strip_markup(whole_text).text` for text whose markup is split only inside the holding
     limits; cite tags opened in one piece and closed in a later one are paired (not reported).
@@ -752,7 +755,7 @@ class StreamCleaner:
         self._open_tags: list[MarkupIssue] = []  # cite tags opened in a released piece, not yet closed
         self._issues: list[MarkupIssue] = []
         self._removed = 0
-        self._last = ''  # the last character shown
+        self._last: str = ''  # the character before the held text, as the spacing rule sees it (see `_release`)
         self._closed = False
 
     @property
@@ -817,7 +820,33 @@ class StreamCleaner:
         space = _SPACE_TAIL_RE.search(held, max(0, cut - 64), cut)
         if space is not None and space.end() == cut:
             cut = space.start()
-        return self._before_spaced_markup(held, cut)
+        return self._before_spaced_markup(held, self._before_open_run(held, cut))
+
+    def _before_open_run(self, held: str, cut: int) -> int:
+        """`cut`, or where an unterminated marker ending `held[:cut]` starts, so it is held back with what follows.
+
+        Such a marker ends where more markup opens (`held[cut]`, itself held back), and how much of it goes depends on
+        that character: the sentence punctuation that ends its run of marker characters goes when no whitespace follows
+        (`_before_punctuation`), and the space before it goes when nothing but whitespace or closing punctuation follows
+        the markup removed around it (the spacing rule). Stripped alone, the piece would end the text and keep both.
+        """
+        if cut == len(held) or held[cut].isspace():
+            return cut
+        lo = max(0, len(held) - _HOLD_MAX)
+        if lo >= cut or (MARKER_START not in held[lo:cut] and '【' not in held[lo:cut]):
+            return cut
+        scan = scan_markup(held[lo:cut], numbered=self._numbered)
+        for issue in scan.issues:
+            if (
+                issue.code == 'unterminated_marker'
+                and issue.kind != 'cite_tag'
+                and all(c in _SENTENCE_END for c in held[lo + issue.cuts[-1][1] : cut])
+            ):
+                # From the start of the markup removed with it (the spacing rule looks before that), and its space.
+                merged = scan.cuts
+                start = lo + merged[bisect_right([a for a, _ in merged], issue.cuts[0][0]) - 1][0]
+                return start - 1 if start > lo and held[start - 1] == ' ' else start
+        return cut
 
     def _before_spaced_markup(self, held: str, cut: int) -> int:
         """`cut`, or the space before the markup that ends `held[:cut]`, so that both are held back.
@@ -842,15 +871,19 @@ class StreamCleaner:
         self._pos += len(piece)
         if not piece:
             return ''
-        # The last character shown goes first, as context for the spacing rule (a space before a marker goes only
-        # when a word precedes it); it is clean text, and it is not shown again.
+        # The character before the piece goes first, as context for the spacing rule (a space before a marker goes
+        # only when a non-space precedes it, in the text as written); it is clean text, and it is not shown again.
         context = self._last
         stripped = strip_markup(context + piece, numbered=self._numbered, incomplete=incomplete)
         self._removed += sum(end - start for start, end in stripped.cuts)
         for issue in stripped.issues:
             self._track(_shifted(issue, base - len(context)))
         text = stripped.text[len(context) :] if stripped.text.startswith(context) else stripped.text
-        if text:
+        if stripped.cuts and stripped.cuts[-1][1] == len(context) + len(piece):
+            # The piece ends in removed markup: the written character before what follows is not a space, whatever
+            # was shown last (`'K2\n' + marker + ' ' + marker` loses that space, as in the whole text).
+            self._last = _REMOVED_CONTEXT
+        elif text:
             self._last = text[-1]
         return text
 
