@@ -23,8 +23,9 @@ from pydantic import JsonValue
 from pydantic_ai import Agent, ModelResponse, TextPart
 from pydantic_ai.exceptions import ModelHTTPError, UserError
 from pydantic_ai.messages import ModelMessage
+from pydantic_ai.models import Model
 
-from pydantic_ai_citations._replay import EventStreamFormatError, ReplayTransport, decode_event_stream
+from pydantic_ai_citations._replay import EventStreamFormatError, ReplayModel, ReplayTransport, decode_event_stream
 from pydantic_ai_citations.testing import RecordingError, load_recording, replay_recording
 
 CASSETTES = 'pydantic-ai-cassettes/tests/models/cassettes'
@@ -1066,13 +1067,21 @@ def test_api_override(corpus: Path) -> None:
     path = corpus / CASSETTES / 'test_openrouter/test_openrouter_web_search_annotations.yaml'
     recording = load_recording(path, api='openai-chat')
     assert recording.api == 'openai-chat'
-    assert type(recording.model()).__name__ == 'OpenAIChatModel'
-    assert type(replay_recording(path)).__name__ == 'OpenRouterModel'
+    assert type(_replayed(recording.model())).__name__ == 'OpenAIChatModel'
+    assert type(_replayed(replay_recording(path))).__name__ == 'OpenRouterModel'
+
+
+def _replayed(model: Model) -> Model:
+    """The real model class a replay model wraps (it keeps its recording beside it)."""
+    assert isinstance(model, ReplayModel)
+    return model.wrapped
 
 
 def test_fresh_model_each_time(corpus: Path) -> None:
     recording = load_recording(corpus / CASSETTES / 'test_openai/test_openai_responses_web_search_citations.yaml')
     assert recording.model() is not recording.model()
+    model = recording.model()
+    assert isinstance(model, ReplayModel) and model.recording is recording  # what a fresh replay is made from
 
 
 # --- Request capture, exhaustion, no network ----------------------------------------------------------------------

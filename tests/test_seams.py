@@ -7,7 +7,7 @@ citation the provider sent is accounted for. The check itself is tested at the e
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -36,11 +36,13 @@ from pydantic_ai_citations.testing import (
     SeamReport,
     SeamsBroken,
     SeamSkip,
+    SeamSubject,
     assert_no_lost_citations,
     assert_seams,
     check_seams,
     check_seams_sync,
     load_recording,
+    replay_recording,
 )
 from pydantic_ai_citations.testing._citing_model import sent_citations  # pyright: ignore[reportPrivateUsage]
 from pydantic_ai_citations.testing._seams import (  # the oracle's parts, tested on purpose  # pyright: ignore[reportPrivateUsage]
@@ -534,6 +536,42 @@ async def test_bad_arguments():
         UserError, match=r'`subject` must be .*a function returning a fresh `Model`; the function returned 3'
     ):
         await check_seams(lambda: 3)  # pyright: ignore[reportArgumentType]
+
+
+DATA = Path(__file__).parent / 'data'
+
+
+SUBJECT_FORMS: dict[str, Callable[[Path], SeamSubject]] = {
+    'path': lambda path: path,
+    'str': str,
+    'replay_recording': replay_recording,
+    'recording-model': lambda path: load_recording(path).model(),
+    'function-returning-a-replay': lambda path: lambda: replay_recording(path),
+}
+
+
+@pytest.mark.parametrize('form', SUBJECT_FORMS)
+@pytest.mark.parametrize(
+    'name',
+    [
+        pytest.param('anthropic-search-result-location.chunks.txt', id='streamed'),
+        pytest.param('anthropic-search-result-location.json', id='not-streamed'),
+    ],
+)
+async def test_a_replayed_model_is_checked_as_its_recording(name: str, form: str):
+    """A replay serves each response once: each run replays the recording afresh, however it was given (the same
+    model for every run gave false `recording exhausted` failures, and ran a streamed recording unstreamed)."""
+    path = DATA / name
+    report = await check_seams(SUBJECT_FORMS[form](path), max_cuts=CUTS_PER_PATH)
+    report.assert_ok()
+    by_path = await check_seams(path, max_cuts=CUTS_PER_PATH)
+    assert (report.subject, report.runs, report.cuts, report.wire_citations, report.skipped) == (
+        by_path.subject,
+        by_path.runs,
+        by_path.cuts,
+        by_path.wire_citations,
+        by_path.skipped,
+    )
 
 
 def test_bad_subject_sync():

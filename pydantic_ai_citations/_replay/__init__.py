@@ -6,6 +6,7 @@ class over an offline transport (`_build`) and the AWS event-stream framing (`_e
 """
 
 from ._build import (
+    ReplayModel,
     ReplayTransport,
     TappedModel,
     anthropic_tap_for,
@@ -44,6 +45,7 @@ __all__ = (
     'RecordingApi',
     'RecordingError',
     'RecordingLayout',
+    'ReplayModel',
     'ReplayTransport',
     'TappedModel',
     'build_model',

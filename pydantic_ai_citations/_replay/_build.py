@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from .._tap import AnthropicTap, CohereTap, MistralTap, PerplexityTap
 
 __all__ = (
+    'ReplayModel',
     'ReplayTransport',
     'TappedModel',
     'anthropic_tap_for',
@@ -149,9 +150,32 @@ def shared(key: str, make: Callable[[], object]) -> Any:
     return pool[key]
 
 
-def build_model(recording: Recording, sent: list[dict[str, JsonValue]] | None) -> Model:
-    """A fresh model instance of the recording's API, answered from `recording.responses`."""
-    return _BUILDERS[recording.api](recording, ReplayTransport(recording, sent))
+def build_model(recording: Recording, sent: list[dict[str, JsonValue]] | None) -> ReplayModel:
+    """A fresh model instance of the recording's API, answered from `recording.responses` (see `ReplayModel`)."""
+    model = _BUILDERS[recording.api](recording, ReplayTransport(recording, sent))
+    return model if isinstance(model, ReplayModel) else ReplayModel(model, recording)
+
+
+@dataclass(init=False)
+class ReplayModel(WrapperModel):
+    """A recording's replay: the real model class answered from the recording, and the recording it answers from.
+
+    A replay serves the recorded responses once each, in order, so one agent run usually uses it up. `recording` is
+    what a caller that runs an agent several times needs to give each run a fresh replay (`recording.model()`):
+    `testing.check_seams` does so for a replayed model it is given. Everything else is the wrapped model class's.
+    """
+
+    recording: Recording
+    """The recording this model answers from."""
+
+    def __init__(self, wrapped: Model, recording: Recording) -> None:
+        super().__init__(wrapped)
+        self.recording = recording
+
+    @property
+    def api_label(self) -> ApiLabel:
+        """The provider API of the wrapped model (read by `describe_model`)."""
+        return describe_model(self.wrapped).api
 
 
 def mock_transport(transport: ReplayTransport, http: Any) -> Any:
@@ -191,7 +215,8 @@ def _anthropic(recording: Recording, transport: ReplayTransport) -> Model:
         api_key=_DUMMY_KEY, base_url='https://api.anthropic.com', http_client=http_client, max_retries=0
     )
     provider = AnthropicProvider(anthropic_client=client)
-    return TappedModel(AnthropicModel(recording.model_name, provider=provider, settings=copy_settings(recording)), tap)
+    model = AnthropicModel(recording.model_name, provider=provider, settings=copy_settings(recording))
+    return TappedModel(model, recording, tap)
 
 
 def anthropic_tap_for(model: Model) -> AnthropicTap | None:
@@ -281,7 +306,9 @@ def _cohere(recording: Recording, transport: ReplayTransport) -> Model:
         httpx_client=cohere_http_client(tap, transport=mock_transport(transport, httpx)),
     )
     provider = CohereProvider(cohere_client=client)
-    return TappedModel(CohereModel(recording.model_name, provider=provider, settings=copy_settings(recording)), tap)
+    return TappedModel(
+        CohereModel(recording.model_name, provider=provider, settings=copy_settings(recording)), recording, tap
+    )
 
 
 def cohere_tap_for(model: Model) -> CohereTap | None:
@@ -475,13 +502,12 @@ def _perplexity_agent(recording: Recording, transport: ReplayTransport) -> Model
         api_key=_DUMMY_KEY, base_url=_OPENAI_BASE_URLS['perplexity-agent'], http_client=http_client, max_retries=0
     )
     provider = OpenAIProvider(openai_client=client)
-    return TappedModel(
-        OpenAIResponsesModel(recording.model_name, provider=provider, settings=copy_settings(recording)), tap
-    )
+    model = OpenAIResponsesModel(recording.model_name, provider=provider, settings=copy_settings(recording))
+    return TappedModel(model, recording, tap)
 
 
 @dataclass(init=False)
-class TappedModel(WrapperModel):
+class TappedModel(ReplayModel):
     """A replay model served through one of the package's HTTP taps (Perplexity Agent, Cohere, Anthropic, Mistral).
 
     The tap belongs to the model it was built for and goes with it: `perplexity_tap_for` / `cohere_tap_for` /
@@ -492,14 +518,11 @@ class TappedModel(WrapperModel):
     tap: PerplexityTap | CohereTap | AnthropicTap | MistralTap
     """The tap the wrapped model's HTTP client was built with."""
 
-    def __init__(self, wrapped: Model, tap: PerplexityTap | CohereTap | AnthropicTap | MistralTap) -> None:
-        super().__init__(wrapped)
+    def __init__(
+        self, wrapped: Model, recording: Recording, tap: PerplexityTap | CohereTap | AnthropicTap | MistralTap
+    ) -> None:
+        super().__init__(wrapped, recording)
         self.tap = tap
-
-    @property
-    def api_label(self) -> ApiLabel:
-        """The provider API of the wrapped model (read by `describe_model`)."""
-        return describe_model(self.wrapped).api
 
 
 def perplexity_tap_for(model: Model) -> PerplexityTap | None:
@@ -529,7 +552,8 @@ def _mistral(recording: Recording, transport: ReplayTransport) -> Model:
         async_client=httpx2.AsyncClient(transport=tap.transport(mock_transport(transport, httpx2))),
     )
     provider = MistralProvider(mistral_client=client)
-    return TappedModel(MistralModel(recording.model_name, provider=provider, settings=copy_settings(recording)), tap)
+    model = MistralModel(recording.model_name, provider=provider, settings=copy_settings(recording))
+    return TappedModel(model, recording, tap)
 
 
 def mistral_tap_for(model: Model) -> MistralTap | None:

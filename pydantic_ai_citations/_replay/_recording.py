@@ -193,6 +193,9 @@ class Recording:
     def model(self, *, sent: list[dict[str, JsonValue]] | None = None) -> Model:
         """A fresh instance of the real model class, answered offline from `responses`, in order.
 
+        The model class is wrapped (a `WrapperModel`) so that it keeps this recording: `testing.check_seams`, given
+        the model, replays the recording afresh for each of its runs.
+
         Args:
             sent: When given, each outgoing request body (JSON; the request message as JSON for xAI) is appended.
 

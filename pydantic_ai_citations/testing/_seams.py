@@ -46,7 +46,15 @@ from .._checks import require_at_least, shown
 from .._history import CleanStaleCitations
 from .._problems import CitationProblem
 from .._render import render_html, render_markdown
-from .._replay import RawResponse, Recording, anthropic_tap_for, cohere_tap_for, load_recording, mistral_tap_for
+from .._replay import (
+    RawResponse,
+    Recording,
+    ReplayModel,
+    anthropic_tap_for,
+    cohere_tap_for,
+    load_recording,
+    mistral_tap_for,
+)
 from .._store import SQLiteConversationStore
 from .._stream import FinalAnswer, TextChunk, stream_cited
 from .._track import TrackCitations
@@ -215,7 +223,8 @@ class SeamsBroken(AssertionError):
 
 
 SeamSubject = Recording | str | PathLike[str] | Model[Any] | Callable[[], Model[Any]]
-"""What `check_seams` runs: a recording (or its path), a `CitingModel`, any `Model`, or a function returning one."""
+"""What `check_seams` runs: a recording (its path, or a model replaying it), a `CitingModel`, any `Model`, or a
+function returning one."""
 
 
 async def check_seams(
@@ -244,9 +253,10 @@ async def check_seams(
     plain `Agent(other_model, capabilities=[CleanStaleCitations()])`.
 
     Args:
-        subject: What answers: a `Recording` or the path of one (replayed through Pydantic AI's real model class; a
-            fresh model per run), a `CitingModel`, any other `Model` (used for every run), or a function returning
-            a fresh `Model`. Streamed recordings are cut before their finishing event, and a `CitingModel` with
+        subject: What answers: a `Recording`, the path of one, or a model replaying one (`replay_recording(path)`,
+            `recording.model()`) -- replayed through Pydantic AI's real model class, a fresh replay of the whole
+            recording per run; a `CitingModel`; any other `Model` (used for every run); or a function returning a
+            fresh `Model`. Streamed recordings are cut before their finishing event, and a `CitingModel` with
             `end_stream_after`; other models are not cut.
         paths: The paths to run (default: all of `SEAM_PATHS`).
         prompt: The user prompt (default: the recording's first prompt, or `'How tall is K2? Cite your sources.'`).
@@ -405,6 +415,9 @@ _SUBJECT_KINDS = (
 def _subject(subject: SeamSubject, prompt: str | None, settings: ModelSettings | None) -> _Subject:
     if isinstance(subject, str | PathLike):
         subject = load_recording(Path(cast('str | PathLike[str]', subject)))
+    elif isinstance(subject, ReplayModel):
+        # A replay serves its responses once: each run gets a fresh replay of the same recording, as for its path.
+        subject = subject.recording
     if isinstance(subject, Recording):
         return _recording_subject(subject, prompt, settings)
     if isinstance(subject, CitingModel):
@@ -415,6 +428,8 @@ def _subject(subject: SeamSubject, prompt: str | None, settings: ModelSettings |
     first = cast(object, factory())
     if not isinstance(first, Model):
         raise UserError(f'check_seams: `subject` must be {_SUBJECT_KINDS}; the function returned {shown(first)}.')
+    if isinstance(first, ReplayModel):  # `lambda: replay_recording(path)`: checked as the recording (cut, counted)
+        return _recording_subject(first.recording, prompt, settings)
 
     def make(cut: int | None, sent: list[dict[str, JsonValue]]) -> Model[Any]:
         return factory()
