@@ -6,6 +6,7 @@ All recordings are generated here (no corpus needed).
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 from pathlib import Path
@@ -313,3 +314,39 @@ def test_render_stream_numbers_responses_events_and_frames_bedrock() -> None:
     frames = decode_event_stream(framed)
     assert [frame.headers[':event-type'] for frame in frames] == ['messageStart', 'messageStop']
     assert json.loads(frames[0].payload) == {'role': 'assistant'}
+
+
+DATA = Path(__file__).parent / 'data'
+
+
+@pytest.mark.parametrize(
+    ('name', 'content'),
+    [
+        pytest.param(
+            'fixture.chunks.txt', (DATA / 'anthropic-search-result-location.chunks.txt').read_bytes(), id='chunks'
+        ),
+        pytest.param('fixture.json', (DATA / 'anthropic-search-result-location.json').read_bytes(), id='json'),
+        pytest.param('cassette.yaml', yaml.safe_dump({'interactions': [_interaction()]}).encode(), id='yaml'),
+    ],
+)
+def test_a_leading_byte_order_mark_is_skipped_in_every_layout(tmp_path: Path, name: str, content: bytes) -> None:
+    """Editors on Windows write a UTF-8 byte-order mark: every layout reads the file as without it (a `.chunks.txt`
+    stream was refused, its first line 'not a JSON object')."""
+    plain = tmp_path / 'plain' / name
+    marked = tmp_path / 'marked' / name
+    for path, data in ((plain, content), (marked, b'\xef\xbb\xbf' + content)):
+        path.parent.mkdir()
+        path.write_bytes(data)
+    expected = load_recording(plain, api='anthropic-messages' if name.startswith('fixture') else None)
+    recording = load_recording(marked, api=expected.api)
+    assert recording == dataclasses.replace(expected, path=marked)
+    assert [r.body for r in recording.responses] == [r.body for r in expected.responses]
+
+
+def test_a_utf16_stream_is_read_as_a_json_body_is(tmp_path: Path) -> None:
+    """A `.chunks.txt` file's bytes are decoded as `json.loads` decodes a `.json` body's (UTF-16 with its mark too)."""
+    content = (DATA / 'anthropic-search-result-location.chunks.txt').read_text()
+    path = tmp_path / 'fixture.chunks.txt'
+    path.write_text(content, encoding='utf-16')
+    recording = load_recording(path, api='anthropic-messages')
+    assert recording.responses[0].payload == [json.loads(line) for line in content.splitlines() if line.strip()]

@@ -743,7 +743,10 @@ def _load_vercel(path: Path, data: bytes, api: RecordingApi | None) -> Recording
     streamed = path.name.endswith('.chunks.txt')
     if streamed:
         events: list[JsonValue] = []
-        for n, line in enumerate(data.decode('utf-8', 'replace').splitlines(), start=1):
+        # Decoded as `json.loads` decodes a `.json` body's bytes (and PyYAML a cassette's): a leading byte-order mark,
+        # which editors on Windows write, is skipped, and UTF-16/32 are recognised.
+        text = data.decode(json.detect_encoding(data), 'replace')
+        for n, line in enumerate(text.splitlines(), start=1):
             if not line.strip():
                 continue
             try:
