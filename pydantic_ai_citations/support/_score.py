@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 import operator
 from bisect import bisect_left
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import reduce
@@ -81,6 +82,10 @@ _LAST = chr(0x10FFFF)  # the last code point: not a letter or digit, so in no wo
 _FULL_AFTER = 8
 """After this many claims on one page (asked, or announced with `expect`), the index stems all its words and lists all
 its pairs of adjacent words."""
+_LONG_CLAIM = 256
+"""A claim of more words (or terms) than this, such as a whole answer checked against a source cited without a
+position, is ranked by one pass over the page's words (`PassageIndex._long`): summing every feature for every passage
+that shares a term grows with the product of the claim and the page."""
 
 
 class PassageIndex:
@@ -134,13 +139,7 @@ class PassageIndex:
         self._latin = latin_algorithm(language)  # an unknown language fails here, not on the first claim
         self._stems = stems
         self._tokens = [tokens(passage.text) for passage in self.passages]
-        words: dict[str, int] = {}
-        get = words.get
-        for i, found in enumerate(self._tokens):
-            bit = 1 << i
-            for word in found:
-                words[word] = get(word, 0) | bit
-        self._words = words
+        self._words = _word_masks(self._tokens)
         self._vocabulary: list[str] | None = None  # the page's words, sorted, when the first claim comes
         self._folded: dict[str, list[str]] | None = None  # words whose key is not their head, by key (if any)
         self._done: set[str] | None = set()  # prefixes whose words are stemmed (`None`: all words are)
@@ -325,16 +324,22 @@ class PassageIndex:
 
     def _index_all(self) -> None:
         """Stem all the page's words and list all its pairs: for a page asked about by many claims, cheaper than lazily."""
-        term_of = self._term_of
-        self._stem([w for w in self._words if w not in term_of])
-        self._done = None
+        self._stem_all()
         masks: dict[tuple[str, str], int] = {}
         get = masks.get
         for i, words in enumerate(self._tokens):
             bit = 1 << i
             for pair in zip(words, words[1:], strict=False):
-                masks[pair] = get(pair, 0) | bit
+                mask = get(pair)
+                masks[pair] = bit if mask is None else mask | bit  # (most pairs are in one passage: `bit` shared)
         self._pair_masks = masks
+
+    def _stem_all(self) -> None:
+        """Stem every word of the page not stemmed yet: every term's postings are complete."""
+        if self._done is not None:
+            term_of = self._term_of
+            self._stem([w for w in self._words if w not in term_of])
+            self._done = None
 
     def _line(self, i: int) -> str:
         """Passage `i`'s words, each with a space on both sides (made the first time a claim's pair may be in it)."""
@@ -382,10 +387,12 @@ class PassageIndex:
         ranking uses the terms alone (no surface words or word pairs).
         """
         self._claims += 1
+        words = tokens(claim) if isinstance(claim, str) else None
+        if len(claim if words is None else words) > _LONG_CLAIM:
+            return self._long_best(claim, words)
         if self._pair_masks is None and max(self._claims, self._expected) >= _FULL_AFTER:
             self._index_all()
-        if isinstance(claim, str):
-            words = tokens(claim)
+        if words is not None:
             found = self._read(words)
             # A passage holding every feature the claim shares with the page (every term, surface word and pair) sums
             # all their weights: no passage missing one reaches it, and those holding them all tie (ties to the
@@ -448,7 +455,15 @@ class PassageIndex:
 
     def ranked(self, claim: str, *, limit: int = 5) -> list[PassageMatch]:
         """Up to `limit` passages sharing a term with `claim`, most relevant first (candidates for a judge)."""
-        found = self._features(claim)
+        words = tokens(claim)
+        if len(words) > _LONG_CLAIM:
+            summed = self._long(claim, words)
+            if summed is None:
+                return []
+            size, sums, counts = summed
+            order = sorted(sums, key=lambda i: (-sums[i], i))[:limit]
+            return [self._match(i, counts[i] / size) for i in order]
+        found = self._claim(words, self._read(words))
         if found is None:
             return []
         found.surface.sort()
@@ -463,6 +478,84 @@ class PassageIndex:
         order = sorted(sums, key=lambda i: (-sums[i], i))[:limit]
         return [self._match(i, found.count(1 << i) / found.size) for i in order]
 
+    def _long_best(self, claim: str | frozenset[str], words: list[str] | None) -> PassageMatch | None:
+        """`best` for a long claim (see `_LONG_CLAIM`): the highest sum, ties to the earliest passage."""
+        summed = self._long(claim, words)
+        if summed is None:
+            return None
+        size, sums, counts = summed
+        i = max(sums, key=sums.__getitem__)  # (the first of the highest: the passages are in page order)
+        return self._match(i, counts[i] / size)
+
+    def _long(
+        self, claim: str | frozenset[str], words: list[str] | None
+    ) -> tuple[int, dict[int, float], dict[int, int]] | None:
+        """A long claim's term count, and the relevance and terms held of each passage sharing a term with it.
+
+        No passage is skipped: a passage holding every feature has the highest sum anyway (see `best`). The claim's
+        words are read as for any claim; its pairs are met with each passage's in one pass (nothing looked up pair by
+        pair, nothing indexed in full). `None` if no passage shares a term.
+        """
+        singles: dict[str, tuple[str, float]] = {}  # the claim's words some passage holds: their feature, by word
+        pairs: frozenset[tuple[str, str]] = frozenset()
+        if words is None:
+            terms = cast('frozenset[str]', claim)
+            self._complete(terms)
+            on_page = self._enter(terms)
+            shared = {on_page[t] for t in terms if t in on_page}
+            size = len(terms)
+        else:
+            found = self._read(words)
+            named: set[str | None] = set(map(_TERM, found))
+            named.discard(None)
+            size = len(named)
+            on_page_terms: set[_Term | None] = set(map(_ON_PAGE, found))
+            on_page_terms.discard(None)
+            shared = cast('set[_Term]', on_page_terms)
+            for name, weight, _, _ in filter(None, map(_SURFACE, found)):
+                singles[name[1:]] = (name, weight)
+            pairs = frozenset(zip(words, words[1:], strict=False))
+        if not shared:
+            return None
+        return size, *self._sums({term: weight for term, weight, _ in shared}, singles, pairs)
+
+    def _sums(
+        self, weights: dict[str, float], singles: dict[str, tuple[str, float]], pairs: frozenset[tuple[str, str]]
+    ) -> tuple[dict[int, float], dict[int, int]]:
+        """The relevance and the number of claim terms of each passage holding a claim term, in page order.
+
+        Two passes over the passages' words, each meeting a passage's terms, words and pairs with the claim's in C: the
+        first counts the passages holding each of the claim's pairs (its weight), the second sums what each passage
+        holds in the order `_Claim.relevance` sums it (terms, then surface features, each by name), so each sum is the
+        same to the last bit. The work is the page's words plus the claim's.
+        """
+        # (A frozenset's `intersection` reads only its argument, a passage's words here; `keys() &` copies the keys.)
+        claim_terms, claim_words = frozenset(weights), frozenset(singles)
+        held_pairs = [pairs.intersection(zip(words, words[1:], strict=False)) for words in self._tokens]
+        passages_holding: Counter[tuple[str, str]] = Counter()
+        for found in held_pairs:
+            passages_holding.update(found)
+        idf = self._idf
+        pair_features = {pair: (f'{pair[0]} {pair[1]}', idf[df]) for pair, df in passages_holding.items()}
+        term_of = self._term_of.get
+        sums: dict[int, float] = {}
+        counts: dict[int, int] = {}
+        for i, words in enumerate(self._tokens):
+            held = claim_terms.intersection(map(term_of, words))
+            if not held:
+                continue
+            relevance = 0.0
+            for term in sorted(held):
+                relevance += weights[term]
+            surface = list(map(singles.__getitem__, claim_words.intersection(words)))
+            surface += map(pair_features.__getitem__, held_pairs[i])
+            surface.sort()  # by name, as `_Claim.search` sorts them
+            for _, weight in surface:
+                relevance += weight
+            sums[i] = relevance
+            counts[i] = len(held)
+        return sums, counts
+
     def _match(self, i: int, score: float) -> PassageMatch:
         match = self._matches.get((i, score))  # (claims often get the same passage and score: a match is a value)
         if match is None:
@@ -473,15 +566,25 @@ class PassageIndex:
     @property
     def terms(self) -> tuple[frozenset[str], ...]:
         """Each passage's terms (stems every word of the page; the index itself stems only what claims need)."""
-        term_of = self._term_of
-        self._stem([w for w in self._words if w not in term_of])
-        self._done = None
+        self._stem_all()
         out: list[set[str]] = [set() for _ in self.passages]
         for term, mask in self._term_masks.items():
             for i, found in enumerate(out):
                 if mask >> i & 1:
                     found.add(term)
         return tuple(frozenset(t) for t in out)
+
+
+def _word_masks(passages: list[list[str]]) -> dict[str, int]:
+    """The passages holding each word (bit `i` for passage `i`), words in the order the page first has them."""
+    words: dict[str, int] = {}
+    get = words.get
+    for i, found in enumerate(passages):
+        bit = 1 << i
+        for word in found:
+            mask = get(word)
+            words[word] = bit if mask is None else mask | bit  # (a word's first passage shares `bit`: `0 | bit` copies)
+    return words
 
 
 @dataclass
