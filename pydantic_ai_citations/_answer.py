@@ -1045,6 +1045,14 @@ def _anchor_problem(
     return None
 
 
+def anchor_fits(content: str, start: object, end: object, kind: AnchorKind) -> bool:
+    """Whether an anchor `start..end` of `kind` is a span of `content` as `CitedAnswer` shows spans (else unanchored).
+
+    For a view of the answer built elsewhere (the UI adapters): the same verdict, without the problem it reports.
+    """
+    return _anchor_problem(content, start, end, kind, _Where(message_index=0, part_index=0, citation_index=0)) is None
+
+
 _LINK_TARGET_LIMIT = 2048
 """The longest link target `covers_a_marker` takes for a marker (a URL; the check stays O(1) per anchor)."""
 

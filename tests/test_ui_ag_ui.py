@@ -502,3 +502,31 @@ async def test_real_recorded_streams(corpus: Path, name: str):
     urls = {answer.source(n).url or answer.source(n).document_id for s in answer.spans for n in s.sources}
     assert {url for _, url in anchored(final, text)} == urls
     assert {answer.span_text(s) for s in answer.spans} == {words for words, _ in anchored(final, text)}
+
+
+@pytest.mark.parametrize('late', [False, True])
+@pytest.mark.parametrize(
+    'anchor',
+    [
+        pytest.param(ContentCitationAnchor(start=5, end=500), id='past-the-end'),
+        pytest.param(ContentCitationAnchor(start=40, end=45), id='wholly-outside'),
+        pytest.param(MarkerCitationAnchor(start=0, end=2), id='marker-anchor-on-prose'),
+    ],
+)
+async def test_an_anchor_the_answer_cannot_place_reaches_the_client_without_it(
+    anchor: ContentCitationAnchor | MarkerCitationAnchor, late: bool
+):
+    """Offsets past the received text (or a marker anchor pinned on words), which the answer keeps as a source card
+    with a problem, reach the client as the source without the anchor."""
+    citations = [Citation([WIKI], anchor=ContentCitationAnchor(start=0, end=2)), Citation([BORDER], anchor=anchor)]
+    script: list[Step] = [('text', 'a', 'K2 is tall. \ue200cite\ue202turn0search0\ue201 End.')]
+    if late:  # after another part started: after the text part's end
+        script.append(('think', 't', 'hm'))
+    script.append(('cite', 'a', citations))
+    events = await agui_events(Agent(ScriptedModel(script)))
+    assert received_text(events) == 'K2 is tall. End.'
+    last = citation_events(events)[-1]
+    assert [(c['anchor'], c['sources'][0]['url']) for c in last.value['citations']] == [
+        ({'start': 0, 'end': 2, 'kind': 'content'}, WIKI.url),
+        (None, BORDER.url),
+    ]

@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any, Literal
 
 import pytest
-from _scripted import ScriptedModel, Step
+from _scripted import ScriptedModel, Step, run_messages
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic_ai import (
@@ -631,3 +631,41 @@ async def test_streamed_raw_provider_offsets_follow_the_text_as_shown():
     assert _raw_ranges(end.provider_metadata, text) == [RAW_LINK.strip()]
     assert _raw_ranges(end.provider_metadata, text, 'annotations') == [RAW_LINK.strip()]
     assert anchored(end_citations(chunks), text) == [(RAW_LINK.strip(), 'https://k2.org/')]
+
+
+BAD_ANCHORS = [
+    pytest.param(ContentCitationAnchor(start=5, end=500), id='past-the-end'),
+    pytest.param(ContentCitationAnchor(start=40, end=45), id='wholly-outside'),
+    pytest.param(MarkerCitationAnchor(start=0, end=2), id='marker-anchor-on-prose'),
+]
+"""Anchors a provider got wrong on `'K2 is tall. <marker> End.'`: `CitedAnswer` keeps their sources unanchored."""
+
+
+@pytest.mark.parametrize('late', [False, True])
+@pytest.mark.parametrize('anchor', BAD_ANCHORS)
+async def test_an_anchor_the_answer_cannot_place_reaches_the_ui_without_it(
+    anchor: ContentCitationAnchor | MarkerCitationAnchor, late: bool
+):
+    """The UI got offsets past its text (or pinned a marker anchor on words), where the answer keeps the sources as a
+    card and reports `anchor_out_of_range` / `anchor_not_on_marker`: the UI gets the sources, without the anchor."""
+    good = Citation([WIKI], anchor=ContentCitationAnchor(start=0, end=2))
+    citations = [good, Citation([BORDER], anchor=anchor)]
+    script: list[Step] = [('text', 'a', f'K2 is tall. {MARKER} End.')]
+    if late:  # after another part started: after the text part's end
+        script.append(('think', 't', 'hm'))
+    script.append(('cite', 'a', citations))
+    agent = Agent(ScriptedModel(script))
+    chunks = await chunks_of(agent)
+    text = text_of(chunks)
+    assert text == 'K2 is tall. End.'
+    ui = final_citations(chunks)
+    assert [(c['anchor'], c['sources'][0]['url']) for c in ui] == [
+        ({'start': 0, 'end': 2, 'kind': 'content'}, WIKI.url),
+        (None, BORDER.url),
+    ]
+    messages = await run_messages(agent, 'q', streamed=True)
+    answer = CitedAnswer.from_messages(messages)
+    assert [s.number for s in answer.unanchored] == [2]
+    assert {p.code for p in answer.problems} & {'anchor_out_of_range', 'anchor_not_on_marker'}
+    (dumped,) = [m for m in CitedVercelAIAdapter.dump_messages(messages) if m.role == 'assistant']
+    assert [c['anchor'] for c in _ui_citations(_ui_text(dumped))] == [{'start': 0, 'end': 2, 'kind': 'content'}, None]

@@ -15,10 +15,10 @@ from pydantic_ai.output import OutputDataT
 from pydantic_ai.tools import AgentDepsT
 from pydantic_ai.ui import NativeEvent, OnCancelFunc, OnCompleteFunc, UIEventStream
 
-from .._answer import CitedAnswer, cited_answer_ta, incomplete_reason, last_response
+from .._answer import CitedAnswer, anchor_fits, cited_answer_ta, incomplete_reason, last_response
 from .._checks import require_bools, require_result, shown
 from .._redact import redact as _redact
-from ..formats.markup import Cut, offset_shifter, strip_joined
+from ..formats.markup import Cut, offset_shifter, remove_cuts, strip_joined
 
 __all__ = (
     'HeldTextEnds',
@@ -54,7 +54,9 @@ def merged_citations(
 
     The UI shows the parts' joined text without citation markup, stripped as one text (`formats.markup.strip_joined`;
     the adapters clean the text deltas of the parts with one `StreamCleaner`, which gives the same text), so anchors
-    are moved onto that text. A citation whose anchor covered nothing but markup keeps its sources, without an anchor.
+    are moved onto that text. A citation whose anchor does not make a span there keeps its sources, without an anchor,
+    as in `CitedAnswer` (which reports why): one that covered nothing but markup, and one the provider got wrong (out
+    of its part's text, a marker anchor on prose).
     `cut_off`: the text was cut off, and the possible opening of markup that ends it is not shown either.
     `part_cuts`: what `strip_joined` removed from each part, when the caller has it (`cut_off` is then not read).
     """
@@ -64,13 +66,14 @@ def merged_citations(
         part_cuts = strip_joined([part.content for part in parts], incomplete=cut_off)[1]
     for part, cuts in zip(parts, part_cuts, strict=True):
         shift = offset_shifter(cuts)
+        visible = remove_cuts(part.content, cuts) if part.citations else ''
         for citation in part.citations or []:
             anchor = citation.anchor
             if anchor is None:
                 out.append(citation)
                 continue
             start, end = shift(anchor.start), shift(anchor.end)
-            if start >= end:
+            if not anchor_fits(visible, start, end, anchor.kind):  # (an offset past the text stays past it)
                 out.append(replace(citation, anchor=None))
             else:
                 out.append(replace(citation, anchor=replace(anchor, start=start + offset, end=end + offset)))
