@@ -7,7 +7,8 @@ keep applying deltas to parts that have already ended, and must not treat the te
 - `stream_cited(agent, prompt)` yields `TextChunk`s as text arrives and then exactly one `FinalAnswer`: the
   `CitedAnswer` built from the run's messages when the run finished (complete only when the provider's finishing
   signal arrived, see `CitedAnswer.complete`); otherwise an answer built from what arrived, with `complete=False` and
-  a `stream_incomplete` problem. Chunks never carry citation markup: each run of consecutive text parts goes through a
+  a `stream_incomplete` problem. Chunks never carry citation markup: each run of text parts that the answer joins
+  into one text (a response's text parts, thinking parts between them or not) goes through a
   `formats.markup.StreamCleaner`, which holds back a possible opening of markup (and trailing spaces) until it is
   decided, so a chunk may arrive a little later than its delta; the `FinalAnswer`'s text is cleaned the same way.
   **Errors:** if the run raises, the incomplete `FinalAnswer` (carrying the exception as `error`) is yielded first
@@ -25,7 +26,7 @@ from dataclasses import KW_ONLY, dataclass, field
 from types import NoneType
 from typing import Any, Literal, cast
 
-from pydantic_ai import ModelMessage, ModelResponse, ModelResponsePart, TextPart
+from pydantic_ai import ModelMessage, ModelResponse, ModelResponsePart, NativeToolCallPart, TextPart
 from pydantic_ai.agent import AbstractAgent
 from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import (
@@ -61,8 +62,8 @@ class TextChunk:
     """The new text."""
     _: KW_ONLY
     part_index: int
-    """Index of the text part in its response. Consecutive text parts are cleaned as one text, so a chunk of a part
-    may begin with the end of the part before it, held back until this part's text decided it."""
+    """Index of the text part in its response. The text parts the answer joins are cleaned as one text, so a chunk of
+    a part may begin with the end of the text part before it, held back until this part's text decided it."""
     response_index: int = 0
     """Which model response of the run this is (0 first; a run with tool calls has several). Always 0 with
     `via='run_stream'`, which streams only the response that produces the output."""
@@ -89,22 +90,23 @@ StreamItem = TextChunk | FinalAnswer
 
 
 class _Cleaners:
-    """One `StreamCleaner` per run of consecutive text parts: chunks never carry citation markup.
+    """One `StreamCleaner` per run of text parts that make one text: chunks never carry citation markup.
 
-    A run of text parts is one text to a reader (and to `CitedAnswer`, which strips it as one text,
-    `formats.markup.strip_joined`), so its parts share a cleaner: a marker that opens a part takes the space that
-    ends the part before, as it does in the answer.
+    The text parts of a response make one text to a reader (and to `CitedAnswer`, which joins them directly, as
+    Pydantic AI's text output does, and strips them as one text, `formats.markup.strip_joined`), thinking parts between
+    them or not; a native tool call starts a new text (`answer_parts`, `_continues`). So the parts of a run share a
+    cleaner: a marker that opens a part takes the space that ends the part before, as it does in the answer.
     """
 
     def __init__(self) -> None:
         self.by_part: dict[int, StreamCleaner] = {}
 
-    def feed(self, index: int, text: str, response_index: int = 0, *, follows_text: bool = False) -> list[TextChunk]:
-        """Clean `text` of part `index`; `follows_text`: the part before it is a text part (registered here)."""
+    def feed(self, index: int, text: str, response_index: int = 0, *, after: int | None = None) -> list[TextChunk]:
+        """Clean `text` of part `index`; `after`: the text part (registered here) whose text this part's continues."""
         chunks: list[TextChunk] = []
         cleaner = self.by_part.get(index)
         if cleaner is None:
-            cleaner = self.by_part.get(index - 1) if follows_text else None
+            cleaner = self.by_part.get(after) if after is not None else None
             if cleaner is None:
                 # A new run: what earlier runs still hold comes first, so chunks stay in text order.
                 chunks = [
@@ -147,6 +149,8 @@ class _Accumulator:
         self.ended: set[int] = set()
         self.response_index = -1
         self.cleaners = _Cleaners()
+        self.last_text: int | None = None
+        """The text part of this response whose text the next text part continues (`_continues`)."""
 
     def feed(self, event: AgentStreamEvent) -> list[TextChunk]:
         if isinstance(event, PartStartEvent):
@@ -156,13 +160,14 @@ class _Accumulator:
                 self.parts.clear()
                 self.ended.clear()
                 self.response_index += 1
+                self.last_text = None
             self.parts[event.index] = event.part
             self.ended.discard(event.index)
             if isinstance(event.part, TextPart):  # registered even when empty: the next text part follows it
-                follows_text = event.previous_part_kind == 'text'
-                chunks += self.cleaners.feed(
-                    event.index, event.part.content, self.response_index, follows_text=follows_text
-                )
+                chunks += self.cleaners.feed(event.index, event.part.content, self.response_index, after=self.last_text)
+                self.last_text = event.index
+            elif isinstance(event.part, NativeToolCallPart):
+                self.last_text = None
             return chunks
         if isinstance(event, PartDeltaEvent) and isinstance(event.delta, TextPartDelta):
             part = self.parts.get(event.index)
@@ -264,6 +269,20 @@ class _Snapshots:
     cleaners: _Cleaners = field(default_factory=_Cleaners)
 
 
+def _continues(parts: Sequence[ModelResponsePart], index: int) -> int | None:
+    """The text part before `parts[index]` whose text it continues: the last one, unless a native tool call follows it.
+
+    As `CitedAnswer` (`answer_parts`) and Pydantic AI's text output join text parts: directly, across thinking parts.
+    """
+    for before in range(index - 1, -1, -1):
+        part = parts[before]
+        if isinstance(part, TextPart):
+            return before
+        if isinstance(part, NativeToolCallPart):
+            return None
+    return None
+
+
 async def _from_run_stream(result: Any, snaps: _Snapshots) -> AsyncGenerator[StreamItem]:
     try:
         async for response in cast(AsyncIterator[ModelResponse], result.stream_response(debounce_by=None)):
@@ -273,8 +292,8 @@ async def _from_run_stream(result: Any, snaps: _Snapshots) -> AsyncGenerator[Str
                     done = snaps.emitted.get(index)
                     if done is None or len(part.content) > done:  # registered even when empty (see `_Cleaners`)
                         snaps.emitted[index] = len(part.content)
-                        follows_text = index > 0 and isinstance(response.parts[index - 1], TextPart)
-                        for chunk in snaps.cleaners.feed(index, part.content[done or 0 :], follows_text=follows_text):
+                        after = _continues(response.parts, index)
+                        for chunk in snaps.cleaners.feed(index, part.content[done or 0 :], after=after):
                             yield chunk
         messages = cast(list[ModelMessage], result.all_messages())
         answer = CitedAnswer.from_messages(messages) if result.is_complete else _incomplete(snaps.last)

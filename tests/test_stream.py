@@ -387,3 +387,34 @@ class PartStartEventFactory:
     @staticmethod
     def text(content: str) -> PartStartEvent:
         return PartStartEvent(index=0, part=TextPart(content))
+
+
+MARKER = '\ue200cite\ue202turn0search0\ue201'
+
+
+@pytest.mark.parametrize('via', VIAS)
+@pytest.mark.parametrize(
+    ('script', 'text'),
+    [
+        pytest.param(
+            [('text', 'a', 'K2 is tall '), ('think', 't', 'hm'), ('text', 'b', f'{MARKER}. More')],
+            'K2 is tall. More',
+            id='space-before-a-marker-across-thinking',
+        ),
+        pytest.param(
+            [('text', 'a', 'K2 is \ue200cite'), ('think', 't', 'hm'), ('text', 'b', '\ue202turn0\ue201 tall.')],
+            'K2 is tall.',
+            id='marker-split-across-thinking',
+        ),
+    ],
+)
+async def test_text_parts_joined_across_other_parts_stream_as_the_answer(
+    script: list[Step], text: str, via: Literal['events', 'run_stream']
+):
+    """The answer joins a response's text parts directly, thinking parts between them or not (as Pydantic AI's text
+    output does): the stream cleans them as that one text (it showed 'K2 is tall . More' and the id 'turn0')."""
+    async with stream_cited(Agent(ScriptedModel(script)), 'q', via=via) as stream:
+        *chunks, final = await collect(stream)
+    assert isinstance(final, FinalAnswer)
+    assert ''.join(c.text for c in chunks if isinstance(c, TextChunk)) == final.answer.text
+    assert final.answer.text == text
