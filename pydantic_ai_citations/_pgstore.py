@@ -173,9 +173,17 @@ async def _migrate_step(conn: _Conn, version: int) -> None:
 async def _read_chain(
     conn: _Conn, head_id: str, limit: int | None, first: Sequence[Sequence[Any]] | None = None
 ) -> list[ConversationEntry]:
-    """The history up to `head_id`, page by page; `first` is its first page when already read."""
+    """The history up to `head_id`, page by page; `first` is its first page when already read.
+
+    Without a `limit`, the first page is read run by run (`sql.CHAIN_RUNS`, or `sql.PG_LOAD_RUNS` for `first`).
+    """
     walk = _ChainWalk(head_id, limit)
-    more = walk.add(first) if first is not None else True
+    if limit is None:
+        more = walk.take_runs(
+            first if first is not None else await _fetchall(conn, sql.CHAIN_RUNS, (head_id, _store.CHAIN_PAGE))
+        )
+    else:
+        more = walk.add(first) if first is not None else True
     while more:
         more = walk.add(await _fetchall(conn, sql.CHAIN, walk.params()))
     return walk.entries()
@@ -190,7 +198,7 @@ async def _load(conn: _Conn, conversation_id: str, limit: int | None, scope: str
     `False` when a later page found entries gone that a concurrent save or delete released: read again.
     """
     want = _store.CHAIN_PAGE if limit is None else min(_store.CHAIN_PAGE, limit)
-    rows = await _fetchall(conn, sql.PG_LOAD, (conversation_id, want))
+    rows = await _fetchall(conn, sql.PG_LOAD if limit is not None else sql.PG_LOAD_RUNS, (conversation_id, want))
     rows.sort(key=itemgetter(7))  # by depth: the order they arrive in (at no cost then), which SQL does not promise
     if not rows or (scope is not None and rows[0][1] != scope):
         return None

@@ -92,6 +92,16 @@ SCHEMA: tuple[tuple[str, ...], ...] = (
         'CREATE INDEX answer_sources_entry ON answer_sources (entry_id)',
         'CREATE INDEX answer_sources_host ON answer_sources (host_key, url) WHERE host_key IS NOT NULL',
     ),
+    # v5: histories read a run at a time, and no scope index row for a conversation without a scope. An entry's
+    # `run_start` is the first entry of its run: the entries one write stored each the parent of the next, their ids
+    # rising (`NULL`: a run of its own, as every entry stored before). A run is then one range of the primary key
+    # (`CHAIN_RUNS`) instead of one lookup per entry. `WHERE scope = ?` still finds the scope index: it implies
+    # `scope IS NOT NULL`.
+    (
+        'ALTER TABLE entries ADD COLUMN run_start TEXT',
+        'DROP INDEX conversations_scope',
+        'CREATE INDEX conversations_scope ON conversations (scope, updated_at) WHERE scope IS NOT NULL',
+    ),
 )
 """`SCHEMA[n]`: the DDL that upgrades schema version `n` to `n + 1` (data backfills: `BACKFILLS`)."""
 
@@ -157,7 +167,7 @@ RECORDS_IN_SCOPE = ' WHERE scope = ?'
 RECORDS_ORDER = ' ORDER BY updated_at DESC'
 LIMIT = ' LIMIT ?'
 HAS_ENTRY = 'SELECT 1 FROM entries WHERE id = ?'
-INSERT_ENTRY = 'INSERT INTO entries (id, parent_id, kind, message) VALUES (?, ?, ?, ?)'
+INSERT_ENTRY = 'INSERT INTO entries (id, parent_id, kind, message, run_start) VALUES (?, ?, ?, ?, ?)'
 INSERT_ENTRY_IF_NEW = INSERT_ENTRY + ' ON CONFLICT (id) DO NOTHING'
 PG_SAVE_CHECKS = (
     'SELECT (SELECT revision FROM conversations WHERE conversation_id = ?), EXISTS (SELECT 1 FROM entries WHERE id = ?)'
@@ -209,21 +219,44 @@ CHAIN = (
     'JOIN chain c ON e.id = c.parent_id WHERE c.depth < CAST(? AS INTEGER)) '
     'SELECT id, parent_id, kind, message FROM chain ORDER BY depth'
 )
+_RUN_START = 'CASE WHEN {e}.run_start < {e}.id THEN {e}.run_start ELSE {e}.id END'
+_RUNS = (
+    # The runs of a history, from the one ending at the head: each run's last and first entry, the next run ending at
+    # the parent of this one's first. At most `?` runs (`CHAIN_PAGE`: a damaged `parent_id` loop costs one page).
+    'runs(head_id, start_id, depth) AS (SELECT e.id, ' + _RUN_START.format(e='e') + ', 1 FROM entries e {head} '
+    'UNION ALL SELECT e.id, ' + _RUN_START.format(e='e') + ', u.depth + 1 FROM runs u '
+    'JOIN entries f ON f.id = u.start_id JOIN entries e ON e.id = f.parent_id WHERE u.depth < CAST(? AS INTEGER)) '
+)
+_IN_RUNS = 'FROM runs u JOIN entries e ON e.id >= u.start_id AND e.id <= u.head_id'
+CHAIN_RUNS = (
+    # A history from `?` (the head), run by run (`runs`): each run one range of ids. The range holds the run's
+    # entries, and any other entry whose id falls between (another writer's, at the same time): the reader follows
+    # `parent_id`s from the head through what it got, then reads on entry by entry (`CHAIN`) where that ends.
+    'WITH RECURSIVE ' + _RUNS.format(head='WHERE e.id = ?') + 'SELECT e.id, e.parent_id, e.kind, e.message ' + _IN_RUNS
+)
 _PG_HEAD_AT = 'position(\'"head_id":"\'::bytea in record) + 11'
-PG_LOAD = (
-    # PostgreSQL only: `load` in one round trip. The head is read from the record's JSON bytes (the text after
-    # `"head_id":"` up to the next quote: a damaged record cannot make that fail, as a JSON cast would); the caller
-    # checks it against the record. The walk carries each entry's columns, so no entry is looked up twice. The
-    # record's row (depth 0) and the history's rows (depth 1 on) are appended, not joined or sorted (which copied
-    # every message twice more): the caller puts them in depth order.
+_PG_RECORD = (
     'WITH RECURSIVE r AS (SELECT record, scope, encode(substring(record from ' + _PG_HEAD_AT + ' for greatest('
     "position('\"'::bytea in substring(record from " + _PG_HEAD_AT + ")) - 1, 0)), 'escape') AS head "
     'FROM conversations WHERE conversation_id = ?), '
-    'chain(id, parent_id, kind, message, depth) AS (SELECT e.id, e.parent_id, e.kind, e.message, 1 FROM entries e '
-    'JOIN r ON e.id = r.head UNION ALL SELECT e.id, e.parent_id, e.kind, e.message, c.depth + 1 FROM entries e '
-    'JOIN chain c ON e.id = c.parent_id WHERE c.depth < CAST(? AS INTEGER)) '
+)
+PG_LOAD = (
+    # PostgreSQL only: `load(limit=...)` in one round trip. The head is read from the record's JSON bytes (the text
+    # after `"head_id":"` up to the next quote: a damaged record cannot make that fail, as a JSON cast would); the
+    # caller checks it against the record. The walk carries each entry's columns, so no entry is looked up twice. The
+    # record's row (depth 0) and the history's rows (depth 1 on) are appended, not joined or sorted (which copied
+    # every message twice more): the caller puts them in depth order.
+    _PG_RECORD + 'chain(id, parent_id, kind, message, depth) AS (SELECT e.id, e.parent_id, e.kind, e.message, 1 '
+    'FROM entries e JOIN r ON e.id = r.head UNION ALL SELECT e.id, e.parent_id, e.kind, e.message, c.depth + 1 '
+    'FROM entries e JOIN chain c ON e.id = c.parent_id WHERE c.depth < CAST(? AS INTEGER)) '
     'SELECT record, scope, head, NULL, NULL, NULL, NULL, 0 FROM r UNION ALL '
     'SELECT NULL, NULL, NULL, id, parent_id, kind, message, depth FROM chain'
+)
+PG_LOAD_RUNS = (
+    # PostgreSQL only: `load()` (the whole history) in one round trip, as `PG_LOAD` but run by run (`CHAIN_RUNS`):
+    # the history's rows come in no particular order (depth 1), the reader follows their `parent_id`s.
+    _PG_RECORD + _RUNS.format(head='JOIN r ON e.id = r.head') + 'SELECT record, scope, head, NULL, NULL, NULL, NULL, 0 '
+    'FROM r UNION ALL SELECT NULL, NULL, NULL, e.id, e.parent_id, e.kind, e.message, 1 ' + _IN_RUNS
 )
 ANSWERS = (
     'SELECT a.entry_id, a.conversation_id, a.answer, a.raw, a.package_version, a.pydantic_ai_version, '

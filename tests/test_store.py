@@ -550,6 +550,7 @@ async def test_migrations_from_v0_and_v1(tmp_path: Path) -> None:
     with sqlite3.connect(tmp_path / 'full.db', isolation_level=None) as raw:
         for table in ('answers', 'answer_sources', 'answer_problems'):
             raw.execute(f'DROP TABLE {table}')
+        raw.execute(BEFORE_V5)
         raw.execute('DELETE FROM schema_migrations WHERE version > 1')
         raw.execute('PRAGMA user_version = 1')
     store = SQLiteConversationStore(tmp_path / 'full.db')
@@ -564,7 +565,7 @@ async def test_migrations_from_v0_and_v1(tmp_path: Path) -> None:
         store.close()
     with sqlite3.connect(tmp_path / 'full.db') as raw:
         assert raw.execute('PRAGMA user_version').fetchone()[0] == SCHEMA_VERSION
-        assert [r[0] for r in raw.execute('SELECT version FROM schema_migrations ORDER BY version')] == [1, 2, 3, 4]
+        assert [r[0] for r in raw.execute('SELECT version FROM schema_migrations ORDER BY version')] == [1, 2, 3, 4, 5]
         raw.execute(f'PRAGMA user_version = {SCHEMA_VERSION + 1}')
     with pytest.raises(UserError, match='newer than this package supports'):
         SQLiteConversationStore(tmp_path / 'full.db')
@@ -664,13 +665,14 @@ async def test_postgres_migrations_from_v0_and_v1(pg_dsn: str) -> None:
         await store.save(await agent().run('q', conversation=Conversation(conversation_id='c')))
         for table in ('answers', 'answer_sources', 'answer_problems'):
             raw_execute('postgres', target, f'DROP TABLE {table}')
+        raw_execute('postgres', target, BEFORE_V5)
         raw_execute('postgres', target, 'DELETE FROM schema_migrations WHERE version > 1')
         assert await store.migrate() == SCHEMA_VERSION  # v1 -> v2 backfills the answers
         (found,) = await store.answers_citing(url='https://docs.pydantic.dev/latest/')
         assert found.conversation_id == 'c'
         assert found.answer.text == TEXT
         versions = raw_execute('postgres', target, 'SELECT version FROM schema_migrations ORDER BY version')
-        assert [v for (v,) in versions] == [1, 2, 3, 4]
+        assert [v for (v,) in versions] == [1, 2, 3, 4, 5]
         raw_execute(
             'postgres', target, 'INSERT INTO schema_migrations VALUES (?, ?, ?)', (SCHEMA_VERSION + 1, 'x', 'x')
         )
@@ -1109,6 +1111,10 @@ async def test_lone_surrogates_refused_at_save_on_both_backends(store: Store) ->
     assert dump(loaded.messages) == dump(bad.messages)
 
 
+BEFORE_V5 = 'ALTER TABLE entries DROP COLUMN run_start'
+"""What takes a database back before schema v5 (with its migration log and version cut): v5 added that column."""
+
+
 V3_SOURCES = (
     'CREATE TABLE answer_sources (entry_id TEXT NOT NULL, url TEXT, domain TEXT, document_id TEXT)',
     'CREATE INDEX answer_sources_entry ON answer_sources (entry_id)',
@@ -1135,6 +1141,7 @@ async def test_migration_v3_to_v4_reindexes_in_batches(
     for statement in V3_SOURCES:
         raw_execute(backend, target, statement)
     raw_execute(backend, target, "INSERT INTO answer_sources (entry_id, domain) VALUES ('gone', 'example.com')")
+    raw_execute(backend, target, BEFORE_V5)
     raw_execute(backend, target, 'DELETE FROM schema_migrations WHERE version > 3')
     if backend == 'sqlite':
         raw_execute(backend, target, 'PRAGMA user_version = 3')
@@ -1149,7 +1156,7 @@ async def test_migration_v3_to_v4_reindexes_in_batches(
     rows = raw_execute(backend, target, 'SELECT DISTINCT entry_id FROM answer_sources')
     assert sorted(r[0] for r in rows) == sorted(ids[1:])
     versions = raw_execute(backend, target, 'SELECT version FROM schema_migrations ORDER BY version')
-    assert [v for (v,) in versions] == [1, 2, 3, 4]
+    assert [v for (v,) in versions] == [1, 2, 3, 4, 5]
 
 
 @pytest.mark.anyio
@@ -1165,6 +1172,7 @@ async def test_migration_from_v1_ends_on_a_loop(tmp_path: Path, monkeypatch: pyt
         raw.execute("UPDATE entries SET message = X'7b7d' WHERE id = ?", (ids[5],))  # not a message: skipped
         for table in ('answers', 'answer_sources', 'answer_problems'):
             raw.execute(f'DROP TABLE {table}')
+        raw.execute(BEFORE_V5)
         raw.execute('DELETE FROM schema_migrations WHERE version > 1')
         raw.execute('PRAGMA user_version = 1')
     store = SQLiteConversationStore(path)
@@ -1564,6 +1572,7 @@ def test_nul_characters_round_trip_and_are_found_on_both_backends(backend: str, 
 INDEXED_QUERIES = [
     pytest.param(sql.RECORD_AND_SCOPE, ('c',), id='load: the record'),
     pytest.param(sql.CHAIN, ('e', 5), id='load: the history'),
+    pytest.param(sql.CHAIN_RUNS, ('e', 5), id='load: the history, run by run'),
     pytest.param(sql.REVISION, ('c',), id='revision'),
     pytest.param(sql.HAS_ENTRY, ('e',), id='entry stored'),
     pytest.param(sql.ENTRY, ('e',), id='read_entry'),
@@ -1587,7 +1596,7 @@ INDEXED_QUERIES = [
 ]
 """Every statement a read or a write runs, but `delete`'s garbage collection (which reads what is left whole) and
 the listing of all records (`read_records` without a scope: newest first, along its index)."""
-CTES = ('c', 'r', 'chain', 'reach')
+CTES = ('c', 'r', 'u', 'chain', 'reach', 'runs')
 
 
 def query_plan(backend: str, target: str, statement: str, params: tuple[object, ...]) -> list[str]:
@@ -1648,7 +1657,11 @@ async def test_postgres_load_and_save_checks_are_indexed(pg_dsn: str) -> None:
     store = PostgresConversationStore(target)
     try:
         await store.open()
-        for statement, params in ((sql.PG_LOAD, ('c', 5)), (sql.PG_SAVE_CHECKS, ('c', 'e'))):
+        for statement, params in (
+            (sql.PG_LOAD, ('c', 5)),
+            (sql.PG_LOAD_RUNS, ('c', 5)),
+            (sql.PG_SAVE_CHECKS, ('c', 'e')),
+        ):
             plan = query_plan('postgres', target, statement, params)
             assert whole_reads('postgres', plan) == [], plan
     finally:
