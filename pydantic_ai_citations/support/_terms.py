@@ -257,7 +257,8 @@ _LONE = frozenset(chr(c) for c in range(128)) - frozenset('0123456789')
 
 
 def _ascii_terms(out: dict[str, str | None], words: Collection[str], latin: str) -> None:
-    plain = list(set(words).difference(STOP_WORDS.get(latin, ()), _LONE))  # (in C; the order is any)
+    # (In C, reading only the words: `difference` with a set reads all of that set; the order is any.)
+    plain = list(filterfalse(_LONE.__contains__, filterfalse(STOP_WORDS.get(latin, _LONE).__contains__, set(words))))
     stems = _stemmer(latin).stemWords(plain)
     out.update(zip(plain, stems, strict=True))
     # A stem that does not keep its word's first two letters (an ASCII word's key is its head) is not used; compared
