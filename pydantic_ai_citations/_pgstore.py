@@ -154,20 +154,18 @@ async def _migrate_step(conn: _Conn, version: int) -> None:
     """`SCHEMA[version]`'s DDL and its backfill (`_BACKFILLS`), batch by batch, as the SQLite store runs them."""
     for statement in sql.SCHEMA[version]:
         await conn.execute(_pg(statement))
-    step = _BACKFILLS[version]
-    if step is None:
-        return
-    for statement in step.setup:
-        await conn.execute(_pg(statement))
-    after = ''
-    while True:
-        rows = await _fetchall(conn, step.select, (after, _store.BACKFILL_BATCH))
-        await _execute_all(conn, step.write(rows))
-        if len(rows) < _store.BACKFILL_BATCH:
-            break
-        after = rows[-1][0]
-    for statement in step.teardown:
-        await conn.execute(_pg(statement))
+    for step in _BACKFILLS[version]:
+        for statement in step.setup:
+            await conn.execute(_pg(statement))
+        after = ''
+        while True:
+            rows = await _fetchall(conn, step.select, (after, _store.BACKFILL_BATCH))
+            await _execute_all(conn, step.write(rows))
+            if len(rows) < _store.BACKFILL_BATCH:
+                break
+            after = rows[-1][0]
+        for statement in step.teardown:
+            await conn.execute(_pg(statement))
 
 
 async def _read_chain(

@@ -234,52 +234,101 @@ def _backfill_answers(rows: Sequence[Sequence[Any]]) -> _Statements:
     return _answer_statements(found, new=True, sources=False)
 
 
+def _stored_keys(blob: bytes, message: bytes | None) -> _SourceKeys:
+    """The index keys of a stored answer (`blob`), with the citations on its response's text it does not show.
+
+    `message`: the response's stored JSON (`None` when its entry is gone: the answer's own sources only).
+
+    Raises:
+        ValueError: The answer cannot be read.
+    """
+    answer = _answer_ta.validate_json(blob)
+    outside: list[TextPart] = []
+    if message is not None and b'citation_outside_answer' in blob:  # (only then does it cite outside its text)
+        try:
+            response = _message_ta.validate_json(message)
+        except ValueError:
+            response = None
+        if isinstance(response, ModelResponse):
+            outside = [cast(TextPart, response.parts[i]) for i in cited_outside(response, answer_parts(response))]
+    return _source_keys(answer, outside)
+
+
 def _reindex_answers(rows: Sequence[Sequence[Any]]) -> _Statements:
-    """v4: the source index rows of stored answers, from `(entry id, answer)` rows.
+    """v4: the source index rows of stored answers, from `(entry id, answer, message)` rows.
 
     An answer that cannot be read keeps no index rows; reading it reports it.
     """
     keys: list[tuple[str, _SourceKeys]] = []
-    for entry_id, blob in rows:
+    for entry_id, blob, message in rows:
         try:
-            keys.append((entry_id, _source_keys(_answer_ta.validate_json(blob))))
+            keys.append((entry_id, _stored_keys(blob, message)))
         except ValueError:
             continue
     return _source_statements(keys)
 
 
-_BACKFILLS: tuple[_Backfill | None, ...] = (
-    None,
-    _Backfill(
-        (sql.OWNERS_CREATE, sql.OWNERS_FILL, sql.OWNERS_ANALYZE),
-        sql.ENTRIES_BATCH,
-        _backfill_answers,
-        (sql.OWNERS_DROP,),
+def _rekey_hosts(rows: Sequence[Sequence[Any]]) -> _Statements:
+    """v6: each `host_key` of an internationalised host written as cited, from `(host_key,)` rows, in one spelling."""
+    found: list[tuple[object, ...]] = []
+    for (key,) in rows:
+        if not key.isascii():
+            host = '.'.join(reversed(key[:-1].split('.')))
+            if (new := host_key(_index_host(host))) != key:
+                found.append((new, key))
+    return [(sql.REKEY_HOST, found)]
+
+
+def _index_outside(rows: Sequence[Sequence[Any]]) -> _Statements:
+    """v6: the index rows v4 left out (citations on text an answer does not show), from `(entry id, answer, message)`."""
+    urls: list[tuple[object, ...]] = []
+    documents: list[tuple[object, ...]] = []
+    for entry_id, blob, message in rows:
+        if message is None or b'citation_outside_answer' not in blob:
+            continue
+        try:
+            keys = _stored_keys(blob, message)
+        except ValueError:
+            continue
+        pairs = [*((url, key) for url, key in keys.urls), *(('', key) for key in keys.domains)]
+        urls += [(entry_id, key, url, key, url, entry_id) for url, key in pairs]
+        documents += [(entry_id, document, entry_id, document) for document in keys.documents]
+    return [(sql.INSERT_SOURCE_IF_MISSING, urls), (sql.INSERT_DOCUMENT_IF_MISSING, documents)]
+
+
+_BACKFILLS: tuple[tuple[_Backfill, ...], ...] = (
+    (),
+    (
+        _Backfill(
+            (sql.OWNERS_CREATE, sql.OWNERS_FILL, sql.OWNERS_ANALYZE),
+            sql.ENTRIES_BATCH,
+            _backfill_answers,
+            (sql.OWNERS_DROP,),
+        ),
     ),
-    None,  # v3's rebuild of the source index: v4 rebuilds it in its own format
-    _Backfill((), sql.ANSWERS_BATCH, _reindex_answers),
-    None,  # v5: entries stored before have no `run_start` (each is a run of its own)
+    (),  # v3's rebuild of the source index: v4 rebuilds it in its own format
+    (_Backfill((), sql.ANSWERS_BATCH, _reindex_answers),),
+    (),  # v5: entries stored before have no `run_start` (each is a run of its own)
+    (_Backfill((), sql.HOST_KEYS_BATCH, _rekey_hosts), _Backfill((), sql.ANSWERS_BATCH, _index_outside)),
 )
-"""`_BACKFILLS[n]`: the data step after `SCHEMA[n]`'s DDL, if any."""
+"""`_BACKFILLS[n]`: the data steps after `SCHEMA[n]`'s DDL, in order."""
 
 
 def _migrate_sqlite(conn: sqlite3.Connection, version: int) -> None:
     for statement in sql.SCHEMA[version]:
         conn.execute(sql.SQLITE.sql(statement))
-    step = _BACKFILLS[version]
-    if step is None:
-        return
-    for statement in step.setup:
-        conn.execute(statement)
-    after = ''
-    while True:
-        rows = conn.execute(step.select, (after, BACKFILL_BATCH)).fetchall()
-        _execute_all(conn, step.write(rows))
-        if len(rows) < BACKFILL_BATCH:
-            break
-        after = rows[-1][0]
-    for statement in step.teardown:
-        conn.execute(statement)
+    for step in _BACKFILLS[version]:
+        for statement in step.setup:
+            conn.execute(statement)
+        after = ''
+        while True:
+            rows = conn.execute(step.select, (after, BACKFILL_BATCH)).fetchall()
+            _execute_all(conn, step.write(rows))
+            if len(rows) < BACKFILL_BATCH:
+                break
+            after = rows[-1][0]
+        for statement in step.teardown:
+            conn.execute(statement)
 
 
 def _v1(conn: sqlite3.Connection) -> None:
@@ -307,7 +356,12 @@ def _v5(conn: sqlite3.Connection) -> None:
     _migrate_sqlite(conn, 4)
 
 
-MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_v1, _v2, _v3, _v4, _v5)
+def _v6(conn: sqlite3.Connection) -> None:
+    """Internationalised hosts keyed in one spelling; citations outside answers indexed where v4 left them out."""
+    _migrate_sqlite(conn, 5)
+
+
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_v1, _v2, _v3, _v4, _v5, _v6)
 """`MIGRATIONS[n]` upgrades a database from schema version `n` to `n + 1`."""
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -442,6 +496,23 @@ _MAX_URL_KEY = 1_000
 key of PostgreSQL holds at most about 2.7 kB: a 3 kB URL failed the whole save there, and only there)."""
 
 
+def _index_host(host: str) -> str:
+    """`host` in the one spelling the index keys it by: an internationalised name as IDNA 2008 writes it (A-labels).
+
+    A host cited with Unicode labels, or with some of each (`bücher.xn--mnchen-3ya.de`), is keyed as
+    `xn--bcher-kva.xn--mnchen-3ya.de`, and so is every spelling of it a lookup is given. A name IDNA 2008 does not
+    convert (a symbol in a label) is keyed as it is.
+    """
+    if host.isascii():
+        return host
+    import idna  # (on first use: its tables are large)
+
+    try:
+        return bare_host(idna.encode(host, uts46=True).decode('ascii')) or host
+    except (idna.IDNAError, UnicodeError):
+        return host
+
+
 def _url_key(url: str) -> tuple[str, str]:
     """`url` (as an index key) and the `host_key` of its host (`''` for a URL without one): its index row's key."""
     url = _key(url)
@@ -449,7 +520,7 @@ def _url_key(url: str) -> tuple[str, str]:
     if len(url) > _MAX_URL_KEY:  # (the same key for a lookup: `answers_citing` keys its argument here too)
         digest = hashlib.sha256(url.encode('utf-8', 'surrogatepass')).hexdigest()
         url = f'{url[:_MAX_URL_KEY]}#sha256={digest}'
-    return url, host_key(host) if host is not None else ''
+    return url, host_key(_index_host(host)) if host is not None else ''
 
 
 _GROUNDING_KEY = host_key(GROUNDING_HOST)
@@ -473,7 +544,7 @@ def _source_keys(answer: CitedAnswer, outside: Sequence[TextPart] = ()) -> _Sour
         urls[found] = None
         if found[1] == _GROUNDING_KEY and is_grounding_redirect(url) and (page := title_domain(_key(title or ''))):
             # Gemini cites through an opaque redirect and names the page's domain in the title: index that too.
-            domains[host_key(page)] = None
+            domains[host_key(_index_host(page))] = None
     for _, key in urls:
         domains.pop(key, None)  # already indexed with its URL
     return _SourceKeys(list(urls), list(domains), list(documents))
@@ -1158,7 +1229,8 @@ class _StoredAnswers(ConversationStore):
             text, key = _url_key(url)
             return await self._answers(sql.CITING_URL, (key, text))
         assert domain is not None
-        spellings = host_spellings(_domain_host(domain))  # an internationalised name is stored as it was cited
+        # An internationalised name: each of its spellings (IDNA 2008 and 2003 may differ) in the index's spelling.
+        spellings = list(dict.fromkeys(map(_index_host, host_spellings(_domain_host(domain)))))
         found: dict[str, StoredAnswer] = {}
         for host in spellings:
             under = domain_range(host)
@@ -1201,7 +1273,8 @@ class _StoredAnswers(ConversationStore):
             host = url_host(_key(snapshot.final_url)) if snapshot.final_url else None
             if host and host != GROUNDING_HOST and is_grounding_redirect(snapshot.url):
                 url, redirect_key = _url_key(snapshot.url)
-                rows.append((host_key(host), redirect_key, url, host_key(host)))
+                page = host_key(_index_host(host))
+                rows.append((page, redirect_key, url, page))
         if rows:
             await self._write_statements([(sql.INDEX_RESOLVED, rows)])
 

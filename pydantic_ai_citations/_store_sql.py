@@ -102,6 +102,9 @@ SCHEMA: tuple[tuple[str, ...], ...] = (
         'DROP INDEX conversations_scope',
         'CREATE INDEX conversations_scope ON conversations (scope, updated_at) WHERE scope IS NOT NULL',
     ),
+    # v6: no new tables; internationalised hosts keyed in one spelling (IDNA 2008 A-labels), and the sources cited
+    # on text an answer does not show indexed again where v4's rebuild (from the answers alone) left them out.
+    (),
 )
 """`SCHEMA[n]`: the DDL that upgrades schema version `n` to `n + 1` (data backfills: `BACKFILLS`)."""
 
@@ -126,7 +129,23 @@ ENTRIES_BATCH = (
     'SELECT e.id, e.message, o.conversation_id FROM entries e LEFT JOIN migrate_owners o ON o.id = e.id '
     'WHERE e.id > ? ORDER BY e.id LIMIT ?'
 )
-ANSWERS_BATCH = 'SELECT entry_id, answer FROM answers WHERE entry_id > ? ORDER BY entry_id LIMIT ?'
+ANSWERS_BATCH = (
+    # Each answer with its response's message (the citations on text the answer does not show are indexed too).
+    'SELECT a.entry_id, a.answer, e.message FROM answers a LEFT JOIN entries e ON e.id = a.entry_id '
+    'WHERE a.entry_id > ? ORDER BY a.entry_id LIMIT ?'
+)
+HOST_KEYS_BATCH = 'SELECT DISTINCT host_key FROM answer_sources WHERE host_key > ? ORDER BY host_key LIMIT ?'
+REKEY_HOST = 'UPDATE answer_sources SET host_key = ? WHERE host_key = ?'
+INSERT_SOURCE_IF_MISSING = (
+    # (entry, host key, URL, host key, URL, entry): a URL or domain row, unless the answer has it already.
+    'INSERT INTO answer_sources (entry_id, host_key, url) SELECT CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT) '
+    'WHERE NOT EXISTS (SELECT 1 FROM answer_sources WHERE host_key = ? AND url = ? AND entry_id = ?)'
+)
+INSERT_DOCUMENT_IF_MISSING = (
+    # (entry, document, entry, document): a document row, unless the answer has it already.
+    'INSERT INTO answer_sources (entry_id, document_id) SELECT CAST(? AS TEXT), CAST(? AS TEXT) '
+    'WHERE NOT EXISTS (SELECT 1 FROM answer_sources WHERE entry_id = ? AND document_id = ?)'
+)
 
 INSERT_ANSWER = (
     'INSERT INTO answers (entry_id, conversation_id, answer, raw, package_version, pydantic_ai_version, '

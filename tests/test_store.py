@@ -473,6 +473,71 @@ async def test_an_internationalised_domain_is_found_by_either_spelling(store: St
 
 
 @pytest.mark.anyio
+async def test_a_host_cited_in_mixed_spellings_is_found_by_each(store: Store) -> None:
+    """Index keys hold a host in one spelling (IDNA 2008 A-labels), whatever mix of Unicode and `xn--` labels cited
+    it: `bücher.xn--mnchen-3ya.de` was keyed as cited and not found by `bücher.münchen.de`."""
+    ids = await save_answers(
+        store,
+        [
+            cited('https://bücher.xn--mnchen-3ya.de/a'),
+            cited('https://xn--bcher-kva.münchen.de/b'),
+            cited('https://x.de/'),
+        ],
+    )
+    for spelling in ('bücher.münchen.de', 'xn--bcher-kva.xn--mnchen-3ya.de', 'bücher.xn--mnchen-3ya.de', 'münchen.de'):
+        assert [a.entry_id for a in await store.answers_citing(domain=spelling)] == ids[:2], spelling
+    assert [a.entry_id for a in await store.answers_citing(url='https://bücher.xn--mnchen-3ya.de/a')] == ids[:1]
+    assert await store.answers_citing(url='https://bücher.münchen.de/a') == []  # a URL is found as it was cited
+
+
+@pytest.mark.anyio
+async def test_migration_v6_rekeys_hosts_and_indexes_citations_outside_answers(
+    open_store: Opener, backend: str, target: str
+) -> None:
+    """A database migrated through v4 lost the index rows of citations on text an answer does not show (v4 rebuilt
+    the index from the answers alone), and kept hosts as cited: v6 indexes the first again and re-keys the second."""
+    store = await open_store()
+    early = Citation([WebCitationSource('https://a.example/k2')], anchor=ContentCitationAnchor(start=0, end=5))
+    spec = Citation([DocumentCitationSource(document_id='spec-1')])
+    outside = ModelResponse(
+        parts=[
+            TextPart('K2 is tall.', citations=[early, spec]),
+            NativeToolCallPart('web_search', {}, tool_call_id='t1', provider_name='anthropic'),
+            TextPart('It lies on the border.', citations=[Citation([WebCitationSource('https://b.example/')])]),
+        ],
+        provider_name='anthropic',
+        provider_details={'finish_reason': 'end_turn'},
+    )
+    ids = await save_answers(store, [outside, cited('https://bücher.xn--mnchen-3ya.de/a')])
+    # as v4 left them: no row for what the answer does not show, the host keyed as cited
+    raw_execute(
+        backend, target, "DELETE FROM answer_sources WHERE url = 'https://a.example/k2' OR document_id IS NOT NULL"
+    )
+    raw_execute(
+        backend,
+        target,
+        "UPDATE answer_sources SET host_key = 'de.xn--mnchen-3ya.bücher.' WHERE entry_id = ?",
+        (ids[1],),
+    )
+    assert await store.answers_citing(url='https://a.example/k2') == []
+    assert await store.answers_citing(domain='bücher.münchen.de') == []
+    raw_execute(backend, target, 'DELETE FROM schema_migrations WHERE version > 5')
+    if backend == 'sqlite':
+        raw_execute(backend, target, 'PRAGMA user_version = 5')
+    await close(store)
+    migrated = await open_store()  # migrates
+    assert [a.entry_id for a in await migrated.answers_citing(url='https://a.example/k2')] == ids[:1]
+    assert [a.entry_id for a in await migrated.answers_citing(url='https://b.example/')] == ids[:1]
+    assert [a.entry_id for a in await migrated.answers_citing(domain='bücher.münchen.de')] == ids[1:]
+    documents = raw_execute(backend, target, 'SELECT entry_id FROM answer_sources WHERE document_id IS NOT NULL')
+    assert documents == [(ids[0],)]
+    rows = raw_execute(backend, target, 'SELECT count(*) FROM answer_sources WHERE entry_id = ?', (ids[0],))
+    assert rows == [(3,)]  # nothing twice
+    versions = raw_execute(backend, target, 'SELECT version FROM schema_migrations ORDER BY version')
+    assert [v for (v,) in versions] == [1, 2, 3, 4, 5, 6]
+
+
+@pytest.mark.anyio
 async def test_an_ipv6_host_is_found_however_it_is_spelled(store: Store) -> None:
     cited = Citation([WebCitationSource('https://[2001:DB8:0::1]:8443/report')])
     response = ModelResponse(parts=[TextPart('A report.', citations=[cited])], model_name='m')
@@ -565,7 +630,14 @@ async def test_migrations_from_v0_and_v1(tmp_path: Path) -> None:
         store.close()
     with sqlite3.connect(tmp_path / 'full.db') as raw:
         assert raw.execute('PRAGMA user_version').fetchone()[0] == SCHEMA_VERSION
-        assert [r[0] for r in raw.execute('SELECT version FROM schema_migrations ORDER BY version')] == [1, 2, 3, 4, 5]
+        assert [r[0] for r in raw.execute('SELECT version FROM schema_migrations ORDER BY version')] == [
+            1,
+            2,
+            3,
+            4,
+            5,
+            6,
+        ]
         raw.execute(f'PRAGMA user_version = {SCHEMA_VERSION + 1}')
     with pytest.raises(UserError, match='newer than this package supports'):
         SQLiteConversationStore(tmp_path / 'full.db')
@@ -672,7 +744,7 @@ async def test_postgres_migrations_from_v0_and_v1(pg_dsn: str) -> None:
         assert found.conversation_id == 'c'
         assert found.answer.text == TEXT
         versions = raw_execute('postgres', target, 'SELECT version FROM schema_migrations ORDER BY version')
-        assert [v for (v,) in versions] == [1, 2, 3, 4, 5]
+        assert [v for (v,) in versions] == [1, 2, 3, 4, 5, 6]
         raw_execute(
             'postgres', target, 'INSERT INTO schema_migrations VALUES (?, ?, ?)', (SCHEMA_VERSION + 1, 'x', 'x')
         )
@@ -1156,7 +1228,7 @@ async def test_migration_v3_to_v4_reindexes_in_batches(
     rows = raw_execute(backend, target, 'SELECT DISTINCT entry_id FROM answer_sources')
     assert sorted(r[0] for r in rows) == sorted(ids[1:])
     versions = raw_execute(backend, target, 'SELECT version FROM schema_migrations ORDER BY version')
-    assert [v for (v,) in versions] == [1, 2, 3, 4, 5]
+    assert [v for (v,) in versions] == [1, 2, 3, 4, 5, 6]
 
 
 @pytest.mark.anyio
