@@ -18,6 +18,7 @@ from ag_ui.core import (
     EventType,
     TextMessageContentEvent,
     TextMessageEndEvent,
+    TextMessageStartEvent,
 )
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -528,5 +529,33 @@ async def test_an_anchor_the_answer_cannot_place_reaches_the_client_without_it(
     last = citation_events(events)[-1]
     assert [(c['anchor'], c['sources'][0]['url']) for c in last.value['citations']] == [
         ({'start': 0, 'end': 2, 'kind': 'content'}, WIKI.url),
+        (None, BORDER.url),
+    ]
+
+
+async def test_text_for_a_part_after_its_message_ended_reaches_the_client_in_a_message_of_its_own():
+    """Text applied to a part after another part started (its message has ended) is sent as a message of its own,
+    after the reasoning (it was dropped). A citation on it keeps its source, without the anchor."""
+    late = [
+        Citation([WIKI], anchor=ContentCitationAnchor(start=0, end=5)),
+        Citation([BORDER], anchor=ContentCitationAnchor(start=6, end=11)),
+    ]
+    script: list[Step] = [
+        ('text', 'a', 'Hello '),
+        ('think', 't', 'hm'),
+        ('text', 'a', 'wor'),
+        ('text', 'a', 'ld \ue200cite\ue202turn0search0\ue201.'),
+        ('cite', 'a', late),
+    ]
+    events = await agui_events(Agent(ScriptedModel(script)))
+    assert received_text(events) == 'Hello world.'
+    starts = [e.message_id for e in events if isinstance(e, TextMessageStartEvent)]
+    assert len(starts) == 2 and received_text(events, starts[1]) == 'world.'
+    types = _types(events)
+    assert types.index('REASONING_END') < types.index('TEXT_MESSAGE_START', types.index('REASONING_END'))
+    last = citation_events(events)[-1]
+    assert last.value['message_id'] == starts[0]
+    assert [(c['anchor'], c['sources'][0]['url']) for c in last.value['citations']] == [
+        ({'start': 0, 'end': 5, 'kind': 'content'}, WIKI.url),
         (None, BORDER.url),
     ]

@@ -669,3 +669,36 @@ async def test_an_anchor_the_answer_cannot_place_reaches_the_ui_without_it(
     assert {p.code for p in answer.problems} & {'anchor_out_of_range', 'anchor_not_on_marker'}
     (dumped,) = [m for m in CitedVercelAIAdapter.dump_messages(messages) if m.role == 'assistant']
     assert [c['anchor'] for c in _ui_citations(_ui_text(dumped))] == [{'start': 0, 'end': 2, 'kind': 'content'}, None]
+
+
+LATE_CITES = [
+    Citation([WIKI], anchor=ContentCitationAnchor(start=0, end=5)),
+    Citation([BORDER], anchor=ContentCitationAnchor(start=6, end=11)),
+]
+
+
+async def test_text_for_a_part_after_its_text_end_reaches_the_ui_in_a_text_part_of_its_own():
+    """Pydantic AI applies text to the part its provider id names after another part started (an OpenAI-compatible
+    stream interleaving text and reasoning): the UI text part has ended, so the late text gets one of its own, after
+    the reasoning (it was dropped: the UI showed 'Hello ' of 'Hello world.'). A citation on it keeps its source."""
+    script: list[Step] = [
+        ('text', 'a', 'Hello '),
+        ('think', 't', 'hm'),
+        ('text', 'a', 'wor'),
+        ('text', 'a', f'ld {MARKER}.'),
+        ('cite', 'a', LATE_CITES),
+    ]
+    agent = Agent(ScriptedModel(script))
+    chunks = await chunks_of(agent)
+    types = [str(getattr(c, 'type', '')) for c in chunks]
+    assert types[types.index('reasoning-end') :].count('text-start') == 1
+    assert text_of(chunks) == 'Hello world.'
+    late_id = [c.id for c in chunks if isinstance(c, TextDeltaChunk)][-1]
+    assert [c.delta for c in chunks if isinstance(c, TextDeltaChunk) and c.id == late_id] == ['world.']
+    ui = final_citations(chunks)
+    assert [(c['anchor'], c['sources'][0]['url']) for c in ui] == [
+        ({'start': 0, 'end': 5, 'kind': 'content'}, WIKI.url),
+        (None, BORDER.url),  # on the late text: its own UI text part carries no citations
+    ]
+    answer = CitedAnswer.from_messages(await run_messages(agent, 'q', streamed=True))
+    assert answer.text == 'Hello world.'

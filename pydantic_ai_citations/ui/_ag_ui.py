@@ -15,8 +15,10 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Annotated, Any, get_args, get_origin
+from uuid import uuid4
 
 from pydantic_ai import ModelMessage, ModelResponse, TextPart
+from pydantic_ai.exceptions import RunCancelled
 from pydantic_ai.messages import PartDeltaEvent, PartEndEvent, PartStartEvent, TextPartDelta
 from pydantic_ai.output import OutputDataT
 from pydantic_ai.run import AgentRunResult, AgentRunResultEvent
@@ -33,10 +35,19 @@ from ._common import (
     dump_citations,
     merged_citations,
     require_ui_messages,
+    upto,
 )
 
 try:
-    from ag_ui.core import BaseEvent, CustomEvent, Message, RunAgentInput, TextMessageContentEvent
+    from ag_ui.core import (
+        BaseEvent,
+        CustomEvent,
+        Message,
+        RunAgentInput,
+        TextMessageContentEvent,
+        TextMessageEndEvent,
+        TextMessageStartEvent,
+    )
     from pydantic_ai.ui.ag_ui import DEFAULT_AG_UI_VERSION, AGUIAdapter, AGUIEventStream
 except ImportError as e:  # pragma: no cover - the extra is installed wherever the tests run
     raise ImportError(
@@ -96,6 +107,10 @@ class _Message:
     """JSON of the citations the client has."""
     cut_off: bool = False
     """The text was cut off (its tail, a possible opening of markup, was not sent)."""
+    shown: dict[int, int] = field(default_factory=dict[int, int])
+    """How much of each part's text the message holds (its length at `TEXT_MESSAGE_END`); text after it is late."""
+    late: str = ''
+    """Text that arrived for a part after `TEXT_MESSAGE_END`, not sent yet (`_late_text`)."""
 
 
 @dataclass
@@ -108,7 +123,8 @@ class CitedAGUIEventStream(
     sends a `CUSTOM` event named `pydantic_ai_citations` with
     `value = {'message_id': ..., 'provider_name': ..., 'citations': [...]}`: every citation of that text message,
     in Pydantic AI's `Citation` JSON shape, anchors on the message text as the client received it (Python string
-    indices). Keep the last one per `message_id`.
+    indices). Keep the last one per `message_id`. Text that arrives for a part after its message ended is sent as a
+    text message of its own (`_late_text`).
     """
 
     _cit_parts: dict[int, TextPart] = field(default_factory=dict[int, TextPart], init=False, repr=False)
@@ -116,6 +132,8 @@ class CitedAGUIEventStream(
     _cit_open: _Message | None = field(default=None, init=False, repr=False)
 
     async def handle_part_start(self, event: PartStartEvent) -> AsyncIterator[BaseEvent]:
+        for agui_event in self._late_text():
+            yield agui_event
         if event.index == 0 and 0 in self._cit_parts:  # a new model response: part indexes start over
             # With no turn between the two (an output validator's retry), `after_response` did not run: the citations
             # `TrackCitations` mapped onto the last response after its end go out now, before its parts are let go.
@@ -146,7 +164,8 @@ class CitedAGUIEventStream(
                 yield agui_event
             return
         self._cit_parts[event.index] = delta.apply(self._cit_parts[event.index])
-        if message.closed:  # no text may follow TEXT_MESSAGE_END (providers send only citations late): send them again
+        if message.closed:  # no text may follow TEXT_MESSAGE_END: late text goes in a message of its own (`_late_text`)
+            message.late += delta.content_delta or ''
             for agui_event in self._citations_events(message):
                 yield agui_event
             return
@@ -180,10 +199,13 @@ class CitedAGUIEventStream(
             yield agui_event
         if closing and message is not None:
             message.closed = True
+            message.shown = {i: len(self._cit_parts[i].content) for i in message.indexes}
             for agui_event in self._citations_events(message):
                 yield agui_event
 
     async def after_response(self) -> AsyncIterator[BaseEvent]:
+        for agui_event in self._late_text():
+            yield self._stamped(agui_event)
         async for agui_event in super().after_response():
             yield agui_event  # pragma: no cover - the parent sends nothing here (Pydantic AI 2.68)
         # `TrackCitations` maps raw formats onto the parts in place once the response is done (resolved markers,
@@ -198,6 +220,8 @@ class CitedAGUIEventStream(
         return agui_event
 
     async def handle_run_result(self, event: AgentRunResultEvent[Any]) -> AsyncIterator[BaseEvent]:
+        for agui_event in self._late_text():
+            yield agui_event
         async for agui_event in super().handle_run_result(event):
             yield agui_event  # pragma: no cover - the parent sends nothing here (Pydantic AI 2.68)
         # The run's last response is the last word: a part that got citations after its end is a new object here,
@@ -207,12 +231,45 @@ class CitedAGUIEventStream(
         for agui_event in self._all_citations_events():
             yield agui_event
 
+    async def on_error(self, error: Exception) -> AsyncIterator[BaseEvent]:
+        for agui_event in self._late_text(cut_off=True):
+            yield self._stamped(agui_event)
+        async for agui_event in super().on_error(error):
+            yield agui_event
+
+    async def on_cancelled(self, cancelled: RunCancelled) -> AsyncIterator[BaseEvent]:
+        for agui_event in self._late_text(cut_off=True):
+            yield self._stamped(agui_event)
+        async for agui_event in super().on_cancelled(cancelled):
+            yield agui_event
+
+    def _late_text(self, *, cut_off: bool = False) -> list[BaseEvent]:
+        """The text that arrived for parts after their `TEXT_MESSAGE_END`, each message's in a message of its own.
+
+        As `CitedVercelAIEventStream._late_text`: sent once the part being streamed is done, as one text cleaned on its
+        own; citations anchored on it reach the client with their sources, without the anchor.
+        """
+        events: list[BaseEvent] = []
+        for message in {id(m): m for m in self._cit_messages.values() if m.late}.values():
+            cleaner = StreamCleaner()
+            text = cleaner.feed(message.late) + cleaner.close(incomplete=cut_off)
+            message.late = ''
+            if text:
+                message_id = str(uuid4())  # (not `new_message_id()`: the part being streamed keeps its id)
+                events += [
+                    TextMessageStartEvent(message_id=message_id, role='assistant'),
+                    TextMessageContentEvent(message_id=message_id, delta=text),
+                    TextMessageEndEvent(message_id=message_id),
+                ]
+        return events
+
     def _all_citations_events(self) -> list[BaseEvent]:
         messages = {id(m): m for m in self._cit_messages.values() if m.closed}
         return [e for message in messages.values() for e in self._citations_events(message)]
 
     def _citations_events(self, message: _Message) -> list[BaseEvent]:
-        parts = [self._cit_parts[i] for i in message.indexes]
+        # Anchored on the text the message holds: not on text that arrived after its `TEXT_MESSAGE_END`.
+        parts = [upto(self._cit_parts[i], message.shown.get(i)) for i in message.indexes]
         citations = merged_citations(parts, cut_off=message.cut_off)
         current = citations_json(citations)
         if current == message.sent:

@@ -27,6 +27,7 @@ __all__ = (
     'dump_citations',
     'load_citations',
     'merged_citations',
+    'upto',
     'web_urls',
 )
 
@@ -79,6 +80,15 @@ def merged_citations(
                 out.append(replace(citation, anchor=replace(anchor, start=start + offset, end=end + offset)))
         offset += shift(len(part.content))
     return out
+
+
+def upto(part: TextPart, length: int | None) -> TextPart:
+    """`part` with its text cut to `length`, its citations as they are (`None`, or no shorter: `part` itself).
+
+    A UI text ends at its end event; text that arrives for its parts after that is sent apart, and the citations of the
+    UI text are anchored on what it holds (`merged_citations` leaves those on the later text without their anchor).
+    """
+    return part if length is None or length >= len(part.content) else replace(part, content=part.content[:length])
 
 
 def dump_citations(citations: Sequence[Citation]) -> list[JsonValue]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, cast
+from uuid import uuid4
 
 from pydantic_ai import (
     Citation,
@@ -29,6 +30,7 @@ from pydantic_ai import (
     TextPart,
     WebCitationSource,
 )
+from pydantic_ai.exceptions import RunCancelled
 from pydantic_ai.messages import PartDeltaEvent, PartEndEvent, PartStartEvent, TextPartDelta
 from pydantic_ai.output import OutputDataT
 from pydantic_ai.run import AgentRunResult, AgentRunResultEvent
@@ -51,6 +53,7 @@ from pydantic_ai.ui.vercel_ai.response_types import (
     SourceUrlChunk,
     TextDeltaChunk,
     TextEndChunk,
+    TextStartChunk,
 )
 
 from .._answer import incomplete_reason
@@ -65,6 +68,7 @@ from ._common import (
     load_citations,
     merged_citations,
     require_ui_messages,
+    upto,
     web_urls,
 )
 
@@ -299,6 +303,10 @@ class _TextGroup:
     """JSON of the citations the UI has (from `text-end` or our last data chunk)."""
     cut_off: bool = False
     """The text was cut off (its tail, a possible opening of markup, was not shown)."""
+    shown: dict[int, int] = field(default_factory=dict[int, int])
+    """How much of each part's text the UI text part holds (its length at `text-end`); text after it is late."""
+    late: str = ''
+    """Text that arrived for a part after `text-end`, not sent yet (`_late_text`)."""
 
 
 @dataclass
@@ -313,7 +321,8 @@ class CitedVercelAIEventStream(
     in the same shape as `providerMetadata.pydantic_ai.citations` — followed by `source-url` chunks for new web URLs.
     Merge `citations` into the text part's `providerMetadata.pydantic_ai.citations` on the client (see `docs/ui.md`)
     so that history sent back restores them. Citations `TrackCitations` maps onto the parts once the response is done
-    (resolved markers, Perplexity `[N]`, Cohere) are sent the same way.
+    (resolved markers, Perplexity `[N]`, Cohere) are sent the same way. Text that arrives for a part after its UI text
+    part ended is sent in a UI text part of its own (`_late_text`).
     """
 
     _cit_parts: dict[int, TextPart] = field(default_factory=dict[int, TextPart], init=False, repr=False)
@@ -323,6 +332,8 @@ class CitedVercelAIEventStream(
     _cit_urls: set[str] = field(default_factory=set[str], init=False, repr=False)
 
     async def handle_part_start(self, event: PartStartEvent) -> AsyncIterator[BaseChunk]:
+        for chunk in self._late_text():
+            yield chunk
         if event.index == 0 and 0 in self._cit_at_end:  # a new model response: part indexes start over
             # With no turn between the two (an output validator's retry), `after_response` did not run: the citations
             # `TrackCitations` mapped onto the last response after its end go out now, before its parts are let go.
@@ -354,7 +365,8 @@ class CitedVercelAIEventStream(
                 yield chunk
             return
         self._cit_parts[event.index] = delta.apply(self._cit_parts[event.index])
-        if group.closed:  # no text may follow `text-end` (providers send only citations late)
+        if group.closed:  # no text may follow `text-end`: late text goes in a UI text part of its own (`_late_text`)
+            group.late += delta.content_delta or ''
             for chunk in self._late_chunks(group):
                 yield chunk
             return
@@ -394,6 +406,7 @@ class CitedVercelAIEventStream(
         if at_end is not None and group is not None:
             # `text-end` has the parts as they were at their own ends, and the parent listed their URLs.
             group.closed = True
+            group.shown = {i: len(p.content) for i, p in zip(group.indexes, parts, strict=True)}
             group.sent = citations_json(at_end)
             self._cit_urls.update(web_urls(at_end))
             # A part of the group may have received citations after its own end but before the group closed.
@@ -401,6 +414,8 @@ class CitedVercelAIEventStream(
                 yield chunk
 
     async def after_response(self) -> AsyncIterator[BaseChunk]:
+        for chunk in self._late_text():
+            yield chunk
         async for chunk in super().after_response():
             yield chunk  # pragma: no cover - the parent sends nothing here (Pydantic AI 2.68)
         # `TrackCitations` maps raw formats onto the parts in place once the response is done (resolved markers,
@@ -409,6 +424,8 @@ class CitedVercelAIEventStream(
             yield chunk
 
     async def handle_run_result(self, event: AgentRunResultEvent[Any]) -> AsyncIterator[BaseChunk]:
+        for chunk in self._late_text():
+            yield chunk
         async for chunk in super().handle_run_result(event):
             # The parent sends the response's metadata, fingerprints keyed to its parts: key them to the UI's.
             yield _streamed_metadata(chunk, event.result) if isinstance(chunk, MessageMetadataChunk) else chunk
@@ -419,12 +436,43 @@ class CitedVercelAIEventStream(
         for chunk in self._all_late_chunks():
             yield chunk
 
+    async def on_error(self, error: Exception) -> AsyncIterator[BaseChunk]:
+        for chunk in self._late_text(cut_off=True):
+            yield chunk
+        async for chunk in super().on_error(error):
+            yield chunk
+
+    async def on_cancelled(self, cancelled: RunCancelled) -> AsyncIterator[BaseChunk]:
+        for chunk in self._late_text(cut_off=True):
+            yield chunk
+        async for chunk in super().on_cancelled(cancelled):
+            yield chunk
+
+    def _late_text(self, *, cut_off: bool = False) -> list[BaseChunk]:
+        """The text that arrived for parts after their `text-end`, each group's in a UI text part of its own.
+
+        Pydantic AI applies a text delta to the part its provider id names, even after another part started (an
+        OpenAI-compatible stream interleaving its text with reasoning or a tool call). The UI text part it belongs to
+        has ended, so the late text is sent once that other part is done (at the next part, or the response's end), as
+        one text, cleaned on its own; citations anchored on it reach the UI with their sources, without the anchor.
+        """
+        chunks: list[BaseChunk] = []
+        for group in {id(g): g for g in self._cit_groups.values() if g.late}.values():
+            cleaner = StreamCleaner()
+            text = cleaner.feed(group.late) + cleaner.close(incomplete=cut_off)
+            group.late = ''
+            if text:
+                text_id = str(uuid4())  # (not `new_message_id()`: the part being streamed keeps its id)
+                chunks += [TextStartChunk(id=text_id), TextDeltaChunk(id=text_id, delta=text), TextEndChunk(id=text_id)]
+        return chunks
+
     def _all_late_chunks(self) -> list[BaseChunk]:
         groups = {id(g): g for g in self._cit_groups.values() if g.closed}
         return [chunk for group in groups.values() for chunk in self._late_chunks(group)]
 
     def _late_chunks(self, group: _TextGroup) -> list[BaseChunk]:
-        parts = [self._cit_parts[i] for i in group.indexes]
+        # Anchored on the text the group's UI text part holds: not on text that arrived after its `text-end`.
+        parts = [upto(self._cit_parts[i], group.shown.get(i)) for i in group.indexes]
         citations = merged_citations(parts, cut_off=group.cut_off)
         current = citations_json(citations)
         if current == group.sent:
