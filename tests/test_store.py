@@ -861,6 +861,53 @@ async def test_history_read_in_pages(store: Store, backend: str, target: str, mo
 
 
 @pytest.mark.anyio
+async def test_histories_read_run_by_run(store: Store, backend: str, target: str) -> None:
+    """A run (the entries one write stored, each the parent of the next, their ids rising) is read as one range of
+    ids: another conversation's entries whose ids fall inside it, a fork in its middle, ids that do not rise and
+    entries stored before schema v5 (no `run_start`) all read back the history their `parent_id`s make."""
+    ids = await saved_chain(store, 'c', turns=5)  # one run of 10
+    await store.fork('c', at=5, new_conversation_id='f')  # its head is inside the run
+    fork = await store.load_entries('f')
+    assert fork is not None
+    assert [e.id for e in fork] == ids[:5]
+
+    def entry(entry_id: str, parent_id: str | None, text: str) -> ConversationEntry:
+        return ConversationEntry(id=entry_id, parent_id=parent_id, message=ModelRequest.user_text_prompt(text))
+
+    # `a`'s run holds `a1` .. `a5`; `b`'s entries `a2`, `a4` fall inside its range
+    mine = [entry('a1', None, '1'), entry('a3', 'a1', '3'), entry('a5', 'a3', '5')]
+    theirs = [entry('a2', None, '2'), entry('a4', 'a2', '4')]
+    await store.write_record(
+        ConversationRecord(conversation_id='b', head_id='a4'), new_entries=theirs, expected_revision=None
+    )
+    await store.write_record(
+        ConversationRecord(conversation_id='a', head_id='a5'), new_entries=mine, expected_revision=None
+    )
+    for cid, expected in (('a', ['a1', 'a3', 'a5']), ('b', ['a2', 'a4'])):
+        loaded = await store.load_entries(cid)
+        assert loaded is not None
+        assert [e.id for e in loaded] == expected
+    # ids that fall along the history: each entry a run of its own
+    falling = [entry('z9', None, '9'), entry('z8', 'z9', '8'), entry('z7', 'z8', '7')]
+    await store.write_record(
+        ConversationRecord(conversation_id='z', head_id='z7'), new_entries=falling, expected_revision=None
+    )
+    loaded = await store.load_entries('z')
+    assert loaded is not None
+    assert [e.id for e in loaded] == ['z9', 'z8', 'z7']
+    # entries stored before v5, or written another way: no run
+    raw_execute(backend, target, 'UPDATE entries SET run_start = NULL')
+    again = await store.load_entries('c')
+    assert again is not None
+    assert [e.id for e in again] == ids
+    # a run whose start names an entry outside its history: the reader follows `parent_id`s, not the range
+    raw_execute(backend, target, "UPDATE entries SET run_start = 'a1' WHERE id = ?", (ids[-1],))
+    again = await store.load_entries('c')
+    assert again is not None
+    assert [e.id for e in again] == ids
+
+
+@pytest.mark.anyio
 async def test_write_record_refuses_entries_that_loop(store: Store) -> None:
     a = ConversationEntry(id='a', parent_id='b', message=ModelRequest.user_text_prompt('q'))
     b = ConversationEntry(id='b', parent_id='a', message=ModelResponse(parts=[TextPart('x')]))
