@@ -40,6 +40,7 @@ from ._store import (
     _answer_rows,  # pyright: ignore[reportPrivateUsage]
     _answer_statements,  # pyright: ignore[reportPrivateUsage]
     _AnswerRow,  # pyright: ignore[reportPrivateUsage]
+    _build_adapters,  # pyright: ignore[reportPrivateUsage]
     _ChainWalk,  # pyright: ignore[reportPrivateUsage]
     _dump_record,  # pyright: ignore[reportPrivateUsage]
     _entry_from_row,  # pyright: ignore[reportPrivateUsage]
@@ -273,6 +274,7 @@ class PostgresConversationStore(_StoredAnswers):
         require_at_least(where, 'timeout', timeout, 0, (int, float), 'a number of seconds (>= 0)')
         self.conninfo = conninfo
         self._versions = _versions()
+        _build_adapters()
         self._pool: AsyncConnectionPool[_Conn] = _pool_class()(
             conninfo, min_size=min_size, max_size=max_size, timeout=timeout, open=False, kwargs={'autocommit': True}
         )

@@ -119,6 +119,16 @@ def _dump_record(record: ConversationRecord) -> bytes:
 _json_ta: TypeAdapter[JsonValue] = TypeAdapter(JsonValue)
 
 
+def _build_adapters() -> None:
+    """Build the message and record adapters now: a store does when it is made.
+
+    Deferred at import (which stays light), they were built by the first save or load, which spent a tenth of a second
+    on it.
+    """
+    for adapter in (_message_ta, _messages_ta, _records_ta, *_by_kind.values()):
+        adapter.rebuild()
+
+
 class StoreCorruptionError(RuntimeError):
     """Stored data cannot be read back: a bad row, or a damaged database file or schema.
 
@@ -1326,6 +1336,7 @@ class SQLiteConversationStore(_StoredAnswers):
         require_at_least('SQLiteConversationStore', 'timeout', timeout, 0, (int, float), 'a number of seconds (>= 0)')
         self.path = os.fspath(path)
         self._versions = _versions()
+        _build_adapters()
         self._lock = threading.Lock()
         self._closed = False
         self._conn = sqlite3.connect(self.path, timeout=timeout, isolation_level=None, check_same_thread=False)
