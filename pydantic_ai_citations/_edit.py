@@ -545,6 +545,49 @@ def _anchor_prints(part: TextPart, digest: str) -> list[list[str | int] | None]:
     return prints
 
 
+def _plain_anchor_prints(
+    content: str, data: bytes, digest: str, citations: object
+) -> list[list[str | int] | None] | None:
+    """`_anchor_prints` for the usual part: a list of `Citation`s, each unanchored or anchored inside the text.
+
+    `data` is the text's UTF-8 (its length is the text's when it is ASCII) and `digest` its hash; `None` for any
+    other part, which `_anchor_prints` handles.
+    """
+    if citations.__class__ is not list:
+        return None
+    size = len(content)
+    modulus = _SECOND[1]
+    prints: list[list[str | int] | None] = []
+    made: dict[Range, list[str | int]] = {}
+    for citation in cast('list[object]', citations):
+        if citation.__class__ is not Citation:
+            return None
+        anchor = cast(Citation, citation).anchor
+        if anchor is None:
+            prints.append(None)
+            continue
+        if anchor.__class__ is not ContentCitationAnchor and anchor.__class__ is not MarkerCitationAnchor:
+            return None
+        start, end = anchor.start, anchor.end
+        if not (start.__class__ is int and end.__class__ is int and 0 <= start < end <= size):
+            return None
+        print_ = made.get((start, end))
+        if print_ is not None:
+            prints.append(list(print_))
+            continue
+        if start or end != size:
+            print_ = _anchor_print(content[start:end], None)
+        elif len(data) == size:  # the whole text, ASCII: `_rolling` on the bytes at hand
+            whole = '%x' % (int.from_bytes(data, 'big') % modulus)
+            head = whole if size <= _HEAD else '%x' % (int.from_bytes(data[:_HEAD], 'big') % modulus)
+            print_ = [digest, size, head, whole, _SCHEME]
+        else:
+            print_ = _anchor_print(content, digest)
+        made[start, end] = print_
+        prints.append(print_)
+    return prints
+
+
 def fingerprint_response(response: ModelResponse) -> None:
     """Record, in place, a fingerprint of each cited text part of `response` in `response.metadata`.
 
@@ -563,21 +606,35 @@ def fingerprint_response(response: ModelResponse) -> None:
     anchors: dict[str, list[list[str | int] | None]] = {}
     out_of_range: dict[str, list[list[int | None]]] = {}
     markup: dict[str, list[list[int]]] = {}
+    # One pass, its calls inlined: this runs on every response of every run with `CleanStaleCitations`.
     for index, part in enumerate(response.parts):
-        if not _is_cited(part):
+        if not isinstance(part, TextPart):
             continue
-        assert isinstance(part, TextPart)
-        key = str(index)
-        prints[key] = digest = _hash(part.content)
-        if _may_have_markup(part.content, part.citations) and (cuts := _markup(part).cuts):
+        citations = part.citations
+        if not citations and not ((details := part.provider_details) and 'citations' in details):
+            continue
+        content = part.content
+        key = _KEYS[index] if index < 64 else str(index)
+        try:  # `_hash`, inlined: the bytes are used again below
+            data = content.encode()
+        except UnicodeEncodeError:  # lone surrogates, e.g. from JSON escapes
+            data = content.encode('utf-8', 'surrogatepass')
+        prints[key] = digest = _sha256(data).hexdigest()[:16]
+        if (
+            (not content.isascii() or 'cite' in content or '[' in content)
+            and _may_have_markup(content, citations)
+            and (cuts := _markup(part).cuts)
+        ):
             markup[key] = [[start, end] for start, end in cuts]
-        anchors[key] = found = _anchor_prints(part, digest)
-        cited = cast(object, part.citations)
-        # Every citation printed: all anchors fit (the usual case), so none is out of range.
-        printed = isinstance(cited, list) and len(cast(list[object], cited)) == len(found) and None not in found
-        bad = () if printed else _anchor_findings(part.citations, len(part.content))
-        if bad:
-            out_of_range[key] = [[ci, start, end] for _, ci, start, end in bad]
+        found = _plain_anchor_prints(content, data, digest, citations)
+        if found is None:  # not a plain list of citations anchored inside the text: the general path
+            anchors[key] = found = _anchor_prints(part, digest)
+            cited = cast(object, citations)
+            printed = isinstance(cited, list) and len(cast(list[object], cited)) == len(found) and None not in found
+            if not printed and (bad := _anchor_findings(citations, len(content))):
+                out_of_range[key] = [[ci, start, end] for _, ci, start, end in bad]
+        else:  # every citation printed or unanchored: none is out of range
+            anchors[key] = found
     if not prints:
         return
     if response.metadata is None:

@@ -93,7 +93,7 @@ class CleanStaleCitations(AbstractCapability[AgentDepsT]):
     def _run_state(self, ctx: RunContext[AgentDepsT]) -> _RunState:
         if ctx.run_id is None:  # pragma: no cover - Pydantic AI gives every run an id
             return _RunState()
-        return self._runs.setdefault(ctx.run_id, _RunState)
+        return self._runs.setdefault(ctx.run_id, _new_run_state)
 
     async def before_model_request(
         self, ctx: RunContext[AgentDepsT], request_context: ModelRequestContext
@@ -124,10 +124,11 @@ class CleanStaleCitations(AbstractCapability[AgentDepsT]):
         state = self._run_state(ctx)
         state.ctx = ctx
         state.streaming = request_context.streaming
+        model = request_context.model
         # For `get_wrapper_model`, called next for this attempt: it watches a streamed attempt's stream, and with
         # 'strip_markers' it cleans for each model of a `FallbackModel`.
-        self._attempt.put(state if state.streaming or self.on_provider_switch == 'strip_markers' else None)
-        model = request_context.model
+        fallback = self.on_provider_switch == 'strip_markers' and _has_fallback(model)
+        self._attempt.put(state if state.streaming or fallback else None)
         if self.on_provider_switch == 'keep' or isinstance(model, FallbackModel):
             return request_context  # a `FallbackModel`'s models are each cleaned by `get_wrapper_model`
         messages, problems = _strip_for(model, request_context.messages, state.marked_for(request_context.messages))
@@ -162,7 +163,7 @@ class CleanStaleCitations(AbstractCapability[AgentDepsT]):
         state = self._runs.get(ctx.run_id)
         streams = state.streams if state is not None else []
         stream = None
-        if response.metadata is not None:
+        if response.metadata is not None and streams:
             stream = next((s for s in streams if s.metadata is response.metadata), None)
         if stream is not None:
             streams.remove(stream)
@@ -172,6 +173,10 @@ class CleanStaleCitations(AbstractCapability[AgentDepsT]):
             stream.metadata = None
             response.metadata = None
         return response
+
+
+def _new_run_state() -> _RunState:
+    return _RunState(streams=[])  # (given, not left to the factory: see `RequestRecord.start`)
 
 
 @dataclass
@@ -261,6 +266,13 @@ def _accepts(model: Model) -> Callable[[ModelResponse, TextPart], bool]:
         return answer
 
     return accepts
+
+
+def _has_fallback(model: Model) -> bool:
+    """Whether `model` is a `FallbackModel`, or wraps one (through `WrapperModel` layers)."""
+    while isinstance(model, WrapperModel):
+        model = model.wrapped
+    return isinstance(model, FallbackModel)
 
 
 def _clean_fallback(model: Model, state: _RunState) -> Model:

@@ -142,10 +142,10 @@ def describe_model(model: Model) -> ModelInfo:
             api = found
             break
     system = _attr(model, 'system')
-    base_url = _attr(model, 'base_url')
-    if api == 'google-gemini' and ('vertex' in system or 'aiplatform' in base_url):
+    # (`base_url` is read only where it tells APIs apart: for most models it formats the client's URL each time.)
+    if api == 'google-gemini' and ('vertex' in system or 'aiplatform' in _attr(model, 'base_url')):
         api = 'google-vertex'
-    elif api in ('openai-responses', 'openai-chat') and 'perplexity' in base_url:
+    elif api in ('openai-responses', 'openai-chat') and 'perplexity' in _attr(model, 'base_url'):
         api = 'perplexity-agent' if api == 'openai-responses' else 'perplexity-sonar'
     return ModelInfo(api, system, _attr(model, 'model_name'), type(model).__name__)
 

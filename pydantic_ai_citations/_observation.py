@@ -167,6 +167,11 @@ class RequestRecord:
             output_mode=_output_mode(request_context),
             citations_requested=bool(settings.get('citations', False)),
             attempt=request_context.attempt,
+            # Given, not left to the fields' factories: calling `set[int]` and the like (a generic alias) costs an
+            # exception raised and swallowed inside Python on every call, and this runs on every request.
+            ended=set(),
+            arrivals={},
+            recovered={},
         )
 
 

@@ -99,7 +99,7 @@ def recover_in_place(
         mistral_tap: The Mistral tap the Mistral client's async HTTP client was made with.
     """
     before = {i: len(p.citations or []) for i, p in enumerate(response.parts) if isinstance(p, TextPart)}
-    recovery = Recovery()
+    recovery = Recovery({}, [])  # (given, not left to the fields' factories: see `RequestRecord.start`)
     if marker_sources is not None:
         recovery.problems.extend(_markers_in_place(response, marker_sources))
     if raw:

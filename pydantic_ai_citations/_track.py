@@ -254,7 +254,7 @@ class TrackCitations(AbstractCapability[Any]):
 
     async def for_run(self, ctx: RunContext[Any]) -> TrackCitations:
         run_id = ctx.run_id or _new_run_id()
-        self._runs.add(run_id, RunRecord(run_id))
+        self._runs.add(run_id, RunRecord(run_id, [], [], set()))  # (explicit: see `RequestRecord.start`)
         return self  # the same instance: its hooks find the run's record by `ctx.run_id`
 
     def add_run_problems(self, run_id: str | None, problems: Iterable[CitationProblem]) -> int:

@@ -464,3 +464,44 @@ def test_cohere_body_never_crashes(citations: Any, text: str):
     for citation in recovery.citations.get(0, []):
         assert citation.anchor is not None
         assert 0 <= citation.anchor.start < citation.anchor.end <= len(text)
+
+
+def _every_recovery(response: ModelResponse) -> Recovery:
+    """`recover` without its first pass over the parts: every recovery run and merged."""
+    out = Recovery()
+    for recovery in (
+        recover_container_files(response),
+        recover_xai_tool_output(response),
+        recover_search_result_locations(response),
+    ):
+        if recovery.citations or recovery.raw_only or recovery.problems:
+            out = out.merged(recovery) if out.citations or out.raw_only or out.problems else recovery
+    return out
+
+
+tool_content = st.one_of(
+    json_values,
+    st.fixed_dictionaries({'citations': st.lists(st.text(max_size=12), max_size=2) | json_values}),
+    st.fixed_dictionaries({'results': st.lists(st.fixed_dictionaries({'url': st.text(max_size=12)}), max_size=2)}),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.tuples(st.text(max_size=40), details, st.sampled_from([None, 'anthropic', 'openai'])), max_size=4),
+    st.lists(st.tuples(tool_content, st.sampled_from(['xai', 'groq', 'anthropic'])), max_size=2),
+    st.sampled_from([None, 'xai', 'anthropic', 'openai']),
+    st.booleans(),
+)
+def test_recover_finds_what_every_recovery_finds(
+    texts: list[tuple[str, dict[str, Any], str | None]],
+    tools: list[tuple[Any, str]],
+    provider: str | None,
+    searched: bool,
+):
+    """The pass that tells which recoveries can find anything skips none that would."""
+    parts: list[Any] = [NativeToolCallPart('web_search', {}, provider_name=provider)] if searched else []
+    parts += [NativeToolReturnPart('web_search', content, provider_name=name) for content, name in tools]
+    parts += [TextPart(text, provider_details=d or None, provider_name=name) for text, d, name in texts]
+    response = ModelResponse(parts=parts, provider_name=provider, provider_response_id='r1' if provider else None)
+    assert recover(response) == _every_recovery(response)

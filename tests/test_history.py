@@ -35,7 +35,10 @@ from pydantic_ai_citations._diff import block_mapper, diff_blocks
 from pydantic_ai_citations._edit import (
     METADATA_KEY,
     _all_before,  # pyright: ignore[reportPrivateUsage]
+    _anchor_prints,  # pyright: ignore[reportPrivateUsage]
     _cut_mapper,  # pyright: ignore[reportPrivateUsage]
+    _hash,  # pyright: ignore[reportPrivateUsage]
+    _plain_anchor_prints,  # pyright: ignore[reportPrivateUsage]
     _range_holder,  # pyright: ignore[reportPrivateUsage]
     _realign,  # pyright: ignore[reportPrivateUsage]
     edit_text_with_problems,
@@ -1310,3 +1313,35 @@ def test_a_repaired_response_keeps_each_print_under_the_index_its_part_has_now()
     # Part 0 lost its one citation (no print: uncited); part 1 has the print made when it was part 2.
     assert (sorted(ours['fingerprints']), sorted(ours['anchors'])) == (['1'], ['1'])
     assert ours['fingerprints']['1'] == cast(dict[str, Any], response.metadata)[METADATA_KEY]['fingerprints']['2']
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.text(st.sampled_from('ab é\U0001f600\ud800'), max_size=20),
+    st.lists(
+        st.one_of(
+            st.none(),
+            st.tuples(st.sampled_from(['content', 'marker']), st.integers(0, 22), st.integers(1, 8)),
+        ),
+        max_size=4,
+    ),
+)
+def test_plain_anchor_prints_are_the_general_ones(text: str, anchors: list[tuple[str, int, int] | None]) -> None:
+    """`fingerprint_response`'s path for the usual part prints exactly what the general one does, or leaves it to it."""
+    citations: list[Citation] = []
+    for anchor in anchors:
+        if anchor is None:
+            citations.append(Citation([WebCitationSource(url='https://a.example')]))
+            continue
+        kind, start, size = anchor
+        end = start + size
+        made = ContentCitationAnchor if kind == 'content' else MarkerCitationAnchor
+        citations.append(Citation([WebCitationSource(url='https://a.example')], anchor=made(start=start, end=end)))
+    part = TextPart(text, citations=citations)
+    digest = _hash(text)
+    data = text.encode('utf-8', 'surrogatepass')
+    fast = _plain_anchor_prints(text, data, digest, citations)
+    if fast is not None:
+        assert fast == _anchor_prints(part, digest)
+    valid = all(a is None or a[1] + a[2] <= len(text) for a in anchors)
+    assert (fast is not None) == valid

@@ -8,12 +8,15 @@ from typing import cast
 
 def as_map(value: object) -> Mapping[str, object] | None:
     """`value` if it is a mapping (a JSON object), else `None`."""
-    return cast(Mapping[str, object], value) if isinstance(value, Mapping) else None
+    # (Casts to a quoted type: a subscripted one is built anew at every call, and these run on every raw entry.)
+    if value.__class__ is dict:  # the usual case, without the slower ABC check
+        return cast('Mapping[str, object]', value)
+    return cast('Mapping[str, object]', value) if isinstance(value, Mapping) else None
 
 
 def as_list(value: object) -> Sequence[object]:
     """`value` if it is a list or tuple (a JSON array), else an empty sequence."""
-    return cast(Sequence[object], value) if isinstance(value, list | tuple) else ()
+    return cast('Sequence[object]', value) if isinstance(value, (list, tuple)) else ()
 
 
 def as_maps(value: object) -> list[Mapping[str, object]]:

@@ -112,36 +112,44 @@ def _json(value: object) -> JsonValue:
 
 def recover(response: ModelResponse) -> Recovery:
     """Recover every citation format this module knows from one `ModelResponse` (pure; `response` is unchanged)."""
-    if not _may_hold_unmapped(response):
-        return Recovery({}, [], [])  # most responses: each recovery below would find nothing
+    container, tool, search = _may_hold_unmapped(response)
     # (A recovery added here reads what `_may_hold_unmapped` checks for, or that check is extended with it.)
     found = [
         recovery
         for recovery in (
-            recover_container_files(response),
-            recover_xai_tool_output(response),
-            recover_search_result_locations(response),
+            recover_container_files(response) if container else None,
+            recover_xai_tool_output(response) if tool else None,
+            recover_search_result_locations(response) if search else None,
         )
-        if recovery.citations or recovery.raw_only or recovery.problems
+        if recovery is not None and (recovery.citations or recovery.raw_only or recovery.problems)
     ]
-    out = found[0] if found else Recovery()
+    out = found[0] if found else Recovery({}, [], [])
     for recovery in found[1:]:
         out = out.merged(recovery)
     return out
 
 
-def _may_hold_unmapped(response: ModelResponse) -> bool:
-    """Whether a recovery below can find anything in `response`.
+def _may_hold_unmapped(response: ModelResponse) -> tuple[bool, bool, bool]:
+    """Whether each recovery below can find anything in `response`: (container files, tool output, search results).
 
-    Each reads only text parts with `provider_details` (container files, search result locations), native tool
-    returns (xAI, Groq) or an xAI response (search results dropped).
+    Most responses hold nothing any of them reads; this one pass over the parts tells so. Container files are read
+    from text parts with raw `annotations`; tool output from native tool returns holding an object (xAI, Groq), or
+    from an xAI response (search results dropped); search result locations from an Anthropic text part with raw data
+    whose `citations` are not a list (reported) or hold a `search_result_location`.
     """
-    if response.provider_name == 'xai':
-        return True
-    return any(
-        isinstance(part, NativeToolReturnPart) or (isinstance(part, TextPart) and part.provider_details)
-        for part in response.parts
-    )
+    container = search = False
+    tool = response.provider_name == 'xai'
+    for part in response.parts:
+        if isinstance(part, NativeToolReturnPart):
+            tool = tool or as_map(cast(object, part.content)) is not None
+        elif isinstance(part, TextPart) and (details := part.provider_details):
+            container = container or 'annotations' in details
+            if not search and part.provider_name == 'anthropic':
+                raw = details.get('citations')
+                search = not isinstance(raw, (list, tuple)) or _any_of_type(
+                    cast('Sequence[object]', raw), 'search_result_location'
+                )
+    return container, tool, search
 
 
 # -- OpenAI container_file_citation ---------------------------------------------------------------------------
@@ -403,13 +411,22 @@ def recover_search_result_locations(response: ModelResponse) -> Recovery:
             )
             continue
         entries = cast(Sequence[object], raw)
-        if not any(as_str((as_map(r) or {}).get('type')) == 'search_result_location' for r in entries):
+        if not _any_of_type(entries, 'search_result_location'):
             continue  # the common case: every citation was mapped by Pydantic AI
         found, raw_part = search_result_block_citations(as_maps(entries), part.content, part_index)
         if found:
             citations[part_index] = found
         raw_only.extend(raw_part)
     return Recovery(citations, raw_only, problems)
+
+
+def _any_of_type(entries: Sequence[object], wanted: str) -> bool:
+    """Whether any entry is a mapping whose `type` is `wanted` (runs on every raw citation of every response)."""
+    for entry in entries:
+        found = cast('Mapping[str, object]', entry) if entry.__class__ is dict else as_map(entry)
+        if found is not None and found.get('type') == wanted:
+            return True
+    return False
 
 
 def recover_search_result_locations_from_body(body: Mapping[str, JsonValue]) -> Recovery:
