@@ -51,11 +51,12 @@ def conversations(messages: int) -> list[Conversation]:
 
 
 def downgrade_statements() -> list[str]:
-    """What turns a current database back into a v1 one: the answer tables and v5's column gone, the version log cut."""
+    """What turns a current database back into a v1 one: the answer tables and what v5 and v7 added gone, the version log cut."""
     return [
         'DROP TABLE answers',
         'DROP TABLE answer_sources',
         'DROP TABLE answer_problems',
+        'DROP TABLE resolved_redirects',
         'ALTER TABLE entries DROP COLUMN run_start',
         'DELETE FROM schema_migrations WHERE version > 1',
     ]

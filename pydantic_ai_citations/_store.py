@@ -320,6 +320,7 @@ _BACKFILLS: tuple[tuple[_Backfill, ...], ...] = (
     (_Backfill((), sql.ANSWERS_BATCH, _reindex_answers),),
     (),  # v5: entries stored before have no `run_start` (each is a run of its own)
     (_Backfill((), sql.HOST_KEYS_BATCH, _rekey_hosts), _Backfill((), sql.ANSWERS_BATCH, _index_outside)),
+    (),  # v7: redirects resolved before it are not known by redirect (`edit_answer` still copies their domains)
 )
 """`_BACKFILLS[n]`: the data steps after `SCHEMA[n]`'s DDL, in order."""
 
@@ -371,7 +372,12 @@ def _v6(conn: sqlite3.Connection) -> None:
     _migrate_sqlite(conn, 5)
 
 
-MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_v1, _v2, _v3, _v4, _v5, _v6)
+def _v7(conn: sqlite3.Connection) -> None:
+    """Where grounding redirects led, kept by redirect (`index_snapshots`) for answers stored later."""
+    _migrate_sqlite(conn, 6)
+
+
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_v1, _v2, _v3, _v4, _v5, _v6, _v7)
 """`MIGRATIONS[n]` upgrades a database from schema version `n` to `n + 1`."""
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -490,6 +496,8 @@ class _SourceKeys:
     urls: list[tuple[str, str]]
     domains: list[str]
     documents: list[str]
+    redirects: list[str]
+    """The URL keys of the Google grounding redirects among `urls` (where they led: `resolved_redirects`)."""
 
 
 def _key(text: str) -> str:
@@ -545,6 +553,7 @@ def _source_keys(answer: CitedAnswer, outside: Sequence[TextPart] = ()) -> _Sour
     urls: dict[tuple[str, str], None] = {}
     domains: dict[str, None] = {}
     documents: dict[str, None] = {}
+    redirects: dict[str, None] = {}
     for url, title, document_id in _cited(answer, outside):
         if document_id:
             documents[_key(document_id)] = None
@@ -552,12 +561,14 @@ def _source_keys(answer: CitedAnswer, outside: Sequence[TextPart] = ()) -> _Sour
             continue
         found = _url_key(url)
         urls[found] = None
-        if found[1] == _GROUNDING_KEY and is_grounding_redirect(url) and (page := title_domain(_key(title or ''))):
-            # Gemini cites through an opaque redirect and names the page's domain in the title: index that too.
-            domains[host_key(_index_host(page))] = None
+        if found[1] == _GROUNDING_KEY and is_grounding_redirect(url):
+            redirects[found[0]] = None
+            if page := title_domain(_key(title or '')):
+                # Gemini cites through an opaque redirect and names the page's domain in the title: index that too.
+                domains[host_key(_index_host(page))] = None
     for _, key in urls:
         domains.pop(key, None)  # already indexed with its URL
-    return _SourceKeys(list(urls), list(domains), list(documents))
+    return _SourceKeys(list(urls), list(domains), list(documents), list(redirects))
 
 
 def _cited(answer: CitedAnswer, outside: Sequence[TextPart]) -> Iterator[tuple[str | None, str | None, str | None]]:
@@ -686,6 +697,9 @@ def _answer_statements(
         statements += [(sql.DELETE_SOURCES, ids), (sql.DELETE_PROBLEMS, ids)]
     if sources:
         statements += _source_statements([(r.entry_id, r.keys) for r in found])
+        # where the grounding redirects they cite led, as `index_snapshots` found (a rewritten history, an edit)
+        resolved: list[tuple[object, ...]] = [(r.entry_id, url, r.entry_id) for r in found for url in r.keys.redirects]
+        statements.append((sql.APPLY_RESOLVED, resolved))
     statements.append((sql.INSERT_PROBLEM, [(r.entry_id, code) for r in found for code in r.problems]))
     return statements
 
@@ -1286,7 +1300,8 @@ class _StoredAnswers(ConversationStore):
                 page = host_key(_index_host(host))
                 rows.append((page, redirect_key, url, page))
         if rows:
-            await self._write_statements([(sql.INDEX_RESOLVED, rows)])
+            remembered = [(row[2], row[0]) for row in rows]  # for answers stored later that cite them
+            await self._write_statements([(sql.INDEX_RESOLVED, rows), (sql.REMEMBER_RESOLVED, remembered)])
 
     @abstractmethod
     async def _write_statements(self, statements: _Statements) -> None: ...

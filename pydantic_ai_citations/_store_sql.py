@@ -105,6 +105,11 @@ SCHEMA: tuple[tuple[str, ...], ...] = (
     # v6: no new tables; internationalised hosts keyed in one spelling (IDNA 2008 A-labels), and the sources cited
     # on text an answer does not show indexed again where v4's rebuild (from the answers alone) left them out.
     (),
+    # v7: where each Google grounding redirect led (`index_snapshots`), kept by redirect: an answer stored later that
+    # cites one (a history Pydantic AI's `save` rewrote, an edit) is indexed by its page's domain too.
+    (
+        'CREATE TABLE resolved_redirects (url TEXT{bytewise} NOT NULL, host_key TEXT{bytewise} NOT NULL, PRIMARY KEY (url, host_key))',
+    ),
 )
 """`SCHEMA[n]`: the DDL that upgrades schema version `n` to `n + 1` (data backfills: `BACKFILLS`)."""
 
@@ -168,6 +173,14 @@ INDEX_RESOLVED = (
     "INSERT INTO answer_sources (entry_id, host_key, url) SELECT DISTINCT s.entry_id, CAST(? AS TEXT), '' "
     'FROM answer_sources s WHERE s.host_key = ? AND s.url = ? AND NOT EXISTS (SELECT 1 FROM answer_sources d '
     "WHERE d.entry_id = s.entry_id AND d.host_key = ? AND d.url = '')"
+)
+REMEMBER_RESOLVED = 'INSERT INTO resolved_redirects (url, host_key) VALUES (?, ?) ON CONFLICT DO NOTHING'
+"""(redirect URL key, page's host key): where a grounding redirect led."""
+APPLY_RESOLVED = (
+    # (entry, redirect URL key, entry): the domains the redirect an answer cites led to, unless it has them already.
+    "INSERT INTO answer_sources (entry_id, host_key, url) SELECT DISTINCT CAST(? AS TEXT), r.host_key, '' "
+    'FROM resolved_redirects r WHERE r.url = ? AND NOT EXISTS (SELECT 1 FROM answer_sources d '
+    "WHERE d.entry_id = ? AND d.host_key = r.host_key AND d.url = '')"
 )
 INSERT_PROBLEM = 'INSERT INTO answer_problems (entry_id, code) VALUES (?, ?)'
 COPY_RESOLVED = (

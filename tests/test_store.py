@@ -521,6 +521,7 @@ async def test_migration_v6_rekeys_hosts_and_indexes_citations_outside_answers(
     )
     assert await store.answers_citing(url='https://a.example/k2') == []
     assert await store.answers_citing(domain='bücher.münchen.de') == []
+    raw_execute(backend, target, BEFORE_V7)
     raw_execute(backend, target, 'DELETE FROM schema_migrations WHERE version > 5')
     if backend == 'sqlite':
         raw_execute(backend, target, 'PRAGMA user_version = 5')
@@ -534,7 +535,7 @@ async def test_migration_v6_rekeys_hosts_and_indexes_citations_outside_answers(
     rows = raw_execute(backend, target, 'SELECT count(*) FROM answer_sources WHERE entry_id = ?', (ids[0],))
     assert rows == [(3,)]  # nothing twice
     versions = raw_execute(backend, target, 'SELECT version FROM schema_migrations ORDER BY version')
-    assert [v for (v,) in versions] == [1, 2, 3, 4, 5, 6]
+    assert [v for (v,) in versions] == list(range(1, SCHEMA_VERSION + 1))
 
 
 @pytest.mark.anyio
@@ -615,7 +616,8 @@ async def test_migrations_from_v0_and_v1(tmp_path: Path) -> None:
     with sqlite3.connect(tmp_path / 'full.db', isolation_level=None) as raw:
         for table in ('answers', 'answer_sources', 'answer_problems'):
             raw.execute(f'DROP TABLE {table}')
-        raw.execute(BEFORE_V5)
+        for statement in BEFORE_V5:
+            raw.execute(statement)
         raw.execute('DELETE FROM schema_migrations WHERE version > 1')
         raw.execute('PRAGMA user_version = 1')
     store = SQLiteConversationStore(tmp_path / 'full.db')
@@ -630,14 +632,8 @@ async def test_migrations_from_v0_and_v1(tmp_path: Path) -> None:
         store.close()
     with sqlite3.connect(tmp_path / 'full.db') as raw:
         assert raw.execute('PRAGMA user_version').fetchone()[0] == SCHEMA_VERSION
-        assert [r[0] for r in raw.execute('SELECT version FROM schema_migrations ORDER BY version')] == [
-            1,
-            2,
-            3,
-            4,
-            5,
-            6,
-        ]
+        migrated = [r[0] for r in raw.execute('SELECT version FROM schema_migrations ORDER BY version')]
+        assert migrated == list(range(1, SCHEMA_VERSION + 1))
         raw.execute(f'PRAGMA user_version = {SCHEMA_VERSION + 1}')
     with pytest.raises(UserError, match='newer than this package supports'):
         SQLiteConversationStore(tmp_path / 'full.db')
@@ -737,14 +733,15 @@ async def test_postgres_migrations_from_v0_and_v1(pg_dsn: str) -> None:
         await store.save(await agent().run('q', conversation=Conversation(conversation_id='c')))
         for table in ('answers', 'answer_sources', 'answer_problems'):
             raw_execute('postgres', target, f'DROP TABLE {table}')
-        raw_execute('postgres', target, BEFORE_V5)
+        for statement in BEFORE_V5:
+            raw_execute('postgres', target, statement)
         raw_execute('postgres', target, 'DELETE FROM schema_migrations WHERE version > 1')
         assert await store.migrate() == SCHEMA_VERSION  # v1 -> v2 backfills the answers
         (found,) = await store.answers_citing(url='https://docs.pydantic.dev/latest/')
         assert found.conversation_id == 'c'
         assert found.answer.text == TEXT
         versions = raw_execute('postgres', target, 'SELECT version FROM schema_migrations ORDER BY version')
-        assert [v for (v,) in versions] == [1, 2, 3, 4, 5, 6]
+        assert [v for (v,) in versions] == list(range(1, SCHEMA_VERSION + 1))
         raw_execute(
             'postgres', target, 'INSERT INTO schema_migrations VALUES (?, ?, ?)', (SCHEMA_VERSION + 1, 'x', 'x')
         )
@@ -1230,8 +1227,10 @@ async def test_lone_surrogates_refused_at_save_on_both_backends(store: Store) ->
     assert dump(loaded.messages) == dump(bad.messages)
 
 
-BEFORE_V5 = 'ALTER TABLE entries DROP COLUMN run_start'
-"""What takes a database back before schema v5 (with its migration log and version cut): v5 added that column."""
+BEFORE_V7 = 'DROP TABLE resolved_redirects'
+"""What takes a database back before schema v7 (with its migration log and version cut): v7 added that table."""
+BEFORE_V5 = (BEFORE_V7, 'ALTER TABLE entries DROP COLUMN run_start')
+"""What takes a database back before schema v5: v5 added that column."""
 
 
 V3_SOURCES = (
@@ -1260,7 +1259,8 @@ async def test_migration_v3_to_v4_reindexes_in_batches(
     for statement in V3_SOURCES:
         raw_execute(backend, target, statement)
     raw_execute(backend, target, "INSERT INTO answer_sources (entry_id, domain) VALUES ('gone', 'example.com')")
-    raw_execute(backend, target, BEFORE_V5)
+    for statement in BEFORE_V5:
+        raw_execute(backend, target, statement)
     raw_execute(backend, target, 'DELETE FROM schema_migrations WHERE version > 3')
     if backend == 'sqlite':
         raw_execute(backend, target, 'PRAGMA user_version = 3')
@@ -1275,7 +1275,7 @@ async def test_migration_v3_to_v4_reindexes_in_batches(
     rows = raw_execute(backend, target, 'SELECT DISTINCT entry_id FROM answer_sources')
     assert sorted(r[0] for r in rows) == sorted(ids[1:])
     versions = raw_execute(backend, target, 'SELECT version FROM schema_migrations ORDER BY version')
-    assert [v for (v,) in versions] == [1, 2, 3, 4, 5, 6]
+    assert [v for (v,) in versions] == list(range(1, SCHEMA_VERSION + 1))
 
 
 @pytest.mark.anyio
@@ -1291,7 +1291,8 @@ async def test_migration_from_v1_ends_on_a_loop(tmp_path: Path, monkeypatch: pyt
         raw.execute("UPDATE entries SET message = X'7b7d' WHERE id = ?", (ids[5],))  # not a message: skipped
         for table in ('answers', 'answer_sources', 'answer_problems'):
             raw.execute(f'DROP TABLE {table}')
-        raw.execute(BEFORE_V5)
+        for statement in BEFORE_V5:
+            raw.execute(statement)
         raw.execute('DELETE FROM schema_migrations WHERE version > 1')
         raw.execute('PRAGMA user_version = 1')
     store = SQLiteConversationStore(path)
@@ -1654,6 +1655,30 @@ async def test_domains_from_snapshots_stay_with_the_answers_an_edit_stores_again
     assert entries is not None and conversation.messages[3] == entries[3].message
     found = [a.entry_id for a in await store.answers_citing(domain='realpage.org')]
     assert entries[3].id in found and len(found) == 2  # the current copy, and the old branch's answer
+
+
+@pytest.mark.anyio
+async def test_domains_from_snapshots_reach_the_answers_a_rewritten_history_stores_again(store: Store) -> None:
+    """Pydantic AI's `save` stores the messages of a rewritten history again from the first one that differs: the new
+    entries of an answer citing a grounding redirect are indexed by where `index_snapshots` found it led."""
+    from datetime import UTC, datetime
+
+    from pydantic_ai_citations.support import PageSnapshot
+
+    redirect = 'https://vertexaisearch.cloud.google.com/grounding-api-redirect/AUZIYQH'
+    answer = cited(redirect, title='Some title')
+    conversation = Conversation(conversation_id='c', messages=[ModelRequest.user_text_prompt('q'), answer])
+    await store.save(conversation)
+    await store.index_snapshots([PageSnapshot(redirect, 'https://realpage.org/p', 200, 'ok', datetime.now(UTC))])
+    conversation.messages = [ModelRequest.user_text_prompt('q, again'), answer]
+    conversation.new_message_index = None  # compared with the stored history, not appended
+    entries = await store.save(conversation)
+    assert len(entries) == 2  # both stored again, branching off the start
+    found = [a.entry_id for a in await store.answers_citing(domain='realpage.org')]
+    assert entries[1].id in found and len(found) == 2  # the new answer, and the old branch's
+    # a later answer citing it in another conversation is found by it too
+    (later,) = await save_answers(store, [cited(redirect)])
+    assert later in [a.entry_id for a in await store.answers_citing(domain='realpage.org')]
 
 
 def test_nul_characters_round_trip_and_are_found_on_both_backends(backend: str, target: str) -> None:
