@@ -411,3 +411,31 @@ def test_stream_cleaner_says_when_it_holds_a_possible_opening(pieces: list[str],
     closed = cleaner.close(incomplete=True)
     assert cleaner.holds_opening is False  # nothing held after close
     assert ('cite' in closed or '<cit' in closed) is False
+
+
+@pytest.mark.parametrize(
+    'unit',
+    [
+        pytest.param('\ue200cite\ue202turn9.', id='unterminated-openai-markers'),
+        pytest.param('【4:0†x.', id='unterminated-bracket-markers'),
+    ],
+)
+def test_stream_cleaner_linear_on_a_chain_of_unterminated_markers(unit: str):
+    """Each unterminated marker ended by the next is held back with it; a chain is held only so far, so a stream of
+    them costs linear time, fed a character at a time."""
+    text = unit * (20_000 // len(unit))
+    small, large = text[: len(text) // 4], text
+
+    def cost(text: str) -> float:
+        best = float('inf')
+        for _ in range(2):  # best of two: the machine may be busy
+            start = time.process_time()
+            cleaner = StreamCleaner()
+            for char in text:
+                cleaner.feed(char)
+            cleaner.close()
+            best = min(best, time.process_time() - start)
+        return best
+
+    cost(small)
+    assert cost(large) <= 8 * cost(small) + 0.05

@@ -705,6 +705,9 @@ def _strip_again(
 
 # The longest text held back while it may still become markup (an opener waiting for its closer).
 _HOLD_MAX = 600
+# How far back an unterminated marker ended by more markup is held with it (with the markup removed with it): a chain
+# of them longer than this is let go (each held-back scan reads this much).
+_OPEN_RUN_MAX = 160
 _OPEN_TAIL_RES = (
     re.compile('\ue200[^\ue200\ue201]*\\Z'),
     re.compile(r'【[A-Za-z0-9_.:-]{0,64}(?:†[^【】\n]{0,200})?\Z'),
@@ -756,6 +759,7 @@ class StreamCleaner:
         self._issues: list[MarkupIssue] = []
         self._removed = 0
         self._last: str = ''  # the character before the held text, as the spacing rule sees it (see `_release`)
+        self._open_run: tuple[tuple[int, int], int] | None = None  # the last `_before_open_run` answer, by offsets
         self._closed = False
 
     @property
@@ -832,9 +836,14 @@ class StreamCleaner:
         """
         if cut == len(held) or held[cut].isspace():
             return cut
-        lo = max(0, len(held) - _HOLD_MAX)
-        if lo >= cut or (MARKER_START not in held[lo:cut] and '【' not in held[lo:cut]):
+        lo = max(0, cut - _OPEN_RUN_MAX)
+        if MARKER_START not in held[lo:cut] and '【' not in held[lo:cut]:
             return cut
+        # While the opening at `cut` grows delta by delta, `held[lo:cut]` stays the same text: scanned once.
+        key = (self._pos + lo, self._pos + cut)
+        if self._open_run is not None and self._open_run[0] == key:
+            return self._open_run[1] - self._pos
+        found = cut
         scan = scan_markup(held[lo:cut], numbered=self._numbered)
         for issue in scan.issues:
             if (
@@ -845,8 +854,10 @@ class StreamCleaner:
                 # From the start of the markup removed with it (the spacing rule looks before that), and its space.
                 merged = scan.cuts
                 start = lo + merged[bisect_right([a for a, _ in merged], issue.cuts[0][0]) - 1][0]
-                return start - 1 if start > lo and held[start - 1] == ' ' else start
-        return cut
+                found = start - 1 if start > lo and held[start - 1] == ' ' else start
+                break
+        self._open_run = (key, self._pos + found)
+        return found
 
     def _before_spaced_markup(self, held: str, cut: int) -> int:
         """`cut`, or the space before the markup that ends `held[:cut]`, so that both are held back.
