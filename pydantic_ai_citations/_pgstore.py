@@ -178,9 +178,7 @@ async def _read_chain(
     """
     walk = _ChainWalk(head_id, limit)
     if limit is None:
-        more = walk.take_runs(
-            first if first is not None else await _fetchall(conn, sql.CHAIN_RUNS, (head_id, _store.CHAIN_PAGE))
-        )
+        more = walk.take_runs(first if first is not None else await _fetchall(conn, sql.CHAIN_RUNS, (head_id,)))
     else:
         more = walk.add(first) if first is not None else True
     while more:
@@ -196,8 +194,10 @@ async def _load(conn: _Conn, conversation_id: str, limit: int | None, scope: str
 
     `False` when a later page found entries gone that a concurrent save or delete released: read again.
     """
-    want = _store.CHAIN_PAGE if limit is None else min(_store.CHAIN_PAGE, limit)
-    rows = await _fetchall(conn, sql.PG_LOAD if limit is not None else sql.PG_LOAD_RUNS, (conversation_id, want))
+    if limit is None:
+        rows = await _fetchall(conn, sql.PG_LOAD_RUNS, (conversation_id,))
+    else:
+        rows = await _fetchall(conn, sql.PG_LOAD, (conversation_id, min(_store.CHAIN_PAGE, limit)))
     rows.sort(key=itemgetter(7))  # by depth: the order they arrive in (at no cost then), which SQL does not promise
     if not rows or (scope is not None and rows[0][1] != scope):
         return None

@@ -935,9 +935,8 @@ class _ChainWalk:
         """Take what a `sql.CHAIN_RUNS` read found (first, and without a `limit`); `True` when the history goes on.
 
         The rows come in any order and may hold other entries (ids within a run's range): the history is what their
-        `parent_id`s lead through from the head. Where that ends before the first entry (a run past the page, an
-        entry written another way, a loop, a parent not stored), the history is read on entry by entry (`sql.CHAIN`),
-        which tells which.
+        `parent_id`s lead through from the head. Where that ends before the first entry (an entry written another way,
+        a loop, a parent not stored), the history is read on entry by entry (`sql.CHAIN`), which tells which.
         """
         by_id = {row[0]: row for row in rows}
         found: list[Sequence[Any]] = []
@@ -1567,7 +1566,7 @@ def _read_conversation(
 
 def _read_chain(conn: sqlite3.Connection, head_id: str, limit: int | None) -> list[ConversationEntry]:
     walk = _ChainWalk(head_id, limit)
-    more = limit is not None or walk.take_runs(conn.execute(sql.CHAIN_RUNS, (head_id, CHAIN_PAGE)).fetchall())
+    more = limit is not None or walk.take_runs(conn.execute(sql.CHAIN_RUNS, (head_id,)).fetchall())
     while more:
         more = walk.add(conn.execute(sql.CHAIN, walk.params()).fetchall())
     return walk.entries()

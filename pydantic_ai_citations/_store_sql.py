@@ -254,10 +254,10 @@ CHAIN = (
 _RUN_START = 'CASE WHEN {e}.run_start < {e}.id THEN {e}.run_start ELSE {e}.id END'
 _RUNS = (
     # The runs of a history, from the one ending at the head: each run's last and first entry, the next run ending at
-    # the parent of this one's first. At most `?` runs (`CHAIN_PAGE`: a damaged `parent_id` loop costs one page).
-    'runs(head_id, start_id, depth) AS (SELECT e.id, ' + _RUN_START.format(e='e') + ', 1 FROM entries e {head} '
-    'UNION ALL SELECT e.id, ' + _RUN_START.format(e='e') + ', u.depth + 1 FROM runs u '
-    'JOIN entries f ON f.id = u.start_id JOIN entries e ON e.id = f.parent_id WHERE u.depth < CAST(? AS INTEGER)) '
+    # the parent of this one's first. `UNION` adds each run once: a damaged `parent_id` loop ends after one turn.
+    'runs(head_id, start_id) AS (SELECT e.id, ' + _RUN_START.format(e='e') + ' FROM entries e {head} '
+    'UNION SELECT e.id, ' + _RUN_START.format(e='e') + ' FROM runs u '
+    'JOIN entries f ON f.id = u.start_id JOIN entries e ON e.id = f.parent_id) '
 )
 _IN_RUNS = 'FROM runs u JOIN entries e ON e.id >= u.start_id AND e.id <= u.head_id'
 CHAIN_RUNS = (
