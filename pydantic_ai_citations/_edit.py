@@ -85,6 +85,8 @@ _SECOND: _Scheme = (1 << 8, (1 << 61) - 2373)
 (modulus - 1) / 2 (no short period). With base 2**8 an ASCII text's hash is its bytes read as one integer: C-level
 calls instead of a multiplication per character (see `_rolling`)."""
 
+_MODULUS = _SECOND[1]
+
 Range = tuple[int, int]
 
 
@@ -551,39 +553,40 @@ def _plain_anchor_prints(
     """`_anchor_prints` for the usual part: a list of `Citation`s, each unanchored or anchored inside the text.
 
     `data` is the text's UTF-8 (its length is the text's when it is ASCII) and `digest` its hash; `None` for any
-    other part, which `_anchor_prints` handles.
+    other part, which `_anchor_prints` handles. (No `cast()` in the loop: it is a call, and this runs on every citation.)
     """
-    if citations.__class__ is not list:
+    if type(citations) is not list:
         return None
-    size = len(content)
-    modulus = _SECOND[1]
+    items = cast('list[Citation]', citations)  # each item's type is checked below
+    size = len(items)
+    length = len(content)
     prints: list[list[str | int] | None] = []
-    made: dict[Range, list[str | int]] = {}
-    for citation in cast('list[object]', citations):
-        if citation.__class__ is not Citation:
+    made: dict[Range, list[str | int]] | None = {} if size > 1 else None  # citations often share an anchor
+    for citation in items:
+        if type(citation) is not Citation:
             return None
-        anchor = cast(Citation, citation).anchor
+        anchor = citation.anchor
         if anchor is None:
             prints.append(None)
             continue
-        if anchor.__class__ is not ContentCitationAnchor and anchor.__class__ is not MarkerCitationAnchor:
+        if type(anchor) is not ContentCitationAnchor and type(anchor) is not MarkerCitationAnchor:
             return None
         start, end = anchor.start, anchor.end
-        if not (start.__class__ is int and end.__class__ is int and 0 <= start < end <= size):
+        if not (type(start) is int and type(end) is int and 0 <= start < end <= length):
             return None
-        print_ = made.get((start, end))
-        if print_ is not None:
+        if made is not None and (print_ := made.get((start, end))) is not None:
             prints.append(list(print_))
             continue
-        if start or end != size:
+        if start or end != length:
             print_ = _anchor_print(content[start:end], None)
-        elif len(data) == size:  # the whole text, ASCII: `_rolling` on the bytes at hand
-            whole = '%x' % (int.from_bytes(data, 'big') % modulus)
-            head = whole if size <= _HEAD else '%x' % (int.from_bytes(data[:_HEAD], 'big') % modulus)
-            print_ = [digest, size, head, whole, _SCHEME]
+        elif len(data) == length:  # the whole text, ASCII: `_rolling` on the bytes at hand
+            whole = '%x' % (int.from_bytes(data, 'big') % _MODULUS)
+            head = whole if length <= _HEAD else '%x' % (int.from_bytes(data[:_HEAD], 'big') % _MODULUS)
+            print_ = [digest, length, head, whole, _SCHEME]
         else:
             print_ = _anchor_print(content, digest)
-        made[start, end] = print_
+        if made is not None:
+            made[start, end] = print_
         prints.append(print_)
     return prints
 

@@ -38,6 +38,7 @@ from types import NoneType
 from typing import Any, Protocol, cast
 
 from opentelemetry import trace
+from opentelemetry.trace import NoOpTracer
 from pydantic_ai import (
     DocumentCitationSource,
     ModelMessage,
@@ -409,7 +410,10 @@ class TrackCitations(AbstractCapability[Any]):
         return response
 
     async def after_run(self, ctx: RunContext[Any], *, result: AgentRunResult[Any]) -> AgentRunResult[Any]:
-        # Telemetry: when the agent is instrumented, the run's span is current here; annotate it. No-op otherwise.
+        # Telemetry: when the agent is instrumented, the run's span is current here; annotate it. No-op otherwise
+        # (an agent that is not instrumented runs with a no-op tracer: nothing to look up).
+        if type(ctx.tracer) is NoOpTracer:
+            return result
         state = self._runs.get(ctx.run_id)
         span = trace.get_current_span()
         if state is not None and span.is_recording():
