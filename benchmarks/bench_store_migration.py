@@ -51,11 +51,14 @@ def conversations(messages: int) -> list[Conversation]:
 
 
 def downgrade_statements() -> list[str]:
-    """What turns a current database back into a v1 one: the answer tables and what v5 and v7 added gone, the version log cut."""
+    """What turns a current database back into a v1 one: the answer tables and what v5, v7 and v8 added gone (heads back in tips), the version log cut."""
     return [
         'DROP TABLE answers',
         'DROP TABLE answer_sources',
         'DROP TABLE answer_problems',
+        'INSERT INTO tips (conversation_id, entry_id) SELECT conversation_id, head_id FROM conversations '
+        'WHERE head_id IS NOT NULL',
+        'ALTER TABLE conversations DROP COLUMN head_id',
         'DROP TABLE resolved_redirects',
         'ALTER TABLE entries DROP COLUMN run_start',
         'DELETE FROM schema_migrations WHERE version > 1',

@@ -278,6 +278,25 @@ def _reindex_answers(rows: Sequence[Sequence[Any]]) -> _Statements:
     return _source_statements(keys)
 
 
+def _move_heads(rows: Sequence[Sequence[Any]]) -> _Statements:
+    """v8: each conversation's head into its row, its tips its branches alone, from `(conversation id, record)` rows.
+
+    A record that cannot be read keeps its tips as they are (every entry they reach stays); reading it reports it.
+    """
+    heads: list[tuple[object, ...]] = []
+    conversations: list[tuple[object, ...]] = []
+    tips: list[tuple[object, ...]] = []
+    for conversation_id, blob in rows:
+        try:
+            record = _record_from_row(conversation_id, blob)
+        except StoreCorruptionError:
+            continue
+        heads.append((record.head_id, conversation_id))
+        conversations.append((conversation_id,))
+        tips += [(conversation_id, tip) for tip in _tips(record)]
+    return [(sql.SET_HEAD, heads), (sql.DELETE_TIPS, conversations), (sql.INSERT_TIP, tips)]
+
+
 def _rekey_hosts(rows: Sequence[Sequence[Any]]) -> _Statements:
     """v6: each `host_key` of an internationalised host written as cited, from `(host_key,)` rows, in one spelling."""
     found: list[tuple[object, ...]] = []
@@ -321,6 +340,7 @@ _BACKFILLS: tuple[tuple[_Backfill, ...], ...] = (
     (),  # v5: entries stored before have no `run_start` (each is a run of its own)
     (_Backfill((), sql.HOST_KEYS_BATCH, _rekey_hosts), _Backfill((), sql.ANSWERS_BATCH, _index_outside)),
     (),  # v7: redirects resolved before it are not known by redirect (`edit_answer` still copies their domains)
+    (_Backfill((), sql.RECORDS_BATCH, _move_heads),),
 )
 """`_BACKFILLS[n]`: the data steps after `SCHEMA[n]`'s DDL, in order."""
 
@@ -377,7 +397,12 @@ def _v7(conn: sqlite3.Connection) -> None:
     _migrate_sqlite(conn, 6)
 
 
-MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_v1, _v2, _v3, _v4, _v5, _v6, _v7)
+def _v8(conn: sqlite3.Connection) -> None:
+    """A conversation's head in its row (`conversations.head_id`); `tips` its branches alone."""
+    _migrate_sqlite(conn, 7)
+
+
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8)
 """`MIGRATIONS[n]` upgrades a database from schema version `n` to `n + 1`."""
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -799,8 +824,8 @@ def _record_from_row(conversation_id: str, blob: bytes) -> ConversationRecord:
 
 
 def _tips(record: ConversationRecord) -> list[str]:
-    tips: list[str] = [record.head_id] if record.head_id else []
-    return list(dict.fromkeys([*tips, *record.branches]))
+    """The rows of `tips` for a record: its branches (its head is `conversations.head_id`)."""
+    return list(dict.fromkeys(record.branches))
 
 
 def _records_query(scope: str | None, limit: int | None) -> tuple[str, list[object]]:
@@ -822,7 +847,10 @@ def _record_statements(record: ConversationRecord, blob: bytes, *, new: bool = F
     """
     cid = record.conversation_id
     return [
-        (sql.UPSERT_RECORD, [(cid, record.scope, record.revision, record.updated_at.timestamp(), blob)]),
+        (
+            sql.UPSERT_RECORD,
+            [(cid, record.scope, record.revision, record.updated_at.timestamp(), blob, record.head_id)],
+        ),
         (sql.DELETE_TIPS, [] if new else [(cid,)]),
         (sql.INSERT_TIP, [(cid, tip) for tip in _tips(record)]),
     ]

@@ -521,7 +521,8 @@ async def test_migration_v6_rekeys_hosts_and_indexes_citations_outside_answers(
     )
     assert await store.answers_citing(url='https://a.example/k2') == []
     assert await store.answers_citing(domain='bücher.münchen.de') == []
-    raw_execute(backend, target, BEFORE_V7)
+    for statement in BEFORE_V7:
+        raw_execute(backend, target, statement)
     raw_execute(backend, target, 'DELETE FROM schema_migrations WHERE version > 5')
     if backend == 'sqlite':
         raw_execute(backend, target, 'PRAGMA user_version = 5')
@@ -536,6 +537,40 @@ async def test_migration_v6_rekeys_hosts_and_indexes_citations_outside_answers(
     assert rows == [(3,)]  # nothing twice
     versions = raw_execute(backend, target, 'SELECT version FROM schema_migrations ORDER BY version')
     assert [v for (v,) in versions] == list(range(1, SCHEMA_VERSION + 1))
+
+
+@pytest.mark.anyio
+async def test_heads_live_in_their_rows_and_v8_moves_them(open_store: Opener, backend: str, target: str) -> None:
+    """A save that leaves no branch writes no row of `tips` (v8: the head is `conversations.head_id`); a database
+    from before v8 (heads in `tips`) is migrated, and `delete` still keeps every entry another head or branch reaches."""
+    store = await open_store()
+    await saved_chain(store, 'a', turns=3)
+    assert raw_execute(backend, target, 'SELECT count(*) FROM tips') == [(0,)]
+    await store.fork('a', at=2, new_conversation_id='f')
+    await store.branch(
+        'a',
+        at=4,
+        expected_revision=(
+            await store.read_record('a') or ConversationRecord(conversation_id='a', head_id=None)
+        ).revision,
+    )
+    assert raw_execute(backend, target, 'SELECT count(*) FROM tips') == [(1,)]  # the branch 'a' left
+    for statement in BEFORE_V8:
+        raw_execute(backend, target, statement)
+    raw_execute(backend, target, 'DELETE FROM schema_migrations WHERE version > 7')
+    if backend == 'sqlite':
+        raw_execute(backend, target, 'PRAGMA user_version = 7')
+    await close(store)
+    migrated = await open_store()  # migrates
+    assert raw_execute(backend, target, 'SELECT count(*) FROM tips') == [(1,)]
+    heads = raw_execute(backend, target, 'SELECT count(*) FROM conversations WHERE head_id IS NOT NULL')
+    assert heads == [(2,)]
+    await migrated.delete('a')
+    fork = await migrated.load('f')
+    assert fork is not None and len(fork.messages) == 2
+    assert raw_execute(backend, target, 'SELECT count(*) FROM entries') == [(2,)]  # what only 'a' reached is gone
+    await migrated.delete('f')
+    assert raw_execute(backend, target, 'SELECT count(*) FROM entries') == [(0,)]
 
 
 @pytest.mark.anyio
@@ -1230,9 +1265,15 @@ async def test_lone_surrogates_refused_at_save_on_both_backends(store: Store) ->
     assert dump(loaded.messages) == dump(bad.messages)
 
 
-BEFORE_V7 = 'DROP TABLE resolved_redirects'
-"""What takes a database back before schema v7 (with its migration log and version cut): v7 added that table."""
-BEFORE_V5 = (BEFORE_V7, 'ALTER TABLE entries DROP COLUMN run_start')
+BEFORE_V8 = (
+    'INSERT INTO tips (conversation_id, entry_id) SELECT conversation_id, head_id FROM conversations '
+    'WHERE head_id IS NOT NULL',
+    'ALTER TABLE conversations DROP COLUMN head_id',
+)
+"""What takes a database back before schema v8 (with its migration log and version cut): heads back in `tips`."""
+BEFORE_V7 = (*BEFORE_V8, 'DROP TABLE resolved_redirects')
+"""What takes a database back before schema v7: v7 added that table."""
+BEFORE_V5 = (*BEFORE_V7, 'ALTER TABLE entries DROP COLUMN run_start')
 """What takes a database back before schema v5: v5 added that column."""
 
 
