@@ -152,22 +152,30 @@ def _check_families(families: Sequence[str], *, allow_empty: bool = False) -> fr
 
 
 def _parse_body(body: str, families: frozenset[str], id_pattern: re.Pattern[str] | None = None) -> _Parsed:
-    """Parse a marker body written with real `U+E202` separators (the grammar is `formats.markup`'s)."""
-    family = body.split(_SEP, 1)[0].strip(' \t')
-    if family not in families and _FAMILY_RE.fullmatch(family):
-        return f'unknown marker family {family!r} (allowed: {", ".join(sorted(families)) or "none"})'
+    """Parse a marker body written with real `U+E202` separators (the grammar is `formats.markup`'s).
+
+    An unknown family is named before anything else wrong with the body.
+    """
     parsed = parse_openai_body(body, id_pattern=id_pattern)
     if isinstance(parsed, str):
-        return parsed
+        family = body.split(_SEP, 1)[0].strip(' \t')
+        return _unknown_family(family, families) if family not in families and _FAMILY_RE.fullmatch(family) else parsed
+    if parsed.family not in families:  # (a parsed body's family is a valid name)
+        return _unknown_family(parsed.family, families)
     locator = None if parsed.locator is None else LineRange(*parsed.locator)
     return parsed.family, parsed.source_ids, locator
+
+
+def _unknown_family(family: str, families: frozenset[str]) -> str:
+    return f'unknown marker family {family!r} (allowed: {", ".join(sorted(families)) or "none"})'
 
 
 def _parse_raw(raw: str, families: frozenset[str], id_pattern: re.Pattern[str] | None) -> _Parsed:
     """Parse a complete candidate whose delimiters may be escape text."""
     body_start = 1 if raw[0] == _S else 6
     body_end = len(raw) - (1 if raw[-1] == _E else 6)
-    return _parse_body(_ESC_SEP_RE.sub(_SEP, raw[body_start:body_end]), families, id_pattern)
+    body = raw[body_start:body_end]
+    return _parse_body(_ESC_SEP_RE.sub(_SEP, body) if '\\' in body else body, families, id_pattern)
 
 
 def _compile_ids(id_pattern: str | re.Pattern[str] | None) -> re.Pattern[str] | None:
