@@ -28,8 +28,9 @@ the garbage collector off, warm and cold (see `bench_formats.best_ratio`); the l
 from __future__ import annotations
 
 import random
-import string
+import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -43,6 +44,9 @@ from pydantic_ai_citations.formats.openai_markers import MarkerScanner
 from pydantic_ai_citations.formats.openai_placement import check_marker_placement
 from pydantic_ai_citations.formats.perplexity import AgentStreamCollector
 from pydantic_ai_citations.support import Passage, PassageIndex
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / 'tests'))
+from _long_page import long_page_texts
 
 LIMIT = 2.2
 
@@ -136,20 +140,8 @@ def placement(n: int) -> Callable[[], object]:
 
 
 def long_page_and_answer(n: int) -> tuple[list[Passage], str]:
-    """`n` passages of 40 words, about a third of them stop words, the rest from a vocabulary of 1,000 words per 250 passages
-    (a long page moves on to new topics: twice the page is twice the same kind of text); the claim is half the words
-    of every 16th passage."""
-    rng = random.Random(n)
-    texts: list[str] = []
-    common = ['the', 'of', 'and', 'in', 'to', 'was', 'is', 'for']
-    for block in range(0, n, 250):
-        head = string.ascii_lowercase[block // 250 // 26 % 26] + string.ascii_lowercase[block // 250 % 26]
-        vocabulary = [head + ''.join(rng.choices(string.ascii_lowercase, k=rng.randint(3, 7))) for _ in range(1000)]
-        texts += [
-            ' '.join(rng.choice(common) if rng.random() < 0.3 else rng.choice(vocabulary) for _ in range(40))
-            for _ in range(min(250, n - block))
-        ]
-    claim = ' '.join(' '.join(w for w in texts[i].split() if rng.random() < 0.5) for i in range(0, n, 16))
+    """`n` passages and a whole-answer claim (`tests/_long_page.py`, shared with the linear-time test)."""
+    texts, claim = long_page_texts(n)
     return [Passage(text, i, i / n, 40) for i, text in enumerate(texts)], claim
 
 

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import math
-import random
 import re
-import string
 import time
 from pathlib import Path
 from unittest.mock import patch
 
 import pytest
+from _long_page import long_page_texts
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic_ai.exceptions import UserError
@@ -324,20 +323,7 @@ def test_a_long_claim_is_ranked_as_any_claim(texts: list[str], claims: list[str]
 
 
 def long_page_and_answer(n: int) -> tuple[list[Passage], str]:
-    """`n` passages of 40 words, about a third of them stop words, the rest from a vocabulary of 1,000 words per 250 passages
-    (a long page moves on to new topics: twice the page is twice the same kind of text); the claim is half the words
-    of every 16th passage."""
-    rng = random.Random(n)
-    texts: list[str] = []
-    common = ['the', 'of', 'and', 'in', 'to', 'was', 'is', 'for']
-    for block in range(0, n, 250):
-        head = string.ascii_lowercase[block // 250 // 26 % 26] + string.ascii_lowercase[block // 250 % 26]
-        vocabulary = [head + ''.join(rng.choices(string.ascii_lowercase, k=rng.randint(3, 7))) for _ in range(1000)]
-        texts += [
-            ' '.join(rng.choice(common) if rng.random() < 0.3 else rng.choice(vocabulary) for _ in range(40))
-            for _ in range(min(250, n - block))
-        ]
-    claim = ' '.join(' '.join(w for w in texts[i].split() if rng.random() < 0.5) for i in range(0, n, 16))
+    texts, claim = long_page_texts(n)
     return page(*texts), claim
 
 

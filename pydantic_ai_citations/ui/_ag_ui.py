@@ -32,6 +32,7 @@ from ._common import (
     HeldTextEnds,
     answer_json,
     citations_json,
+    clean_late_text,
     dump_citations,
     merged_citations,
     require_ui_messages,
@@ -251,8 +252,7 @@ class CitedAGUIEventStream(
         """
         events: list[BaseEvent] = []
         for message in {id(m): m for m in self._cit_messages.values() if m.late}.values():
-            cleaner = StreamCleaner()
-            text = cleaner.feed(message.late) + cleaner.close(incomplete=cut_off)
+            text = clean_late_text(message.late, cut_off=cut_off)
             message.late = ''
             if text:
                 message_id = str(uuid4())  # (not `new_message_id()`: the part being streamed keeps its id)

@@ -18,7 +18,7 @@ from pydantic_ai.ui import NativeEvent, OnCancelFunc, OnCompleteFunc, UIEventStr
 from .._answer import CitedAnswer, anchor_fits, cited_answer_ta, incomplete_reason, last_response
 from .._checks import require_bools, require_result, shown
 from .._redact import redact as _redact
-from ..formats.markup import Cut, offset_shifter, remove_cuts, strip_joined
+from ..formats.markup import Cut, StreamCleaner, offset_shifter, remove_cuts, strip_joined
 
 __all__ = (
     'HeldTextEnds',
@@ -80,6 +80,12 @@ def merged_citations(
                 out.append(replace(citation, anchor=replace(anchor, start=start + offset, end=end + offset)))
         offset += shift(len(part.content))
     return out
+
+
+def clean_late_text(text: str, *, cut_off: bool) -> str:
+    """Text that arrived for a part after its UI text ended, cleaned on its own (it is sent as a text of its own)."""
+    cleaner = StreamCleaner()
+    return cleaner.feed(text) + cleaner.close(incomplete=cut_off)
 
 
 def upto(part: TextPart, length: int | None) -> TextPart:

@@ -64,6 +64,7 @@ from ._common import (
     HeldTextEnds,
     answer_json,
     citations_json,
+    clean_late_text,
     dump_citations,
     load_citations,
     merged_citations,
@@ -458,8 +459,7 @@ class CitedVercelAIEventStream(
         """
         chunks: list[BaseChunk] = []
         for group in {id(g): g for g in self._cit_groups.values() if g.late}.values():
-            cleaner = StreamCleaner()
-            text = cleaner.feed(group.late) + cleaner.close(incomplete=cut_off)
+            text = clean_late_text(group.late, cut_off=cut_off)
             group.late = ''
             if text:
                 text_id = str(uuid4())  # (not `new_message_id()`: the part being streamed keeps its id)
