@@ -492,6 +492,26 @@ def test_announced_claims_index_the_page_in_full_at_the_first():
     assert few._pair_masks is None  # pyright: ignore[reportPrivateUsage]
 
 
+def test_a_claim_that_keeps_the_pages_words_stems_no_other_word():
+    """A claim whose words the page holds is settled by those words' own passages: none of the page's other words is
+    stemmed for it. A later claim that has to be ranked weighs the same words' terms in full (same choice as a new
+    index)."""
+    passages = page(
+        'Pydantic validates data with type hints.',
+        'Validation errors are raised as validators validate the data.',
+        'Logfire observes applications built on it.',
+    )
+    stems = StemCache()
+    index = PassageIndex(passages, stems=stems)
+    match = index.best('Pydantic validates data.')
+    assert match is not None and match.passage.index == 0
+    assert len(stems) == len(set(tokens('Pydantic validates data.')))  # the claim's words, nothing else
+    later = 'validators validate hints'  # no passage holds all three: ranked, `validate` weighed over the whole page
+    found, fresh = index.best(later), PassageIndex(passages).best(later)
+    assert found == fresh and found is not None and found.passage.index == 1
+    assert len(stems) > len(set(tokens('Pydantic validates data.')) | set(tokens(later)))
+
+
 def test_check_support_announces_each_pages_claims():
     """`check_support` counts each page's claims before checking them: a page cited by many indexes in full once."""
     sentences = [f'Claim number {n} says that Pydantic validates data with type hints quickly.' for n in range(10)]

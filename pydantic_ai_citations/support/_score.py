@@ -24,7 +24,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import reduce
-from itertools import accumulate, compress
+from itertools import accumulate, compress, filterfalse
 from operator import itemgetter, not_
 from typing import cast
 from unicodedata import is_normalized
@@ -67,12 +67,13 @@ _Term = tuple[str, float, int]
 _Feature = tuple[str, float, int, 'str | None']
 """A surface feature of a claim found on the page: name, weight, passages (bit `i` for passage `i`), and the term
 every passage holding it holds too (`None` for stop words alone)."""
-_Word = tuple['str | None', '_Term | None', '_Feature | None', int]
+_Word = tuple['str | None', '_Term | None', '_Feature | None', int, 'str | None']
 """What a claim word brings to one page, worked out the first time the page meets it: its term (`None` for a stop word
-or a lone letter), that term on the page (`None` if no passage holds it), the word itself as a surface feature
-(`None` if no passage holds it), and the passages holding both (those of the word if any passage holds it, else those
-of its term; `-1`, every passage, if neither is on the page)."""
-_TERM, _ON_PAGE, _SURFACE, _HELD = itemgetter(0), itemgetter(1), itemgetter(2), itemgetter(3)  # the parts of a `_Word`
+or a lone letter), that term on the page (`None` if no passage holds it, and, until a claim needs it, for a word the
+page holds: see `PassageIndex._learn`), the word itself as a surface feature (`None` if no passage holds it), the
+passages holding both (those of the word if any passage holds it, else those of its term; `-1`, every passage, if
+neither is on the page), and the term again if some passage holds it (`None` if none does)."""
+_TERM, _ON_PAGE, _SURFACE, _HELD, _NAMED = map(itemgetter, range(5))  # the parts of a `_Word`
 _MASK = itemgetter(2)  # the passages of a `_Term` or a `_Feature`
 _NEEDLE = ' {} {} '.format  # a pair of adjacent words as `_line` spells it
 # The passages in both masks: `operator.and_` is a C function, cheaper to call than `int.__and__` (typeshed leaves it
@@ -113,9 +114,11 @@ class PassageIndex:
     with none of their features listed. Each claim word brings one mask (the passages holding it, or its term when no
     passage holds the word), and the first passage in all of them is the one to check for the claim's pairs: in the
     page's listed pairs once there are many claims, before that in the passage's own line, where only a pair it lacks
-    whose two words meet in another passage needs looking up. A claim word's term, its term's weight and postings, its
-    surface feature and its mask are worked out once per page (the first time a claim has the word) and read back with
-    map and set operations after that.
+    whose two words meet in another passage needs looking up. A claim word's term, its surface feature and its mask are
+    worked out once per page (the first time a claim has the word) and read back with map and set operations after
+    that; its term's weight and complete postings too, except for a word the page holds: that check needs neither (the
+    word's own passages hold its term), so they wait for a claim that has to be ranked, and a page whose claims keep its
+    words has none of its other words stemmed.
     """
 
     def __init__(
@@ -150,6 +153,7 @@ class PassageIndex:
         self._term_masks: dict[str, int] = {}
         self._on_page: dict[str, _Term] = {}  # terms whose postings are complete and not empty
         self._known: dict[str, _Word] = {}  # every claim word met so far
+        self._unweighed: set[str] = set()  # claim words on the page whose term is not weighed yet (see `_learn`)
         self._pair_features: dict[tuple[str, str], _Feature | None] = {}
         self._matches: dict[tuple[int, float], PassageMatch] = {}  # the matches returned so far
         self._lines: list[str | None] = [None] * len(self.passages)  # a passage's words, space-separated and -framed
@@ -238,27 +242,53 @@ class PassageIndex:
         return out
 
     def _learn(self, new: set[str]) -> None:
-        """Work out what the claim words not met on this page before bring to it (see `_Word`)."""
+        """Work out what the claim words not met on this page before bring to it (see `_Word`).
+
+        A word the page holds brings its own passages, and its term is on the page: what most claims need (see
+        `best`). Its term's weight and complete postings (every page word of that term, stemmed) are worked out only
+        when a claim has to be ranked (`_weighed`): claims that keep the page's words mostly never are.
+        """
         term_of = self._term_of
         fresh = new.difference(term_of)
         if fresh:
             self._stem(list(fresh))
-        if self._done is not None:  # (else every posting is complete)
-            found = set(map(term_of.__getitem__, new))
+        words = self._words
+        lazy = self._done is not None  # (else every posting is complete)
+        if lazy:
+            found = set(map(term_of.__getitem__, filterfalse(words.__contains__, new)))
             found.discard(None)
             self._complete(cast('set[str]', found))
         on_page = self._on_page
         idf = self._idf
-        words = self._words
         known = self._known
         for word in new:
             term = term_of[word]
             mask = words.get(word)
-            shared = None if term is None else on_page.get(term) or self._weigh(term)
             if mask:  # (a passage holding the word holds its term)
-                known[word] = (term, shared, ('=' + word, idf[mask.bit_count()], mask, term), mask)
+                shared = None if term is None else on_page.get(term) or (None if lazy else self._weigh(term))
+                if shared is None and term is not None:
+                    self._unweighed.add(word)
+                known[word] = (term, shared, ('=' + word, idf[mask.bit_count()], mask, term), mask, term)
             else:
-                known[word] = (term, shared, None, -1 if shared is None else shared[2])
+                shared = None if term is None else on_page.get(term) or self._weigh(term)
+                if shared is None:
+                    known[word] = (term, None, None, -1, None)
+                else:
+                    known[word] = (term, shared, None, shared[2], term)
+
+    def _weighed(self, words: set[str]) -> None:
+        """Weigh the terms of these claim words that `_learn` left unweighed (their postings completed first)."""
+        unweighed = self._unweighed.intersection(words)
+        if not unweighed:
+            return
+        self._unweighed -= unweighed
+        term_of = self._term_of
+        self._complete(cast('set[str]', set(map(term_of.__getitem__, unweighed))))
+        known = self._known
+        on_page = self._on_page
+        for word in unweighed:
+            term, _, surface, held, named = known[word]
+            known[word] = (term, on_page.get(cast(str, term)) or self._weigh(cast(str, term)), surface, held, named)
 
     def _enter(self, terms: Iterable[str]) -> dict[str, _Term]:
         """Weigh these terms, whose postings are complete (see `_complete`), if the page has them; all weighed terms."""
@@ -346,13 +376,18 @@ class PassageIndex:
         line = self._lines[i] = f' {" ".join(self._tokens[i])} '
         return line
 
-    def _read(self, words: list[str]) -> list[_Word]:
-        """What each distinct word of a claim brings to the page (see `_Word`); the words not met before are learnt."""
+    def _read(self, words: list[str], *, weighed: bool = True) -> list[_Word]:
+        """What each distinct word of a claim brings to the page (see `_Word`); the words not met before are learnt.
+
+        With `weighed=False`, the term on the page of a word the page holds may be left unworked (`None`).
+        """
         distinct = set(words)
         known = self._known
         new = distinct.difference(known)  # (`difference` reads only this set: `- keys()` reads the dict)
         if new:
             self._learn(new)
+        if weighed and self._unweighed:
+            self._weighed(distinct)
         # Map, filter and set operations run in C: most claims meet only words and pairs the page has met before.
         return list(map(known.__getitem__, distinct))
 
@@ -393,7 +428,7 @@ class PassageIndex:
         if self._pair_masks is None and max(self._claims, self._expected) >= _FULL_AFTER:
             self._index_all()
         if words is not None:
-            found = self._read(words)
+            found = self._read(words, weighed=False)
             # A passage holding every feature the claim shares with the page (every term, surface word and pair) sums
             # all their weights: no passage missing one reaches it, and those holding them all tie (ties to the
             # earliest). Claims that keep words of one passage (quotes, trimmed sentences) mostly end here, with
@@ -406,7 +441,9 @@ class PassageIndex:
                 claim_terms: set[str | None] = set(map(_TERM, found))
                 claim_terms.discard(None)
                 # The claim's terms on the page (a claim word's term on the page is final once the word is met).
-                shared = len(self._on_page.keys() & claim_terms)
+                named: set[str | None] = set(map(_NAMED, found))
+                named.discard(None)
+                shared = len(named)
                 if not shared:
                     return None
                 listed = self._pair_masks
@@ -417,6 +454,8 @@ class PassageIndex:
                     held = 0
                 if held:
                     return self._match((held & -held).bit_length() - 1, shared / len(claim_terms))
+            if self._unweighed:
+                found = self._read(words)
             features = self._claim(words, found)
         else:
             features = self._features(claim)
