@@ -326,7 +326,7 @@ class _Builder:
                 )
             )
             return None
-        assert isinstance(source, WebCitationSource | DocumentCitationSource)
+        assert isinstance(source, (WebCitationSource, DocumentCitationSource))
         excerpts = _as_str_list(source.excerpts) if source.excerpts else []
         number = self.by_key.get(key)
         if number is not None:
@@ -473,7 +473,7 @@ def _recorded_finish(response: ModelResponse) -> tuple[bool, str] | None:
     recorded = metadata.get(FINISH_METADATA_KEY) if metadata is not None else None
     if not isinstance(recorded, dict):
         return None
-    record = cast(dict[str, object], recorded)
+    record = cast('dict[str, object]', recorded)
     return bool(record.get('complete')), str(record.get('reason') or 'The response did not complete.')
 
 
@@ -1111,8 +1111,8 @@ def _as_str_list(value: object) -> list[str]:
 
 def _iter_list(value: object) -> Sequence[object]:
     """`value` when it is a list or tuple, else nothing (read defensively: hand-built parts may hold anything)."""
-    if isinstance(value, list | tuple):
-        return cast(Sequence[object], value)
+    if isinstance(value, (list, tuple)):
+        return cast('Sequence[object]', value)
     return ()
 
 
@@ -1122,7 +1122,7 @@ def _to_json_value(value: object, depth: int = 0) -> JsonValue:
         return None
     if isinstance(value, float) and not math.isfinite(value):
         return str(value)  # JSON has no `inf` or `nan`: kept as their names, so a JSON round trip keeps the answer
-    if value is None or isinstance(value, bool | int | float | str):
+    if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, Mapping):
         out: dict[str, JsonValue] = {}
@@ -1135,7 +1135,7 @@ def _to_json_value(value: object, depth: int = 0) -> JsonValue:
                 return None
             out[k] = converted
         return out
-    if isinstance(value, list | tuple):
+    if isinstance(value, (list, tuple)):
         items: list[JsonValue] = []
         for v in value:  # pyright: ignore[reportUnknownVariableType]
             v = cast(object, v)

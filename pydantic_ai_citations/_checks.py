@@ -98,7 +98,7 @@ def require_mapping(
     given = value
     detail = ''
     if isinstance(value, Mapping):
-        items = cast(Mapping[object, object], value).items()
+        items = cast('Mapping[object, object]', value).items()
         bad = next(((k, v) for k, v in items if not isinstance(k, keys) or not isinstance(v, values)), None)
         if bad is None:
             return
@@ -136,7 +136,7 @@ def require_answer(answer: object, *, where: str, name: str = 'answer') -> None:
     hint = ''
     if callable(getattr(answer, 'all_messages', None)):
         hint = " For a run's result, pass `CitedAnswer.from_result(result)`."
-    elif isinstance(answer, list | tuple):
+    elif isinstance(answer, (list, tuple)):
         hint = ' For a list of messages, pass `CitedAnswer.from_messages(messages)`.'
     raise UserError(f'{where}: `{name}` must be a `CitedAnswer`, got {shown(given)}.{hint}')
 
@@ -153,7 +153,7 @@ def require_result(result: object, *, where: str, name: str = 'result') -> None:
     hint = ''
     if isinstance(result, str):
         hint = ' For a run id, use `TrackCitations.report_run(run_id)`.'
-    elif isinstance(result, list | tuple):
+    elif isinstance(result, (list, tuple)):
         hint = ' For a list of messages, use `CitedAnswer.from_messages(messages)`.'
     raise UserError(
         f'{where}: `{name}` must be the result of `agent.run`, `run_sync`, `run_stream` or `iter`, '
@@ -167,9 +167,9 @@ _MESSAGE_CLASS_SET = frozenset(_MESSAGE_CLASSES)
 
 def is_messages(value: object) -> bool:
     """Whether `value` is a non-empty list (or tuple) of messages: for a hint where a run's messages are not expected."""
-    if not isinstance(value, list | tuple):
+    if not isinstance(value, (list, tuple)):
         return False
-    items = cast(Sequence[object], value)
+    items = cast('Sequence[object]', value)
     return bool(items) and all(isinstance(item, _MESSAGE_CLASSES) for item in items)
 
 
@@ -180,8 +180,8 @@ def require_messages(messages: object, *, where: str) -> None:
     the item check is one C-level pass over the items' classes (10,000 messages in a fraction of a millisecond);
     items are looked at one by one only when another class is found (a subclass passes).
     """
-    if isinstance(messages, Sequence) and not isinstance(messages, str | bytes):
-        items = cast(Sequence[object], messages)
+    if isinstance(messages, Sequence) and not isinstance(messages, (str, bytes)):
+        items = cast('Sequence[object]', messages)
         if _MESSAGE_CLASS_SET.issuperset(map(type, items)):
             return
         bad = next((i for i, item in enumerate(items) if not isinstance(item, _MESSAGE_CLASSES)), None)

@@ -204,8 +204,8 @@ def replace_parts(response: ModelResponse, parts: Mapping[int, TextPart]) -> Mod
     old = metadata.pop(METADATA_KEY, None) if metadata else None
     new_response = replace(response, parts=new_parts, metadata=metadata or None)
     fingerprint_response(new_response)
-    if isinstance(old, dict) and isinstance(cast(dict[str, Any], old).get('fingerprints'), dict):
-        _keep_prints(cast(dict[str, Any], old), response, new_response, set(parts))
+    if isinstance(old, dict) and isinstance(cast('dict[str, Any]', old).get('fingerprints'), dict):
+        _keep_prints(cast('dict[str, Any]', old), response, new_response, set(parts))
     return new_response
 
 
@@ -367,7 +367,7 @@ def _details_in_step(
 def _citations(part: TextPart) -> list[Citation]:
     citations = cast(object, part.citations)
     if isinstance(citations, list):
-        return [c for c in cast(list[object], citations) if isinstance(c, Citation)]
+        return [c for c in cast('list[object]', citations) if isinstance(c, Citation)]
     return []
 
 
@@ -395,10 +395,10 @@ def _range_holder(entry: object) -> dict[str, object] | None:
             return top
     if not isinstance(entry, dict):
         return None
-    entry = cast(dict[str, object], entry)
+    entry = cast('dict[str, object]', entry)
     for holder in (entry, entry.get('url_citation')):
         if isinstance(holder, dict):
-            holder = cast(dict[str, object], holder)
+            holder = cast('dict[str, object]', holder)
             if isinstance(holder.get('start_index'), int) and isinstance(holder.get('end_index'), int):
                 return holder
     return None
@@ -407,7 +407,7 @@ def _range_holder(entry: object) -> dict[str, object] | None:
 def _with_range(entry: object, holder: dict[str, object], start: int, end: int) -> dict[str, object]:
     """`entry` (whose `_range_holder` is `holder`) with that range moved to `start`/`end`."""
     moved = {**holder, 'start_index': start, 'end_index': end}
-    return moved if holder is entry else {**cast(dict[str, object], entry), 'url_citation': moved}
+    return moved if holder is entry else {**cast('dict[str, object]', entry), 'url_citation': moved}
 
 
 def moved_raw_offsets(raw: object, move: Callable[[int], int]) -> object:
@@ -421,12 +421,12 @@ def moved_raw_offsets(raw: object, move: Callable[[int], int]) -> object:
     if not isinstance(raw, list):
         return raw
     out: list[object] = []
-    for entry in cast(list[object], raw):
+    for entry in cast('list[object]', raw):
         holder: Any = _range_holder(entry)
         if holder is not None:
             out.append(_with_range(entry, holder, move(holder['start_index']), move(holder['end_index'])))
             continue
-        found = cast(dict[str, object], entry) if isinstance(entry, dict) else None
+        found = cast('dict[str, object]', entry) if isinstance(entry, dict) else None
         index = found.get('index') if found is not None else None
         if found is not None and found.get('type') == 'file_citation' and isinstance(index, int):
             out.append({**found, 'index': move(index)})
@@ -443,7 +443,7 @@ def _raw_in_step(raw: object, step: _RawStep, problems: list[CitationProblem]) -
     """
     if not isinstance(raw, list):
         return None
-    entries = cast(list[object], raw)
+    entries = cast('list[object]', raw)
     holders: list[Any] = [_range_holder(e) for e in entries]
     if all(h is not None for h in holders):
         out: list[object] = []
@@ -473,7 +473,7 @@ def _unread_offsets(entry: object) -> bool:
     """
     if not isinstance(entry, dict):
         return False
-    values = cast(dict[str, object], entry).values()
+    values = cast('dict[str, object]', entry).values()
     return any(isinstance(v, dict) and ('start_index' in v or 'end_index' in v) for v in values)
 
 
@@ -633,7 +633,7 @@ def fingerprint_response(response: ModelResponse) -> None:
         if found is None:  # not a plain list of citations anchored inside the text: the general path
             anchors[key] = found = _anchor_prints(part, digest)
             cited = cast(object, citations)
-            printed = isinstance(cited, list) and len(cast(list[object], cited)) == len(found) and None not in found
+            printed = isinstance(cited, list) and len(cast('list[object]', cited)) == len(found) and None not in found
             if not printed and (bad := _anchor_findings(citations, len(content))):
                 out_of_range[key] = [[ci, start, end] for _, ci, start, end in bad]
         else:  # every citation printed or unanchored: none is out of range
@@ -687,7 +687,7 @@ def joined_fingerprint(
     lost = [name for name in prints if (i := _print_index(name)) is None or (i in stale and i not in placed)]
     for n, name in enumerate(lost):
         ours['fingerprints'][str(len(rebuilt.parts) + n)] = prints[name]
-    return cast(dict[str, object], ours) if ours['fingerprints'] else None
+    return cast('dict[str, object]', ours) if ours['fingerprints'] else None
 
 
 def _anchors_or_none(response: ModelResponse, part_index: int, keys: PrintKeys | None = None) -> list[object]:
@@ -710,16 +710,16 @@ def _stored_anchors(response: ModelResponse, part_index: int, keys: PrintKeys | 
     Raises:
         _Untold: The response was fingerprinted, but which print is this part's cannot be told (`_matched_prints`).
     """
-    metadata = cast(dict[str, object], response.metadata or {})
+    metadata = cast('dict[str, object]', response.metadata or {})
     ours = metadata.get(METADATA_KEY)
     if not isinstance(ours, dict):
         return None
-    anchors = cast(dict[str, object], ours).get('anchors')
+    anchors = cast('dict[str, object]', ours).get('anchors')
     if not isinstance(anchors, dict):
         return None
     key = print_key(response, part_index, keys)
-    found = cast(dict[str, object], anchors).get(key) if key is not None else None
-    return cast(list[object], found) if isinstance(found, list) else None
+    found = cast('dict[str, object]', anchors).get(key) if key is not None else None
+    return cast('list[object]', found) if isinstance(found, list) else None
 
 
 class _Untold(Exception):
@@ -834,7 +834,7 @@ may hold raw citation markup."""
 
 def _anchor_findings(citations: object, size: int) -> tuple[_Finding, ...]:
     findings: list[_Finding] = []
-    for index, citation in enumerate(cast(list[object], citations) if isinstance(citations, list) else []):
+    for index, citation in enumerate(cast('list[object]', citations) if isinstance(citations, list) else []):
         anchor = cast(object, getattr(citation, 'anchor', None))
         if anchor is None:
             continue
@@ -1178,9 +1178,9 @@ def _parse_print(print_: object, size: int) -> tuple[str, int, tuple[int, int, _
 
     The heads are `None` in the form without them; a print in a scheme this version does not know is not read.
     """
-    if not isinstance(print_, list) or len(cast(list[object], print_)) not in (2, 4, 5):
+    if not isinstance(print_, list) or len(cast('list[object]', print_)) not in (2, 4, 5):
         return None
-    fields = cast(list[object], print_)
+    fields = cast('list[object]', print_)
     digest, length = fields[0], fields[1]
     if not isinstance(digest, str) or not isinstance(length, int) or length <= 0 or length > size:
         return None
@@ -1210,7 +1210,7 @@ def shown_realigned(
     repaired, dropped = repair_part(response, part_index, part, 'realign', keys)
     lost = sorted({p.citation_index for p in dropped if p.citation_index is not None})
     # Numbered as `repair_part` numbers them (a hand-built part may hold anything).
-    old = [c for c in cast(list[object], part.citations or []) if isinstance(c, Citation)]
+    old = [c for c in cast('list[object]', part.citations or []) if isinstance(c, Citation)]
     citations = [*(repaired.citations or []), *(replace(old[i], anchor=None) for i in lost if i < len(old))]
     return replace(part, citations=citations or None), len(lost)
 
@@ -1272,7 +1272,7 @@ def repair_part(
         print_ = prints[index] if index < len(prints) else None
         if not isinstance(print_, list) or not print_:
             return None
-        if fits and _hash(text[start:end]) == cast(list[object], print_)[0]:
+        if fits and _hash(text[start:end]) == cast('list[object]', print_)[0]:
             return start, end  # still in place and unchanged
         return locator.find(cast(object, print_))
 
@@ -1287,7 +1287,7 @@ def _in_place_prints(text: str, citations: list[Citation], stored: list[object])
     """
     at: dict[object, list[int]] = {}
     for m, print_ in enumerate(stored):
-        if isinstance(print_, list) and print_ and isinstance(digest := cast(list[object], print_)[0], str):
+        if isinstance(print_, list) and print_ and isinstance(digest := cast('list[object]', print_)[0], str):
             at.setdefault(digest, []).append(m)
     found: list[object] = []
     after = 0  # prints before this one are taken, or skipped
@@ -1346,7 +1346,7 @@ def _numbered_anchor(citations: object, text: str) -> bool:
 
     Then the part's provider writes numbered markers, and the grammar is asked to remove them.
     """
-    for citation in cast(list[object], citations) if isinstance(citations, list) else []:
+    for citation in cast('list[object]', citations) if isinstance(citations, list) else []:
         anchor = cast(object, getattr(citation, 'anchor', None))
         if isinstance(anchor, MarkerCitationAnchor):
             start, end = _anchor_range(anchor)

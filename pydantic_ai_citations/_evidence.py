@@ -221,17 +221,17 @@ class _Collector:
                     with contextlib.suppress(ValueError, RecursionError):
                         todo.append((json.loads(stripped), False))
                 continue
-            if not isinstance(item, list | tuple | Mapping):
+            if not isinstance(item, (list, tuple, Mapping)):
                 continue
             key = id(cast(object, item))
             if key in seen:
                 continue
             seen[key] = item
-            if isinstance(item, list | tuple):
-                items = cast(Sequence[object], item)
+            if isinstance(item, (list, tuple)):
+                items = cast('Sequence[object]', item)
                 todo.extend((child, False) for child in reversed(items))
                 continue
-            mapping = cast(Mapping[object, object], item)
+            mapping = cast('Mapping[object, object]', item)
             source_id = _source_id(mapping)
             if source_id is not None:
                 texts = [t for k in _TEXT_KEYS if isinstance(t := mapping.get(k), str)]
@@ -353,7 +353,7 @@ def _check(
     seen: dict[int, object] = {}
     while todo:
         value, path = todo.pop()
-        if isinstance(value, Claim | Evidence):
+        if isinstance(value, (Claim, Evidence)):
             _check_one(value, _field_path(path), sources, failures, check_quotes, require_sources)
             continue
         children = _children(value)
@@ -369,11 +369,11 @@ def _children(value: object) -> list[tuple[str | int, object]] | None:
         return [(name, getattr(value, name, None)) for name in type(value).model_fields]
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return [(f.name, getattr(value, f.name)) for f in dataclasses.fields(value)]
-    if isinstance(value, list | tuple):
-        return list(enumerate(cast(Sequence[object], value)))
+    if isinstance(value, (list, tuple)):
+        return list(enumerate(cast('Sequence[object]', value)))
     if isinstance(value, Mapping):
-        items = cast(Mapping[object, object], value).items()
-        return [(key if isinstance(key, str | int) else str(key), item) for key, item in items]
+        items = cast('Mapping[object, object]', value).items()
+        return [(key if isinstance(key, (str, int)) else str(key), item) for key, item in items]
     return None
 
 
@@ -542,7 +542,7 @@ DepsT = TypeVar('DepsT')
 def verify_evidence(ctx: RunContext[DepsT], output: OutputT) -> OutputT:
     """The same check as `VerifyEvidence`, as an output validator: `agent.output_validator(verify_evidence)`."""
     _verify(
-        cast(RunContext[object], ctx),
+        cast('RunContext[object]', ctx),
         output,
         extra=None,
         check_quotes=True,
@@ -626,8 +626,8 @@ def _cited_documents(
     if last is not None:
         for part in last[1].parts:
             raw = (part.provider_details or {}).get('citations') if isinstance(part, TextPart) else None
-            for item in cast(list[object], raw) if isinstance(raw, list) else []:
-                index = cast(dict[str, object], item).get('document_index') if isinstance(item, dict) else None
+            for item in cast('list[object]', raw) if isinstance(raw, list) else []:
+                index = cast('dict[str, object]', item).get('document_index') if isinstance(item, dict) else None
                 if isinstance(index, int) and not isinstance(index, bool) and 0 <= index < len(ids):
                     cited.setdefault(ids[index], None)  # Anthropic: position among the request's document blocks
                     by_index = True
@@ -662,10 +662,10 @@ def _cited_documents(
 
 def _claim_list(claims: object) -> list[Claim]:
     """`verify_claims`' claims as a list: one string or `Claim` is one claim (never one claim per character)."""
-    given = [claims] if isinstance(claims, str | Claim) else claims
+    given = [claims] if isinstance(claims, (str, Claim)) else claims
     if isinstance(given, Sequence):
-        items = cast(Sequence[object], given)
-        if all(isinstance(c, str | Claim) for c in items):
+        items = cast('Sequence[object]', given)
+        if all(isinstance(c, (str, Claim)) for c in items):
             return [c if isinstance(c, Claim) else Claim(text=cast(str, c), source_ids=[]) for c in items]
     raise UserError(f'verify_claims: `claims` must be a `Claim`, a string, or a list of them, got {shown(claims)}.')
 

@@ -241,7 +241,7 @@ def _strip_for(
     for message_index, parts in new_parts.items():
         message = out[message_index]
         assert isinstance(message, ModelResponse)
-        out[message_index] = copy_with(message, parts=cast(list[TextPart], parts))
+        out[message_index] = copy_with(message, parts=cast('list[TextPart]', parts))
     return out, problems
 
 

@@ -164,15 +164,15 @@ def _strip_value(value: object, path: FieldPath, acc: _Acc) -> object:
     if isinstance(value, str):
         return _strip_string(value, path, acc)
     if isinstance(value, list):
-        items = cast(list[object], value)
+        items = cast('list[object]', value)
         new_items = [_strip_value(item, (*path, i), acc) for i, item in enumerate(items)]
         return items if all(a is b for a, b in zip(new_items, items, strict=True)) else new_items
     if isinstance(value, dict):
-        mapping = cast(dict[object, object], value)
+        mapping = cast('dict[object, object]', value)
         new_map: dict[object, object] = {}
         changed = False
         for key, item in mapping.items():
-            key_path: FieldPath = (*path, key if isinstance(key, str | int) else str(key))
+            key_path: FieldPath = (*path, key if isinstance(key, (str, int)) else str(key))
             if isinstance(key, str) and scan_markup(key).found:
                 message = f'citation markup in the object key {key!r} at {format_path(path)}: keys are never rewritten'
                 acc.found.append(
@@ -288,7 +288,7 @@ def strip_raw_markup(raw: str | dict[str, object]) -> tuple[str | dict[str, obje
         result = strip_json_markup(cast(JsonValue, raw))
     except RecursionError:
         return raw, None
-    return cast(dict[str, object], result.value), result
+    return cast('dict[str, object]', result.value), result
 
 
 def _may_hold_markup(raw: str) -> bool:
@@ -319,7 +319,7 @@ def clean_partial_output(raw: str | dict[str, object]) -> str | dict[str, object
         except (ValueError, RecursionError):
             return raw
     try:
-        return cast(dict[str, object], _clean_strings(raw))
+        return cast('dict[str, object]', _clean_strings(raw))
     except RecursionError:
         return raw
 
@@ -328,7 +328,7 @@ def _clean_strings(value: object) -> object:
     if isinstance(value, str):
         return StreamCleaner().feed(value)
     if isinstance(value, list):
-        return [_clean_strings(item) for item in cast(list[object], value)]
+        return [_clean_strings(item) for item in cast('list[object]', value)]
     if isinstance(value, dict):
-        return {key: _clean_strings(item) for key, item in cast(dict[object, object], value).items()}
+        return {key: _clean_strings(item) for key, item in cast('dict[object, object]', value).items()}
     return value

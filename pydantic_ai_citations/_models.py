@@ -181,9 +181,9 @@ def describe_serving_model(model: Model, response_model_name: str | None, respon
 
 def _leaves(model: Model, depth: int = 0) -> list[Model]:
     inner: object = getattr(model, 'models', None) if type(model).__name__ == 'FallbackModel' else None
-    if depth < 10 and isinstance(inner, list | tuple):
+    if depth < 10 and isinstance(inner, (list, tuple)):
         found: list[Model] = []
-        for m in cast(Sequence[object], inner):
+        for m in cast('Sequence[object]', inner):
             if isinstance(m, Model):
                 found.extend(_leaves(m, depth + 1))  # pyright: ignore[reportUnknownArgumentType]
         return found

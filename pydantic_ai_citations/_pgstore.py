@@ -357,7 +357,7 @@ class PostgresConversationStore(_StoredAnswers):
             from psycopg import errors
             from psycopg.conninfo import conninfo_to_dict
 
-            if not isinstance(e, errors.UndefinedTable | errors.UndefinedColumn | errors.DuplicateTable):
+            if not isinstance(e, (errors.UndefinedTable, errors.UndefinedColumn, errors.DuplicateTable)):
                 raise
             where = conninfo_to_dict(self.conninfo)
             name = f'{where.get("host") or "localhost"}/{where.get("dbname") or ""}'  # never the password
@@ -472,7 +472,7 @@ class PostgresConversationStore(_StoredAnswers):
                     if new and _is_unique_violation(e):
                         raise _StoredBefore from e
                     raise
-                current, head_found = cast(tuple[str | None, bool], await checks.fetchone())
+                current, head_found = cast('tuple[str | None, bool]', await checks.fetchone())
             if current != expected_revision:
                 raise ConversationConflict(cid)
             if head is not None and head not in new_ids and not head_found:

@@ -329,7 +329,7 @@ def _add_raw(part: TextPart, entries: Sequence[object]) -> None:
     """Append raw citation data to `part.provider_details['citations']` (a new dict), leaving out entries already there."""
     details = dict(part.provider_details or {})
     kept = details.get('citations')
-    kept_list: list[object] = list(cast(list[object], kept)) if isinstance(kept, list) else []
+    kept_list: list[object] = list(cast('list[object]', kept)) if isinstance(kept, list) else []
     seen = set(map(repr, kept_list))
     new = [e for e in entries if repr(e) not in seen]
     if not new:

@@ -240,7 +240,7 @@ async def _from_events(events: AsyncIterator[object], acc: _Accumulator) -> Asyn
     try:
         async for event in events:
             if isinstance(event, AgentRunResultEvent):
-                result = cast(AgentRunResultEvent[object], event).result
+                result = cast('AgentRunResultEvent[object]', event).result
                 answer = CitedAnswer.from_messages(result.all_messages())
                 for chunk in acc.flush(not answer.complete):
                     yield chunk
@@ -285,7 +285,7 @@ def _continues(parts: Sequence[ModelResponsePart], index: int) -> int | None:
 
 async def _from_run_stream(result: Any, snaps: _Snapshots) -> AsyncGenerator[StreamItem]:
     try:
-        async for response in cast(AsyncIterator[ModelResponse], result.stream_response(debounce_by=None)):
+        async for response in cast('AsyncIterator[ModelResponse]', result.stream_response(debounce_by=None)):
             snaps.last = response
             for index, part in enumerate(response.parts):
                 if isinstance(part, TextPart):
@@ -295,7 +295,7 @@ async def _from_run_stream(result: Any, snaps: _Snapshots) -> AsyncGenerator[Str
                         after = _continues(response.parts, index)
                         for chunk in snaps.cleaners.feed(index, part.content[done or 0 :], after=after):
                             yield chunk
-        messages = cast(list[ModelMessage], result.all_messages())
+        messages = cast('list[ModelMessage]', result.all_messages())
         answer = CitedAnswer.from_messages(messages) if result.is_complete else _incomplete(snaps.last)
         for chunk in snaps.cleaners.close_all(incomplete=not answer.complete):
             yield chunk
@@ -349,7 +349,7 @@ async def stream_cited(
             'stream_cited: `user_prompt` must be the prompt, got a list of messages: pass them as `message_history=`.'
         )
     if via == 'events':
-        run_events = cast(Callable[..., AbstractAsyncContextManager[AsyncIterator[object]]], agent.run_stream_events)
+        run_events = cast('Callable[..., AbstractAsyncContextManager[AsyncIterator[object]]]', agent.run_stream_events)
         async with run_events(user_prompt, **run_kwargs) as events:
             acc = _Accumulator()
             items = _from_events(events, acc)
@@ -359,7 +359,7 @@ async def stream_cited(
             finally:
                 await items.aclose()
     elif via == 'run_stream':
-        run_stream = cast(Callable[..., AbstractAsyncContextManager[Any]], agent.run_stream)
+        run_stream = cast('Callable[..., AbstractAsyncContextManager[Any]]', agent.run_stream)
         snaps = _Snapshots()
         async with AsyncExitStack() as stack:
             try:

@@ -71,7 +71,7 @@ def _check_tap_arguments(where: str, max_responses: int, hosts: Sequence[str]) -
     if max_responses < 1:
         raise UserError(f'`max_responses` must be at least 1, got {max_responses!r}.')
     # A single host given as a string would be read as one host per character, and nothing would be tapped.
-    if isinstance(hosts, str) or not all(isinstance(h, str) for h in cast(Sequence[object], hosts)):
+    if isinstance(hosts, str) or not all(isinstance(h, str) for h in cast('Sequence[object]', hosts)):
         raise UserError(f"{where}: `hosts` must be a list of host names (e.g. `['api.example.com']`), got {hosts!r}.")
 
 
@@ -199,7 +199,7 @@ class _TapTransport(httpx2.AsyncBaseTransport):
                 request=request,
                 extensions=response.extensions,
             )
-        body_map = cast(dict[str, JsonValue], body)
+        body_map = cast('dict[str, JsonValue]', body)
         collector.feed_response(body_map)
         collector.close()
         self._tap._register(collector)  # pyright: ignore[reportPrivateUsage]
@@ -328,7 +328,7 @@ class _SseTapStream(httpx2.AsyncByteStream):
 def _perplexity_stream(tap: PerplexityTap, collector: AgentStreamCollector, response: httpx2.Response) -> _SseTapStream:
     def on_event(event: object) -> None:
         if isinstance(event, dict):
-            collector.feed_event(cast(dict[str, JsonValue], event))
+            collector.feed_event(cast('dict[str, JsonValue]', event))
             # Register as soon as the id is known, so a caller can look the collector up mid-stream.
             tap._register(collector)  # pyright: ignore[reportPrivateUsage]
         else:
@@ -410,7 +410,7 @@ class CohereStreamBody:
         self._citations: list[JsonValue] = []
 
     def feed(self, event: object) -> None:
-        ev = cast(dict[str, object], event) if isinstance(event, dict) else {}
+        ev = cast('dict[str, object]', event) if isinstance(event, dict) else {}
         kind = ev.get('type')
         message = _dig(ev, 'delta', 'message')
         if kind == 'message-start' and isinstance(rid := ev.get('id'), str):
@@ -435,7 +435,7 @@ def _dig(value: object, *path: str) -> object:
     for name in path:
         if not isinstance(value, dict):
             return None
-        value = cast(dict[str, object], value).get(name)
+        value = cast('dict[str, object]', value).get(name)
     return value
 
 
@@ -499,7 +499,7 @@ def _text_block(block: Mapping[str, object]) -> dict[str, JsonValue]:
     citations = block.get('citations')
     return {
         'text': text if isinstance(text := block.get('text'), str) else '',
-        'citations': cast(list[JsonValue], citations) if isinstance(citations, list) else [],
+        'citations': cast('list[JsonValue]', citations) if isinstance(citations, list) else [],
     }
 
 
@@ -514,25 +514,25 @@ class _AnthropicStreamBlocks:
     def feed(self, event: object) -> None:
         if not isinstance(event, dict):
             return
-        ev = cast(dict[str, object], event)
+        ev = cast('dict[str, object]', event)
         kind, index = ev.get('type'), ev.get('index')
         if kind == 'message_start' and isinstance(message := ev.get('message'), dict):
             # Registered now and filled as blocks end: the record is complete when the stream is.
-            self._tap._record(cast(dict[str, object], message).get('id'), self._blocks)  # pyright: ignore[reportPrivateUsage]
+            self._tap._record(cast('dict[str, object]', message).get('id'), self._blocks)  # pyright: ignore[reportPrivateUsage]
         elif not isinstance(index, int):
             return
         elif kind == 'content_block_start' and isinstance(block := ev.get('content_block'), dict):
-            block_map = cast(dict[str, object], block)
+            block_map = cast('dict[str, object]', block)
             if block_map.get('type') == 'text':
                 record = _text_block(block_map)
                 self._open[index] = (record, [cast(str, record['text'])])
         elif kind == 'content_block_delta' and index in self._open and isinstance(delta := ev.get('delta'), dict):
             record, texts = self._open[index]
-            delta_map = cast(dict[str, JsonValue], delta)
+            delta_map = cast('dict[str, JsonValue]', delta)
             if delta_map.get('type') == 'text_delta' and isinstance(piece := delta_map.get('text'), str):
                 texts.append(piece)
             elif delta_map.get('type') == 'citations_delta':
-                cast(list[JsonValue], record['citations']).append(delta_map.get('citation'))
+                cast('list[JsonValue]', record['citations']).append(delta_map.get('citation'))
         elif kind == 'content_block_stop' and index in self._open:
             record, texts = self._open.pop(index)
             record['text'] = ''.join(texts)
@@ -586,7 +586,7 @@ class _RecordingTransport(httpx2.AsyncBaseTransport):
             return response
         raw, body = await _read_json(response.stream, encoding)
         if isinstance(body, dict):
-            self.on_body(cast(dict[str, object], body))
+            self.on_body(cast('dict[str, object]', body))
         else:
             self._tap.problems.append(
                 CitationProblem('unreadable_raw_data', f'{self.provider} JSON body could not be read.')
@@ -608,11 +608,11 @@ class _AnthropicTapTransport(_RecordingTransport):
 
     def on_body(self, body: dict[str, object]) -> None:
         content = body.get('content')
-        items: list[object] = cast(list[object], content) if isinstance(content, list) else []
+        items: list[object] = cast('list[object]', content) if isinstance(content, list) else []
         blocks = [
-            _text_block(cast(dict[str, object], b))
+            _text_block(cast('dict[str, object]', b))
             for b in items
-            if isinstance(b, dict) and cast(dict[str, object], b).get('type') == 'text'
+            if isinstance(b, dict) and cast('dict[str, object]', b).get('type') == 'text'
         ]
         cast(AnthropicTap, self._tap)._record(body.get('id'), blocks)  # pyright: ignore[reportPrivateUsage]
 
@@ -681,8 +681,8 @@ class MistralRecord:
         if isinstance(content, str):
             self.texts.append(content)
             return
-        for chunk in cast(list[object], content) if isinstance(content, list) else []:
-            item = cast(dict[str, JsonValue], chunk) if isinstance(chunk, dict) else {}
+        for chunk in cast('list[object]', content) if isinstance(content, list) else []:
+            item = cast('dict[str, JsonValue]', chunk) if isinstance(chunk, dict) else {}
             if item.get('type') == 'text' and isinstance(text := item.get('text'), str):
                 self.texts.append(text)
             elif item.get('type') == 'reference':
@@ -705,7 +705,7 @@ def mistral_http_client(
 
 def _first_choice_content(body: Mapping[str, object], key: str) -> object:
     choices = body.get('choices')
-    first = cast(list[object], choices)[0] if isinstance(choices, list) and choices else None
+    first = cast('list[object]', choices)[0] if isinstance(choices, list) and choices else None
     return _dig(first, key, 'content')
 
 
@@ -713,7 +713,7 @@ def _mistral_stream(tap: MistralTap, record: MistralRecord) -> Callable[[object]
     def on_event(event: object) -> None:
         if not isinstance(event, dict):
             return  # not a JSON object: nothing to record
-        ev = cast(dict[str, object], event)
+        ev = cast('dict[str, object]', event)
         tap._record(ev.get('id'), record)  # pyright: ignore[reportPrivateUsage]
         record.feed(_first_choice_content(ev, 'delta'))
 

@@ -47,7 +47,7 @@ class CohereTapTransport(httpx.AsyncBaseTransport):
             return response
         raw, body = await _read_json(response.stream, response.headers.get('content-encoding', ''))
         if isinstance(body, dict):
-            self._tap._record(cast(dict[str, JsonValue], body))  # pyright: ignore[reportPrivateUsage]
+            self._tap._record(cast('dict[str, JsonValue]', body))  # pyright: ignore[reportPrivateUsage]
         return httpx.Response(
             response.status_code, headers=response.headers, content=raw, request=request, extensions=response.extensions
         )

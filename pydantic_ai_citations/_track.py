@@ -355,7 +355,9 @@ class TrackCitations(AbstractCapability[Any]):
         model = ctx.model
         if (request.info.api == 'other' or request.info.model_class == 'FallbackModel') and isinstance(model, Model):
             # (as `after_model_request` does with the request's model: the response names the model that served it)
-            request.info = describe_serving_model(cast(Model[Any], model), response.model_name, response.provider_name)
+            request.info = describe_serving_model(
+                cast('Model[Any]', model), response.model_name, response.provider_name
+            )
         self._recover(ctx, request, response)
         request.recovered_parts = list(response.parts)
         request.response = response

@@ -103,7 +103,7 @@ def _json_body(body: bytes) -> dict[str, JsonValue]:
         value: object = json.loads(body) if body else {}
     except ValueError:
         return {'body': body.decode('utf-8', 'replace')}
-    return cast(dict[str, JsonValue], value) if isinstance(value, dict) else {'body': cast(JsonValue, value)}
+    return cast('dict[str, JsonValue]', value) if isinstance(value, dict) else {'body': cast(JsonValue, value)}
 
 
 def _error_answer(message: str) -> _Answer:
@@ -389,7 +389,7 @@ class _FakeGrpcChannel:
         if serializer is not None:
             serializer(request)  # The SDK's own serializer, so a malformed request fails as it would live.
         return self._transport.record_sent(
-            cast(dict[str, JsonValue], json_format.MessageToDict(request, preserving_proto_field_name=True))
+            cast('dict[str, JsonValue]', json_format.MessageToDict(request, preserving_proto_field_name=True))
         )
 
     def _response(self, index: int, method: str) -> Any:

@@ -384,21 +384,21 @@ def _gunzip(path: Path, raw: bytes, where: str) -> bytes:
 def _interactions(path: Path, document: object) -> list[dict[str, object]]:
     if not isinstance(document, dict):
         raise RecordingError(path, 'not a cassette: expected a mapping with `interactions`')
-    interactions = cast(dict[str, object], document).get('interactions')
+    interactions = cast('dict[str, object]', document).get('interactions')
     if not isinstance(interactions, list) or not interactions:
         raise RecordingError(path, 'the cassette has no interactions')
     result: list[dict[str, object]] = []
-    for i, interaction in enumerate(cast(list[object], interactions)):
+    for i, interaction in enumerate(cast('list[object]', interactions)):
         if not isinstance(interaction, dict):
             raise RecordingError(path, f'interaction {i} is not a mapping')
-        result.append(cast(dict[str, object], interaction))
+        result.append(cast('dict[str, object]', interaction))
     return result
 
 
 def _mapping(path: Path, value: object, what: str) -> dict[str, object]:
     if not isinstance(value, dict):
         raise RecordingError(path, f'{what} is missing or not a mapping')
-    return cast(dict[str, object], value)
+    return cast('dict[str, object]', value)
 
 
 def _header(headers: Mapping[str, object], name: str) -> str | None:
@@ -410,7 +410,7 @@ def _header(headers: Mapping[str, object], name: str) -> str | None:
 
 
 def _header_values(value: object) -> list[str]:
-    items = cast(list[object], value) if isinstance(value, list) else [value]
+    items = cast('list[object]', value) if isinstance(value, list) else [value]
     return [item.decode('utf-8', 'replace') if isinstance(item, bytes) else str(item) for item in items]
 
 
@@ -507,7 +507,7 @@ def _request_body(path: Path, request: dict[str, object], index: int) -> JsonVal
         return cast(JsonValue, request['parsed_body'])
     body = request.get('body')
     if isinstance(body, dict):
-        body = cast(dict[str, object], body).get('string')
+        body = cast('dict[str, object]', body).get('string')
     if body is None or body in ('', b''):
         return None
     raw = body if isinstance(body, bytes) else str(body).encode('utf-8')
@@ -526,7 +526,7 @@ def _vcr_response(path: Path, response: dict[str, object], uri: str, index: int)
     if not isinstance(status, int):
         raise RecordingError(path, f'interaction {index} response has no status code')
     raw_headers = response.get('headers')
-    headers = cast(dict[str, object], raw_headers) if isinstance(raw_headers, dict) else {}
+    headers = cast('dict[str, object]', raw_headers) if isinstance(raw_headers, dict) else {}
     content_type = _header(headers, 'content-type') or 'application/json'
     served_headers = tuple(
         (key.lower(), value)
@@ -545,7 +545,7 @@ def _vcr_response(path: Path, response: dict[str, object], uri: str, index: int)
         return RawResponse(status, content_type, payload, uri, body_bytes, served_headers or _json_headers())
 
     body_info = response.get('body')
-    body: object = cast(dict[str, object], body_info).get('string') if isinstance(body_info, dict) else body_info
+    body: object = cast('dict[str, object]', body_info).get('string') if isinstance(body_info, dict) else body_info
     if body is None:
         raw = b''
     elif isinstance(body, bytes):
@@ -627,7 +627,7 @@ def _load_xai(path: Path, interactions: list[dict[str, object]]) -> Recording:
             notes.append(f'interaction {i} skipped: {what}')
             continue
         request = next((interaction[k] for k in _XAI_REQUEST_KEYS if k in interaction), None)
-        request_json = cast(dict[str, object], request).get('json') if isinstance(request, dict) else None
+        request_json = cast('dict[str, object]', request).get('json') if isinstance(request, dict) else None
         requests.append(cast(JsonValue, request_json))
         responses.append(response)
     if not responses:
@@ -656,8 +656,8 @@ def _xai_response(path: Path, interaction: dict[str, object], i: int) -> RawResp
         chunks_raw = stream.get('chunks_raw')
         if not isinstance(chunks_json, list) and not isinstance(chunks_raw, list):
             raise RecordingError(path, f'interaction {i} response_stream has neither chunks_json nor chunks_raw')
-        chunks = tuple(_xai_raw(path, c, f'interaction {i} chunk') for c in cast(list[object], chunks_raw or []))
-        messages = _xai_chunk_messages(cast(list[object], chunks_json)) if isinstance(chunks_json, list) else []
+        chunks = tuple(_xai_raw(path, c, f'interaction {i} chunk') for c in cast('list[object]', chunks_raw or []))
+        messages = _xai_chunk_messages(cast('list[object]', chunks_json)) if isinstance(chunks_json, list) else []
         payload = cast(JsonValue, messages)
         if not chunks and messages:
             chunks = xai_chunks_from_json(path, messages, i)
@@ -668,7 +668,7 @@ def _xai_response(path: Path, interaction: dict[str, object], i: int) -> RawResp
         if 'raw' in sample:
             body = _xai_raw(path, sample['raw'], f'interaction {i} response')
         elif isinstance(sample_json, dict):
-            body = xai_response_from_json(path, cast(dict[str, object], sample_json), i)
+            body = xai_response_from_json(path, cast('dict[str, object]', sample_json), i)
         else:
             raise RecordingError(path, f'interaction {i} response_sample has neither json nor raw')
         return RawResponse(200, 'application/grpc', cast(JsonValue, sample_json), '/xai_api.Chat/GetCompletion', body)
@@ -683,7 +683,7 @@ def _xai_chunk_messages(values: list[object]) -> list[object]:
 def _unwrap_chunk(value: object) -> object:
     if not isinstance(value, dict):
         return value
-    mapping = cast(dict[str, object], value)
+    mapping = cast('dict[str, object]', value)
     return mapping['chunk'] if list(mapping) == ['chunk'] else mapping
 
 
@@ -718,7 +718,7 @@ def xai_chunks_from_json(path: Path, values: list[object], index: int) -> tuple[
         if not isinstance(value, dict):
             raise RecordingError(path, f'interaction {index} chunk json is not a mapping')
         try:
-            message = json_format.ParseDict(cast(dict[str, object], value), _xai_chat_pb2().GetChatCompletionChunk())
+            message = json_format.ParseDict(cast('dict[str, object]', value), _xai_chat_pb2().GetChatCompletionChunk())
             chunks.append(cast(bytes, message.SerializeToString()))
         except (json_format.ParseError, ValueError, TypeError) as e:
             raise RecordingError(path, f'interaction {index} chunk json is not a GetChatCompletionChunk: {e}') from e
@@ -766,7 +766,7 @@ def _load_vercel(path: Path, data: bytes, api: RecordingApi | None) -> Recording
     if detected in ('xai', 'bedrock-converse'):
         raise RecordingError(path, f'Vercel fixtures cannot be replayed as {detected}')
     if streamed:
-        body = render_stream(detected, cast(list[JsonValue], payload))
+        body = render_stream(detected, cast('list[JsonValue]', payload))
         content_type = 'text/event-stream'
     else:
         body = json.dumps(payload).encode('utf-8')
@@ -787,7 +787,7 @@ def _load_vercel(path: Path, data: bytes, api: RecordingApi | None) -> Recording
 
 def _vercel_api(path: Path, payload: JsonValue) -> RecordingApi | None:
     first: JsonValue = payload[0] if isinstance(payload, list) and payload else payload
-    obj = cast(dict[str, JsonValue], first) if isinstance(first, dict) else {}
+    obj = cast('dict[str, JsonValue]', first) if isinstance(first, dict) else {}
     kind = str(obj.get('type') or '')
     openai_kind: RecordingApi | None = None
     if obj.get('object') == 'response' or kind.startswith('response.'):
@@ -814,7 +814,7 @@ def _vercel_api(path: Path, payload: JsonValue) -> RecordingApi | None:
 
 
 def _vercel_model_name(payload: JsonValue) -> str | None:
-    items = cast(list[JsonValue], payload) if isinstance(payload, list) else [payload]
+    items = cast('list[JsonValue]', payload) if isinstance(payload, list) else [payload]
     for item in items[:3]:
         if not isinstance(item, dict):
             continue
@@ -833,10 +833,10 @@ def render_stream(api: RecordingApi, events: list[JsonValue]) -> bytes:
     (each event written `{"<event type>": {payload}}`). xAI streams protobuf, not bytes: see `xai_chunks_from_json`.
     """
     if api == 'bedrock-converse':
-        return encode_event_stream([next(iter(cast(dict[str, JsonValue], event).items())) for event in events])
+        return encode_event_stream([next(iter(cast('dict[str, JsonValue]', event).items())) for event in events])
     out: list[str] = []
     for n, event in enumerate(events):
-        obj = cast(dict[str, JsonValue], event) if isinstance(event, dict) else None
+        obj = cast('dict[str, JsonValue]', event) if isinstance(event, dict) else None
         if obj is not None and api in _SEQUENCED_SSE and 'sequence_number' not in obj:
             obj = {**obj, 'sequence_number': n}
         data = json.dumps(obj if obj is not None else event)
@@ -866,7 +866,7 @@ def _model_name(api: RecordingApi, request: JsonValue, uri: str) -> str | None:
 
 
 def _settings_for(api: RecordingApi, request: JsonValue) -> ModelSettings:
-    body = cast(dict[str, JsonValue], request) if isinstance(request, dict) else {}
+    body = cast('dict[str, JsonValue]', request) if isinstance(request, dict) else {}
     settings: dict[str, object] = {}
     if api == 'anthropic-messages':
         max_tokens = body.get('max_tokens')
@@ -883,7 +883,7 @@ def _settings_for(api: RecordingApi, request: JsonValue) -> ModelSettings:
             settings['citations'] = True
     elif api == 'openai-responses':
         include = body.get('include')
-        for option in cast(list[JsonValue], include) if isinstance(include, list) else []:
+        for option in cast('list[JsonValue]', include) if isinstance(include, list) else []:
             if isinstance(option, str) and option in _OPENAI_INCLUDE_SETTINGS:
                 settings[_OPENAI_INCLUDE_SETTINGS[option]] = True
     elif api == 'perplexity-sonar':
@@ -891,7 +891,7 @@ def _settings_for(api: RecordingApi, request: JsonValue) -> ModelSettings:
         settings['openai_include_unmapped_response_data'] = True
     elif api == 'xai':
         include = body.get('include')
-        for option in cast(list[JsonValue], include) if isinstance(include, list) else []:
+        for option in cast('list[JsonValue]', include) if isinstance(include, list) else []:
             if option == 'INCLUDE_OPTION_INLINE_CITATIONS':
                 settings['citations'] = True
             elif isinstance(option, str) and option in _XAI_INCLUDE_SETTINGS:

@@ -92,9 +92,9 @@ def _depth_exceeds(value: object, max_depth: int) -> bool:
     while stack:
         item, depth = stack.pop()
         if isinstance(item, dict):
-            children: list[object] = list(cast(dict[object, object], item).values())
+            children: list[object] = list(cast('dict[object, object]', item).values())
         elif isinstance(item, list):
-            children = cast(list[object], item)
+            children = cast('list[object]', item)
         else:
             continue
         if depth > max_depth:

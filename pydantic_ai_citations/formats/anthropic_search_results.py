@@ -120,7 +120,7 @@ def _messages(messages: object) -> list[Mapping[str, JsonValue] | None]:
     The messages are provider data: a body with `None`, a string or a number where a message belongs must be
     reported (`check_request`), not crash the reader.
     """
-    if not isinstance(messages, list | tuple):
+    if not isinstance(messages, (list, tuple)):
         return []
     items: Sequence[object] = messages  # pyright: ignore[reportUnknownVariableType]
     return [m if isinstance(m, Mapping) else None for m in items]  # pyright: ignore[reportUnknownVariableType]
@@ -396,7 +396,7 @@ def check_request(messages: Messages) -> list[CitationProblem]:
     """
     problems: list[CitationProblem] = []
     listed = _messages(messages)
-    if not isinstance(messages, list | tuple):
+    if not isinstance(messages, (list, tuple)):
         problems.append(
             CitationProblem(
                 'unreadable_raw_data', 'messages must be a list of message objects', detail=_detail(messages)

@@ -449,18 +449,18 @@ def _check_sources(sources: object, base: object) -> None:
     """Raise `UserError` unless `sources` is a list or mapping of citation sources and `base` an int of 0 or more."""
     if isinstance(base, bool) or not isinstance(base, int) or base < 0:
         raise UserError(f'`base` must be an int of 0 or more, got {shown(base)}.')
-    if isinstance(sources, str | bytes) or not isinstance(sources, Sequence | Mapping):
+    if isinstance(sources, (str, bytes)) or not isinstance(sources, (Sequence, Mapping)):
         raise UserError(
             f'`sources` must be a list or a mapping of citation sources (`WebCitationSource` / '
             f'`DocumentCitationSource`), got {shown(sources)}.'
         )
     items: Iterable[tuple[object, object]] = (
-        cast(Mapping[object, object], sources).items()
+        cast('Mapping[object, object]', sources).items()
         if isinstance(sources, Mapping)
-        else enumerate(cast(Sequence[object], sources))
+        else enumerate(cast('Sequence[object]', sources))
     )
     for key, source in items:
-        if not isinstance(source, WebCitationSource | DocumentCitationSource):
+        if not isinstance(source, (WebCitationSource, DocumentCitationSource)):
             hint = (
                 " (a URL: wrap it, `WebCitationSource(url)`; Sonar's `citations` list is URLs)"
                 if isinstance(source, str)

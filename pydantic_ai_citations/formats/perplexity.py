@@ -324,12 +324,12 @@ class AgentStreamCollector:
         self._end_texts()
 
     def _add_results(self, results: object) -> None:
-        if not isinstance(results, list | tuple):
+        if not isinstance(results, (list, tuple)):
             self._problems.append(
                 CitationProblem('invalid_search_result', 'Search results are not a list.', detail=_short(results))
             )
             return
-        for index, raw_obj in enumerate(cast(Sequence[object], results)):
+        for index, raw_obj in enumerate(cast('Sequence[object]', results)):
             raw = as_map(raw_obj)
             rid = _result_id(raw.get('id')) if raw else None
             url = as_str(raw.get('url')) if raw else None

@@ -166,7 +166,7 @@ def recover_container_files(response: ModelResponse) -> Recovery:
         raw_annotations = part.provider_details.get('annotations')
         if raw_annotations is None:
             continue
-        if not isinstance(raw_annotations, list | tuple):
+        if not isinstance(raw_annotations, (list, tuple)):
             problems.append(
                 CitationProblem(
                     'unreadable_raw_data', '`provider_details["annotations"]` is not a list.', part_index=part_index
@@ -230,7 +230,7 @@ def recover_xai_tool_output(response: ModelResponse) -> Recovery:
         if content is None or key not in content:
             continue
         entries = content.get(key)
-        if not isinstance(entries, list | tuple):
+        if not isinstance(entries, (list, tuple)):
             problems.append(
                 CitationProblem(
                     'unreadable_raw_data',
@@ -239,7 +239,7 @@ def recover_xai_tool_output(response: ModelResponse) -> Recovery:
                 )
             )
             continue
-        for entry in cast(Sequence[object], entries):
+        for entry in cast('Sequence[object]', entries):
             url = _entry_url(entry)
             if key == 'results' and url is None:
                 continue  # not a search result (Groq lists other tool results here too)
@@ -403,14 +403,14 @@ def recover_search_result_locations(response: ModelResponse) -> Recovery:
         if not isinstance(part, TextPart) or not part.provider_details or part.provider_name != 'anthropic':
             continue
         raw = part.provider_details.get('citations')
-        if not isinstance(raw, list | tuple):
+        if not isinstance(raw, (list, tuple)):
             problems.append(
                 CitationProblem(
                     'unreadable_raw_data', '`provider_details["citations"]` is not a list.', part_index=part_index
                 )
             )
             continue
-        entries = cast(Sequence[object], raw)
+        entries = cast('Sequence[object]', raw)
         if not _any_of_type(entries, 'search_result_location'):
             continue  # the common case: every citation was mapped by Pydantic AI
         found, raw_part = search_result_block_citations(as_maps(entries), part.content, part_index)

@@ -69,7 +69,7 @@ wire_citations_ta: TypeAdapter[list[WireCitation]] = TypeAdapter(list[WireCitati
 def parse_sse(text: str | bytes) -> list[dict[str, JsonValue]]:
     """Decode an SSE body into its `data` JSON objects (skipping `[DONE]` and anything that is not an object)."""
     events = (load_json(data) for data in sse_data(text))
-    return [cast(dict[str, JsonValue], event) for event in events if isinstance(event, dict)]
+    return [cast('dict[str, JsonValue]', event) for event in events if isinstance(event, dict)]
 
 
 def count_wire_citations(api: WireApi, payload: JsonValue) -> list[WireCitation]:
@@ -96,7 +96,7 @@ def count_wire_citations(api: WireApi, payload: JsonValue) -> list[WireCitation]
 
 def _objects(payload: object) -> list[Mapping[str, object]]:
     if isinstance(payload, Mapping):
-        return [cast(Mapping[str, object], payload)]
+        return [cast('Mapping[str, object]', payload)]
     return [m for item in as_list(payload) if (m := as_map(item)) is not None]
 
 
@@ -368,7 +368,7 @@ def _cohere(api: WireApi, objs: list[Mapping[str, object]]) -> Iterator[WireCita
 def _perplexity_agent(api: WireApi, objs: list[Mapping[str, object]]) -> Iterator[WireCitation]:
     collector = AgentStreamCollector()
     for obj in objs:
-        event = cast(Mapping[str, JsonValue], obj)
+        event = cast('Mapping[str, JsonValue]', obj)
         if isinstance(obj.get('type'), str) and str(obj.get('type')).startswith(('response.', 'error')):
             collector.feed_event(event)
         else:

@@ -224,9 +224,9 @@ def _response(api: ProviderApi, path: Path, spec: _FixtureSpec, index: int, resp
         if has_body:
             if not isinstance(body, dict):
                 raise RecordingError(path, f'malformed wire fixture: {where} `body` is not an object')
-            raw = xai_response_from_json(path, cast(dict[str, object], body), index)
+            raw = xai_response_from_json(path, cast('dict[str, object]', body), index)
             return RawResponse(200, 'application/grpc', body, '/xai_api.Chat/GetCompletion', raw)
-        chunks = xai_chunks_from_json(path, cast(list[object], events), index)
+        chunks = xai_chunks_from_json(path, cast('list[object]', events), index)
         return RawResponse(200, 'application/grpc+stream', events, '/xai_api.Chat/GetCompletionChunk', b'', (), chunks)
 
     uri = _uri(api, spec['model_name'], spec['streamed'])

@@ -587,17 +587,17 @@ def _walk(value: object) -> Iterator[tuple[str, object]]:
     while stack:
         item = stack.pop()
         if isinstance(item, dict):
-            for k, v in cast(dict[str, object], item).items():
+            for k, v in cast('dict[str, object]', item).items():
                 yield k, v
                 stack.append(v)
         elif isinstance(item, list):
-            stack.extend(cast(list[object], item))
+            stack.extend(cast('list[object]', item))
 
 
 def _has_citation_data(body: object) -> bool:
     """Citation data in a request: a non-empty `citations` / `annotations` list anywhere (history replay)."""
     return any(
-        k in ('citations', 'annotations') and isinstance(v, list) and bool(cast(list[object], v))
+        k in ('citations', 'annotations') and isinstance(v, list) and bool(cast('list[object]', v))
         for k, v in _walk(body)
     )
 
@@ -605,7 +605,7 @@ def _has_citation_data(body: object) -> bool:
 def _citations_switched_on(body: object) -> bool:
     """Whether a request asks for citations: documents with `citations.enabled`, xAI's inline-citations option."""
     for key, value in _walk(body):
-        if key == 'citations' and isinstance(value, dict) and cast(dict[str, object], value).get('enabled') is True:
+        if key == 'citations' and isinstance(value, dict) and cast('dict[str, object]', value).get('enabled') is True:
             return True
         if isinstance(value, str) and 'INLINE_CITATIONS' in value:
             return True
@@ -786,7 +786,7 @@ def _ids(value: object) -> set[str]:
     while stack:
         item = stack.pop()
         if isinstance(item, dict):
-            data = cast(dict[str, object], item)
+            data = cast('dict[str, object]', item)
             for key in _URL_KEYS:
                 if isinstance(v := data.get(key), str) and v:
                     ids.add('url:' + v)
@@ -803,8 +803,8 @@ def _ids(value: object) -> set[str]:
                 if isinstance(start, int) and isinstance(end, int):
                     ids.add(f'off:{start}-{end}')
             stack.extend(data.values())
-        elif isinstance(item, list | tuple):
-            stack.extend(cast(Sequence[object], item))
+        elif isinstance(item, (list, tuple)):
+            stack.extend(cast('Sequence[object]', item))
     return ids
 
 

@@ -124,7 +124,7 @@ def _collect(
     if not (isinstance(matrix, CapabilityMatrix) and isinstance(lines, list) and isinstance(handoffs, list)):
         return None, 'unreadable result'
     return (
-        [str(line) for line in cast(list[object], lines)],
+        [str(line) for line in cast('list[object]', lines)],
         matrix,
         cast(list['DeferredHandoff'], handoffs),
     ), ''

@@ -373,11 +373,11 @@ def _store_items(store: StoredAnswers, batch_size: int) -> Iterator[_Item]:
 
 
 def _items(source: AnswerSource, batch_size: int) -> Iterator[_Item]:
-    if isinstance(source, str | Path):
+    if isinstance(source, (str, Path)):
         return _file_items(Path(source))
     if hasattr(source, 'iter_answers'):
         return _store_items(cast(StoredAnswers, source), batch_size)
-    iterable = cast(Iterable[CitedAnswer], source)
+    iterable = cast('Iterable[CitedAnswer]', source)
     return (_Item(f'answer {n}', None, answer) for n, answer in enumerate(iterable, 1))
 
 
@@ -408,7 +408,7 @@ def partitions(source: AnswerSource, size: int, *, ranges: bool = False) -> Iter
     """
     if size < 1:
         raise UserError(f'partition_size must be at least 1, got {size!r}.')
-    if ranges and isinstance(source, str | Path) and _is_json_lines(Path(source)):
+    if ranges and isinstance(source, (str, Path)) and _is_json_lines(Path(source)):
         yield from _file_ranges(Path(source), size)
         return
     batch: list[_Item] = []

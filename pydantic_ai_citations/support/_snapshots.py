@@ -470,24 +470,24 @@ async def _capture(
 
 def _capture_urls(where: str, urls: object) -> list[str]:
     """The distinct URLs of `urls`, in order, checked: a list (or other iterable) of str, not one str."""
-    if isinstance(urls, str | bytes):
+    if isinstance(urls, (str, bytes)):
         raise UserError(f'{where}: `urls` must be a list of URLs, not one {type(urls).__name__}: pass [{urls!r}].')
     if not isinstance(urls, Iterable):
         raise UserError(f'{where}: `urls` must be a list of URLs (str), got {shown(urls)}.')
-    given = list(cast(Iterable[object], urls))
+    given = list(cast('Iterable[object]', urls))
     for index, url in enumerate(given):  # (before they are told apart: an unhashable item is refused too)
         if not isinstance(url, str):
             raise UserError(f'{where}: every URL must be a str, got {shown(url)} (item {index}).')
-    return list(dict.fromkeys(cast(list[str], given)))
+    return list(dict.fromkeys(cast('list[str]', given)))
 
 
 def _hosts(where: str, allow_hosts: object) -> list[str]:
-    if isinstance(allow_hosts, str | bytes) or not isinstance(allow_hosts, Iterable):
+    if isinstance(allow_hosts, (str, bytes)) or not isinstance(allow_hosts, Iterable):
         raise UserError(f'{where}: `allow_hosts` must be a list of host names (str), got {shown(allow_hosts)}.')
-    hosts = list(cast(Iterable[object], allow_hosts))
+    hosts = list(cast('Iterable[object]', allow_hosts))
     for host in hosts:
         require(where, 'allow_hosts', host, str, 'a list of host names (str)')
-    return cast(list[str], hosts)
+    return cast('list[str]', hosts)
 
 
 def _require_options(

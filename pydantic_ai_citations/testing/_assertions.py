@@ -212,7 +212,7 @@ def _answer(subject: object, helper: str) -> CitedAnswer:
     hint = ''
     if isinstance(subject, list):
         hint = ' For a list of messages, use `CitedAnswer.from_messages(messages)`.'
-    elif isinstance(subject, BaseModel | Mapping) or is_dataclass(subject):
+    elif isinstance(subject, (BaseModel, Mapping)) or is_dataclass(subject):
         hint = ' For a structured output, use `assert_clean_output(output)`.'
     raise UserError(f'{helper}(): `subject` must be {_EXPECTED_SUBJECT}; got {got}.{hint}')
 
@@ -233,13 +233,13 @@ def _response_range(result: object) -> tuple[int, int]:
     responses = sum(1 for m in messages if m.kind == 'response')
     new_messages = getattr(result, 'new_messages', None)
     new = new_messages() if callable(new_messages) else messages
-    own = sum(1 for m in cast(Sequence[ModelMessage], new) if getattr(m, 'kind', None) == 'response')
+    own = sum(1 for m in cast('Sequence[ModelMessage]', new) if getattr(m, 'kind', None) == 'response')
     return max(responses - own, 0), responses
 
 
 def _wire_expectations(wire: object, responses: tuple[int, int] | None, answer: CitedAnswer) -> list[Expected]:
     got = shown(wire)
-    if isinstance(wire, str | PathLike):
+    if isinstance(wire, (str, PathLike)):
         wire = load_recording(Path(cast('str | PathLike[str]', wire)))
     if isinstance(wire, Recording):
         if responses is None:
@@ -250,9 +250,9 @@ def _wire_expectations(wire: object, responses: tuple[int, int] | None, answer: 
         # Only a stream cut before its end sends less than `request` (a whole stream sends it all), and a cut answer
         # is incomplete: the one verdict says whether the response was cut.
         return scripted_expected(wire, streamed=not answer.complete)
-    if isinstance(wire, list | tuple) and all(isinstance(c, WireCitation) for c in cast(Sequence[object], wire)):
+    if isinstance(wire, (list, tuple)) and all(isinstance(c, WireCitation) for c in cast('Sequence[object]', wire)):
         seen: dict[str, WireCitation] = {}
-        for citation in cast(Sequence[WireCitation], wire):
+        for citation in cast('Sequence[WireCitation]', wire):
             seen.setdefault(citation.key, citation)  # one object seen in an event and a snapshot counts once
         return [wire_citation_expected(c) for c in seen.values()]
     raise UserError(

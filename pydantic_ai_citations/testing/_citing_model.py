@@ -96,8 +96,8 @@ class ScriptedCitation:
         if not self.quote:
             raise UserError("ScriptedCitation: `quote` must be the cited words (a non-empty str), got ''.")
         given = cast(object, self.sources)
-        items = cast(Sequence[object], given) if isinstance(given, Sequence) and not isinstance(given, str) else None
-        if not items or not all(isinstance(s, WebCitationSource | DocumentCitationSource) for s in items):
+        items = cast('Sequence[object]', given) if isinstance(given, Sequence) and not isinstance(given, str) else None
+        if not items or not all(isinstance(s, (WebCitationSource, DocumentCitationSource)) for s in items):
             raise UserError(
                 'ScriptedCitation: `sources` must be a non-empty list of `WebCitationSource` / '
                 f"`DocumentCitationSource` (e.g. `[WebCitationSource(url='https://…')]`), got {shown(self.sources)}."
@@ -181,7 +181,7 @@ class CitingModel(Model):
         require('CitingModel', 'text', text, str, 'the answer text (a str)')
         given = cast(object, citations)
         if not isinstance(given, Sequence) or not all(
-            isinstance(c, ScriptedCitation) for c in cast(Sequence[object], given)
+            isinstance(c, ScriptedCitation) for c in cast('Sequence[object]', given)
         ):
             raise UserError(
                 "CitingModel: `citations` must be a list of `ScriptedCitation` (e.g. `[ScriptedCitation('K2 is "

@@ -330,7 +330,7 @@ class _Runner:
             )
         if not isinstance(agent, AbstractAgent):
             self.check.fail('the factory returns a Pydantic AI agent', f'it returned {_short(agent)}')
-        return cast(AbstractAgent[Any, Any], agent)
+        return cast('AbstractAgent[Any, Any]', agent)
 
     async def run(self, agent: AbstractAgent[Any, Any], prompt: str, **kwargs: Any) -> Any:
         __tracebackhide__ = True  # pytest shows the scenario's message, not this helper
@@ -738,7 +738,7 @@ class _MarkupInToolArgs(Scenario):
         track = TrackCitations()
         tool = Toolset(FunctionToolset[object]([Tool(save_note, name=_TOOL_NAME)]))
         strip = StripCitationMarkup()
-        agent = runner.agent(model, [track, strip, cast(AbstractCapability[object], tool)])
+        agent = runner.agent(model, [track, strip, cast('AbstractCapability[object]', tool)])
         result = await runner.run(agent, 'Save a note about the capital of France.')
         runner.used(recorder)
         check.that(

@@ -413,7 +413,7 @@ _SUBJECT_KINDS = (
 
 
 def _subject(subject: SeamSubject, prompt: str | None, settings: ModelSettings | None) -> _Subject:
-    if isinstance(subject, str | PathLike):
+    if isinstance(subject, (str, PathLike)):
         subject = load_recording(Path(cast('str | PathLike[str]', subject)))
     elif isinstance(subject, ReplayModel):
         # A replay serves its responses once: each run gets a fresh replay of the same recording, as for its path.
@@ -424,7 +424,9 @@ def _subject(subject: SeamSubject, prompt: str | None, settings: ModelSettings |
         return _citing_subject(subject, prompt, settings)
     if not isinstance(subject, Model) and not callable(cast(object, subject)):
         raise UserError(f'check_seams: `subject` must be {_SUBJECT_KINDS}, got {shown(subject)}.')
-    factory: Callable[[], Model[Any]] = _constant(cast(Model[Any], subject)) if isinstance(subject, Model) else subject
+    factory: Callable[[], Model[Any]] = (
+        _constant(cast('Model[Any]', subject)) if isinstance(subject, Model) else subject
+    )
     first = cast(object, factory())
     if not isinstance(first, Model):
         raise UserError(f'check_seams: `subject` must be {_SUBJECT_KINDS}; the function returned {shown(first)}.')
@@ -454,7 +456,7 @@ def _constant(model: Model[Any]) -> Callable[[], Model[Any]]:
 
 def _recording_subject(recording: Recording, prompt: str | None, settings: ModelSettings | None) -> _Subject:
     first = recording.responses[0]
-    events = cast(list[JsonValue], first.payload) if recording.streamed and isinstance(first.payload, list) else []
+    events = cast('list[JsonValue]', first.payload) if recording.streamed and isinstance(first.payload, list) else []
     finish = _finish_index(recording.api, events) if events else 0
     cut_cache: dict[int, Recording] = {}
 
@@ -594,7 +596,7 @@ def _has_finish_reason(item: JsonValue) -> bool:
 
 def _cut_response(raw: RawResponse, keep: int) -> RawResponse:
     """`raw` with only its first `keep` stream events: the stream then ends cleanly, without an error."""
-    events = cast(list[JsonValue], raw.payload)[:keep]
+    events = cast('list[JsonValue]', raw.payload)[:keep]
     if raw.chunks:  # xAI gRPC
         return replace(raw, payload=events, chunks=raw.chunks[:keep])
     ctype = raw.content_type.lower()
@@ -759,7 +761,7 @@ def _mapping_tokens(data: dict[str, JsonValue]) -> set[str]:
     tokens |= {f'doc:{v}' for key in _DOC_KEYS if isinstance(v := data.get(key), str | int) and not isinstance(v, bool)}
     tokens |= {'title:' + v for key in _TITLE_KEYS if isinstance(v := data.get(key), str) and v}
     ids = data.get('reference_ids')  # a Mistral `reference` chunk names its tool-result ids
-    tokens |= {f'doc:{v}' for v in (ids if isinstance(ids, list) else []) if isinstance(v, str | int)}
+    tokens |= {f'doc:{v}' for v in (ids if isinstance(ids, list) else []) if isinstance(v, (str, int))}
     for start_key, end_key in _RANGES:
         start, end = data.get(start_key, 0 if start_key in data or end_key in data else None), data.get(end_key)
         if isinstance(start, int) and isinstance(end, int):
@@ -946,7 +948,7 @@ class _Checker:
             cohere_tap=cohere_tap_for(model), anthropic_tap=anthropic_tap_for(model), mistral_tap=mistral_tap_for(model)
         )
         self.runs += 1
-        return cast(AbstractAgent[Any, Any], self.factory(model, [track])), track
+        return cast('AbstractAgent[Any, Any]', self.factory(model, [track])), track
 
     def streams(self, cut: int | None) -> bool:
         """Whether `run`/`iter`/`store` stream: always for a streamed recording and for cuts."""

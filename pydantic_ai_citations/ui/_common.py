@@ -99,7 +99,7 @@ def upto(part: TextPart, length: int | None) -> TextPart:
 
 def dump_citations(citations: Sequence[Citation]) -> list[JsonValue]:
     """Citations as JSON values, in the shape of `providerMetadata.pydantic_ai.citations`."""
-    return cast(list[JsonValue], _citations_ta.dump_python(list(citations), mode='json'))
+    return cast('list[JsonValue]', _citations_ta.dump_python(list(citations), mode='json'))
 
 
 def citations_json(citations: Sequence[Citation]) -> str:
@@ -250,9 +250,9 @@ def require_ui_messages(where: str, messages: object, kinds: tuple[type, ...], w
 
     Pydantic AI's adapters fail on anything else with an `AttributeError` or an assertion, or (AG-UI) load nothing.
     """
-    if isinstance(messages, str | bytes) or not isinstance(messages, Sequence):
+    if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
         raise UserError(f'{where}: `messages` must be a list of {what}, got {shown(messages)}.')
-    items: Sequence[object] = cast(Sequence[object], messages)
+    items: Sequence[object] = cast('Sequence[object]', messages)
     for index, message in enumerate(items):
         if not isinstance(message, kinds):
             got = shown(message)

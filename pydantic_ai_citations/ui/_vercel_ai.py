@@ -125,7 +125,7 @@ def _with_citations(
     ours = {k: v for k, v in metadata.get('pydantic_ai', {}).items() if k != 'citations'}
     details = ours.get('provider_details')
     if cuts and isinstance(details, dict):
-        raw, move = dict(cast(dict[str, object], details)), offset_shifter(cuts)
+        raw, move = dict(cast('dict[str, object]', details)), offset_shifter(cuts)
         for key in _RAW_CITATION_KEYS:  # (`annotations`: OpenAI's, kept with `openai_include_raw_annotations`)
             if key in raw:
                 raw[key] = moved_raw_offsets(raw[key], move)
@@ -166,14 +166,14 @@ def _last_text(parts: Sequence[UIMessagePart]) -> int | None:
     for index in range(len(parts) - 1, -1, -1):
         if isinstance(parts[index], TextUIPart):
             return index
-        if not isinstance(parts[index], SourceUrlUIPart | SourceDocumentUIPart):
+        if not isinstance(parts[index], (SourceUrlUIPart, SourceDocumentUIPart)):
             return None
     return None
 
 
 def _shown(part: ModelResponsePart) -> bool:
     """Whether `VercelAIAdapter.dump_messages` makes a UI part of `part` (a native tool return goes with its call)."""
-    return not isinstance(part, NativeToolReturnPart | SpeechPart)
+    return not isinstance(part, (NativeToolReturnPart, SpeechPart))
 
 
 def _rekeyed(ui: UIMessage, response: ModelResponse | None) -> UIMessage:
@@ -186,7 +186,7 @@ def _rekeyed(ui: UIMessage, response: ModelResponse | None) -> UIMessage:
     if response is not None and (response.metadata or {}).get(METADATA_KEY) == metadata[METADATA_KEY]:
         ours = _loaded_fingerprint(response, ui)
     # Not matched with its response (never expected): no fingerprint rather than one keyed to the wrong parts.
-    return ui.model_copy(update={'metadata': _with_ours(cast(dict[str, object], metadata), ours)})
+    return ui.model_copy(update={'metadata': _with_ours(cast('dict[str, object]', metadata), ours)})
 
 
 def _loaded_fingerprint(response: ModelResponse, ui: UIMessage) -> dict[str, object] | None:
@@ -229,7 +229,7 @@ def _streamed_metadata(chunk: MessageMetadataChunk, result: AgentRunResult[Any])
     `pydantic_ai_citations`, for several they are listed, one per response, under `STEPS_METADATA_KEY`.
     """
     metadata = cast(object, chunk.message_metadata)
-    given = cast(dict[str, object], metadata) if isinstance(metadata, dict) else {}
+    given = cast('dict[str, object]', metadata) if isinstance(metadata, dict) else {}
     responses = [m for m in result.new_messages() if isinstance(m, ModelResponse) and any(map(_shown, m.parts))]
     prints = [_streamed_fingerprint(r, last=r is responses[-1]) for r in responses]
     rest = {k: v for k, v in given.items() if k not in (METADATA_KEY, STEPS_METADATA_KEY)}
@@ -263,7 +263,7 @@ def _spread_steps(loaded: list[ModelMessage], messages: Sequence[UIMessage]) -> 
     # Each list of entries by identity: the response carrying it is the first its UI message loads as.
     carrying: dict[int, int | None] = {}  # (`None`: on several responses, so whose it is cannot be told)
     for index, response in enumerate(responses):
-        held = cast(dict[str, object], response.metadata or {})
+        held = cast('dict[str, object]', response.metadata or {})
         if STEPS_METADATA_KEY in held:
             key = id(held[STEPS_METADATA_KEY])
             carrying[key] = None if key in carrying else index
@@ -273,7 +273,7 @@ def _spread_steps(loaded: list[ModelMessage], messages: Sequence[UIMessage]) -> 
         metadata = cast(object, ui.metadata)
         if ui.role != 'assistant' or not isinstance(metadata, dict):
             continue
-        steps = cast(dict[str, object], metadata).get(STEPS_METADATA_KEY)
+        steps = cast('dict[str, object]', metadata).get(STEPS_METADATA_KEY)
         first = carrying.get(id(steps)) if steps is not None else None
         if first is None:
             continue
@@ -284,7 +284,7 @@ def _spread_steps(loaded: list[ModelMessage], messages: Sequence[UIMessage]) -> 
             count = sum(isinstance(m, ModelResponse) for m in VercelAIAdapter[Any, Any].load_messages([ui]))
         except Exception:  # pragma: no cover - it loaded in its history; alone it gets no fingerprints
             continue
-        entries = cast(list[object], steps) if isinstance(steps, list) else []
+        entries = cast('list[object]', steps) if isinstance(steps, list) else []
         if len(entries) != count or first + count > len(responses):
             continue
         for response, entry in zip(responses[first : first + count], entries, strict=True):
