@@ -24,8 +24,8 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import reduce
-from itertools import accumulate, compress, filterfalse
-from operator import itemgetter, not_
+from itertools import accumulate, filterfalse
+from operator import itemgetter
 from typing import cast
 from unicodedata import is_normalized
 
@@ -75,7 +75,6 @@ passages holding both (those of the word if any passage holds it, else those of 
 neither is on the page), and the term again if some passage holds it (`None` if none does)."""
 _TERM, _ON_PAGE, _SURFACE, _HELD, _NAMED = map(itemgetter, range(5))  # the parts of a `_Word`
 _MASK = itemgetter(2)  # the passages of a `_Term` or a `_Feature`
-_NEEDLE = ' {} {} '.format  # a pair of adjacent words as `_line` spells it
 # The passages in both masks: `operator.and_` is a C function, cheaper to call than `int.__and__` (typeshed leaves it
 # untyped).
 _both = cast('Callable[[int, int], int]', operator.and_)  # pyright: ignore[reportUnknownMemberType]
@@ -113,7 +112,7 @@ class PassageIndex:
     can sum as much): most claims that keep the words of one passage, in order, are settled by a few bit operations,
     with none of their features listed. Each claim word brings one mask (the passages holding it, or its term when no
     passage holds the word), and the first passage in all of them is the one to check for the claim's pairs: in the
-    page's listed pairs once there are many claims, before that in the passage's own line, where only a pair it lacks
+    page's listed pairs once there are many claims, before that among the passage's own pairs, where only a pair it lacks
     whose two words meet in another passage needs looking up. A claim word's term, its surface feature and its mask are
     worked out once per page (the first time a claim has the word) and read back with map and set operations after
     that; its term's weight and complete postings too, except for a word the page holds: that check needs neither (the
@@ -474,14 +473,12 @@ class PassageIndex:
     def _holds_pairs(self, words: list[str], bit: int) -> bool:
         """Whether the passage of `bit` holds every pair of adjacent words of the claim that some passage holds.
 
-        The pairs it holds are found in its line, in C; only a pair it lacks whose two words are both in another passage
-        is looked up (once per page, as `_pairs` does).
+        The claim's pairs it lacks are told apart from its own pairs in C; only a pair it lacks whose two words are both
+        in another passage is looked up (once per page, as `_pairs` does).
         """
         i = bit.bit_length() - 1
-        line = self._lines[i] or self._line(i)
-        lacking = compress(
-            zip(words, words[1:], strict=False), map(not_, map(line.__contains__, map(_NEEDLE, words, words[1:])))
-        )
+        own = self._tokens[i]
+        lacking = set(zip(words, words[1:], strict=False)).difference(zip(own, own[1:], strict=False))
         page = self._words
         seen = self._pair_features
         for pair in lacking:
