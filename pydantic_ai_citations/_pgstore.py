@@ -71,15 +71,20 @@ needs results."""
 _Statements = list[tuple[str, list[tuple[object, ...]]]]
 
 
-def _pool_class() -> type[AsyncConnectionPool[_Conn]]:
-    """The pool class of psycopg, imported when a store is made (not with the package: `import *` stays light)."""
+def _new_pool(conninfo: str, min_size: int, max_size: int, timeout: float) -> AsyncConnectionPool[_Conn]:
+    """A pool of psycopg connections in autocommit mode, not open yet.
+
+    psycopg is imported here, when a store is made, not with the package: `import *` stays light.
+    """
     try:
         from psycopg_pool import AsyncConnectionPool
     except ImportError as e:  # pragma: no cover - the postgres extra is installed wherever the tests run
         raise ImportError(
             "`PostgresConversationStore` needs psycopg 3 and psycopg-pool: pip install 'pydantic-ai-citations[postgres]'"
         ) from e
-    return AsyncConnectionPool
+    return AsyncConnectionPool(
+        conninfo, min_size=min_size, max_size=max_size, timeout=timeout, open=False, kwargs={'autocommit': True}
+    )
 
 
 _LOCK_CLASS = 7030
@@ -195,18 +200,18 @@ async def _load(conn: _Conn, conversation_id: str, limit: int | None, scope: str
     `False` when a later page found entries gone that a concurrent save or delete released: read again.
     """
     if limit is None:
-        rows = await _fetchall(conn, sql.PG_LOAD_RUNS, (conversation_id,))
+        rows = await _fetchall(conn, sql.PG_LOAD_RUNS, (conversation_id, conversation_id))
     else:
-        rows = await _fetchall(conn, sql.PG_LOAD, (conversation_id, min(_store.CHAIN_PAGE, limit)))
-    rows.sort(key=itemgetter(7))  # by depth: the order they arrive in (at no cost then), which SQL does not promise
-    if not rows or (scope is not None and rows[0][1] != scope):
+        rows = await _fetchall(conn, sql.PG_LOAD, (conversation_id, min(_store.CHAIN_PAGE, limit), conversation_id))
+    rows.sort(key=itemgetter(4))  # by depth: the order they arrive in (at no cost then), which SQL does not promise
+    if not rows or rows[0][4] != 0 or (scope is not None and rows[0][1] != scope):
         return None
-    record = _record_from_row(conversation_id, rows[0][0])
+    record = _record_from_row(conversation_id, rows[0][3])
     if record.head_id is None or limit == 0:
         return record, []
-    # The statement finds the head in the record's JSON text; should that not be the head the record holds (it
-    # always is for what this package writes), the history is read from the record's head instead.
-    first = [row[3:7] for row in rows[1:]] if rows[0][2] == record.head_id else None
+    # The statement reads the history from the head in the record's row (`conversations.head_id`); should that not
+    # be the head the record holds (it always is for what this package writes), it is read from the record's head.
+    first = rows[1:] if rows[0][0] == record.head_id else None
     try:
         return record, await _read_chain(conn, record.head_id, limit, first)
     except LookupError:
@@ -275,19 +280,38 @@ class PostgresConversationStore(_StoredAnswers):
         self.conninfo = conninfo
         self._versions = _versions()
         _build_adapters()
-        self._pool: AsyncConnectionPool[_Conn] = _pool_class()(
-            conninfo, min_size=min_size, max_size=max_size, timeout=timeout, open=False, kwargs={'autocommit': True}
-        )
+        self._pool = _new_pool(conninfo, min_size, max_size, timeout)
         self._ready = False
         self._closed = False
         self._opening: anyio.Lock | None = None
+        self._filling: anyio.Lock | None = None
 
     async def open(self, *, target: int = SCHEMA_VERSION) -> int:
         """Open the pool and create or migrate the schema to `target`; return the schema version."""
-        if not self._ready:
-            await self._pool.open()
-            self._ready = True
         return await self.migrate(target=target)
+
+    async def _open_pool(self) -> None:
+        """Open the pool, and wait for its `min_size` connections (at most `timeout` seconds).
+
+        Not waiting, the migration's request came before the first connection was ready and the pool grew by one: it
+        then hands its two connections out in turn, and a caller doing one thing at a time met two server processes,
+        each colder for it (a load of 20 messages: 45 us more, against one connection).
+        """
+        if self._filling is None:
+            self._filling = anyio.Lock()
+        async with self._filling:
+            if self._ready:
+                return
+            from psycopg_pool import PoolTimeout  # loaded with the pool already
+
+            try:
+                await self._pool.open(wait=True, timeout=self._pool.timeout)
+            except PoolTimeout:
+                # psycopg closes a pool that did not fill in time, for good: the next use opens a new one.
+                old = self._pool
+                self._pool = _new_pool(self.conninfo, old.min_size, old.max_size, old.timeout)
+                raise
+            self._ready = True
 
     async def close(self) -> None:
         """Close the pool. The store cannot be used after this (make a new one)."""
@@ -313,8 +337,7 @@ class PostgresConversationStore(_StoredAnswers):
         if not 0 <= target <= SCHEMA_VERSION:
             raise UserError(f'`target` must be between 0 and {SCHEMA_VERSION}, got {target!r}.')
         if not self._ready:
-            await self._pool.open()
-            self._ready = True
+            await self._open_pool()
         while True:
             with self._readable():
                 current = await self._migrate_once(target)

@@ -791,13 +791,13 @@ def _check_no_loop(entries: Sequence[ConversationEntry]) -> None:
 
 
 def _entries_from_rows(rows: Sequence[Sequence[Any]]) -> list[ConversationEntry]:
-    """Entries from `(id, parent_id, kind, message)` rows, their messages validated in one call."""
+    """Entries from `(id, parent_id, kind, message, ...)` rows (later columns unread), messages validated in one call."""
     try:
         messages = _messages_ta.validate_json(b'[' + b','.join(bytes(row[3]) for row in rows) + b']')
     except ValueError:  # pydantic.ValidationError included: find the bad row
         messages = []
     if len(messages) != len(rows) or any(row[2] != 'message' for row in rows):
-        return [_entry_from_row(*row) for row in rows]  # raises `StoreCorruptionError` for the bad row
+        return [_entry_from_row(*row[:4]) for row in rows]  # raises `StoreCorruptionError` for the bad row
     return [ConversationEntry(id=row[0], parent_id=row[1], message=m) for row, m in zip(rows, messages, strict=True)]
 
 

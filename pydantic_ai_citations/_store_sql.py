@@ -278,29 +278,31 @@ CHAIN_RUNS = (
     # `parent_id`s from the head through what it got, then reads on entry by entry (`CHAIN`) where that ends.
     'WITH RECURSIVE ' + _RUNS.format(head='WHERE e.id = ?') + 'SELECT e.id, e.parent_id, e.kind, e.message ' + _IN_RUNS
 )
-_PG_HEAD_AT = 'position(\'"head_id":"\'::bytea in record) + 11'
-_PG_RECORD = (
-    'WITH RECURSIVE r AS (SELECT record, scope, encode(substring(record from ' + _PG_HEAD_AT + ' for greatest('
-    "position('\"'::bytea in substring(record from " + _PG_HEAD_AT + ")) - 1, 0)), 'escape') AS head "
-    'FROM conversations WHERE conversation_id = ?), '
-)
+_PG_HEAD = 'e.id = (SELECT head_id FROM conversations WHERE conversation_id = ?)'
+_PG_RECORD_ROW = 'SELECT head_id, scope, NULL, record, 0 FROM conversations WHERE conversation_id = ? UNION ALL '
+"""The record's row of `PG_LOAD` / `PG_LOAD_RUNS`: (head, scope, -, record, depth 0), in the history's columns."""
 PG_LOAD = (
-    # PostgreSQL only: `load(limit=...)` in one round trip. The head is read from the record's JSON bytes (the text
-    # after `"head_id":"` up to the next quote: a damaged record cannot make that fail, as a JSON cast would); the
-    # caller checks it against the record. The walk carries each entry's columns, so no entry is looked up twice. The
-    # record's row (depth 0) and the history's rows (depth 1 on) are appended, not joined or sorted (which copied
-    # every message twice more): the caller puts them in depth order.
-    _PG_RECORD + 'chain(id, parent_id, kind, message, depth) AS (SELECT e.id, e.parent_id, e.kind, e.message, 1 '
-    'FROM entries e JOIN r ON e.id = r.head UNION ALL SELECT e.id, e.parent_id, e.kind, e.message, c.depth + 1 '
+    # PostgreSQL only: `load(limit=...)` in one round trip: the record's row (`_PG_RECORD_ROW`, depth 0), then the
+    # history's `(id, parent_id, kind, message, depth)` rows (depth 1 on) from the head the row holds (v8's column: the
+    # caller checks it against the record). One statement, so one snapshot. The walk carries each entry's columns, so
+    # no entry is looked up twice. The rows are appended, not joined or sorted (which copied every message twice
+    # more): the caller puts them in depth order. Parameters: (conversation, page size, conversation).
+    'WITH RECURSIVE chain(id, parent_id, kind, message, depth) AS (SELECT e.id, e.parent_id, e.kind, e.message, 1 '
+    'FROM entries e WHERE ' + _PG_HEAD + ' UNION ALL SELECT e.id, e.parent_id, e.kind, e.message, c.depth + 1 '
     'FROM entries e JOIN chain c ON e.id = c.parent_id WHERE c.depth < CAST(? AS INTEGER)) '
-    'SELECT record, scope, head, NULL, NULL, NULL, NULL, 0 FROM r UNION ALL '
-    'SELECT NULL, NULL, NULL, id, parent_id, kind, message, depth FROM chain'
+    + _PG_RECORD_ROW
+    + 'SELECT id, parent_id, kind, message, depth FROM chain'
 )
 PG_LOAD_RUNS = (
     # PostgreSQL only: `load()` (the whole history) in one round trip, as `PG_LOAD` but run by run (`CHAIN_RUNS`):
-    # the history's rows come in no particular order (depth 1), the reader follows their `parent_id`s.
-    _PG_RECORD + _RUNS.format(head='JOIN r ON e.id = r.head') + 'SELECT record, scope, head, NULL, NULL, NULL, NULL, 0 '
-    'FROM r UNION ALL SELECT NULL, NULL, NULL, e.id, e.parent_id, e.kind, e.message, 1 ' + _IN_RUNS
+    # the history's rows come in no particular order (depth 1), the reader follows their `parent_id`s. Parameters:
+    # (conversation, conversation). (The head was read from the record's JSON bytes before v8 gave it a column; the
+    # row read straight from the table, not through a CTE of the record, spares the server a materialised CTE.)
+    'WITH RECURSIVE '
+    + _RUNS.format(head='WHERE ' + _PG_HEAD)
+    + _PG_RECORD_ROW
+    + 'SELECT e.id, e.parent_id, e.kind, e.message, 1 '
+    + _IN_RUNS
 )
 ANSWERS = (
     'SELECT a.entry_id, a.conversation_id, a.answer, a.raw, a.package_version, a.pydantic_ai_version, '

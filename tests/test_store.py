@@ -1485,8 +1485,9 @@ async def test_record_that_is_not_one_record_is_corruption(store: Store, backend
 
 @pytest.mark.anyio
 async def test_postgres_load_with_a_record_written_another_way(pg_dsn: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A record whose JSON text is spelled differently (spaces) still loads: the one-statement read falls back to
-    reading from the record's head; a history that breaks while the record changes is read again."""
+    """A record whose JSON text is spelled differently (spaces) still loads; one whose `head_id` column is not its
+    head (none, or another entry) too: the one-statement read falls back to reading from the record's head; a history
+    that breaks while the record changes is read again."""
     import json
 
     import pydantic_ai_citations._pgstore as pgstore
@@ -1501,6 +1502,12 @@ async def test_postgres_load_with_a_record_written_another_way(pg_dsn: str, monk
         loaded = await store.load_entries('c')
         assert loaded is not None
         assert [e.id for e in loaded] == ids
+        for column in (None, ids[0]):
+            raw_execute('postgres', target, 'UPDATE conversations SET head_id = ?', (column,))
+            for limit in (None, 2):
+                loaded = await store.load_entries('c', limit=limit)
+                assert loaded is not None
+                assert [e.id for e in loaded] == ids[-(limit or len(ids)) :]
 
         real = pgstore._read_chain
         calls: list[int] = []
@@ -1846,8 +1853,8 @@ async def test_postgres_load_and_save_checks_are_indexed(pg_dsn: str) -> None:
     try:
         await store.open()
         for statement, params in (
-            (sql.PG_LOAD, ('c', 5)),
-            (sql.PG_LOAD_RUNS, ('c',)),
+            (sql.PG_LOAD, ('c', 5, 'c')),
+            (sql.PG_LOAD_RUNS, ('c', 'c')),
             (sql.PG_SAVE_CHECKS, ('c', 'e')),
         ):
             plan = query_plan('postgres', target, statement, params)
