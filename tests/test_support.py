@@ -179,7 +179,8 @@ def test_split_never_crashes_on_text(text: str, min_words: int):
 HTML_BITS = st.sampled_from(
     ['<p>', '</p>', '<div>', '</div>', '<li>', '<ul>', '</ul>', '<table>', '<td>', '<tr>', '<br>', '<script>',
      '</script>', '<!--', '-->', '&amp;', '&#0;', '&#xD800;', '<svg>', '<h1>', '</h1>', '<b>', '<', '>', '"', ' ',
-     'word', 'слово', '\x00', '\ufeff', '<template>', '<noscript>', '<html>', '<body>', '<head>', '<![CDATA[']
+     'word', 'слово', '\x00', '\ufeff', '<template>', '<noscript>', '<html>', '<body>', '<head>', '<![CDATA[',
+     '<div hidden>', '<p hidden>', '<br hidden>', '<body hidden>']
 )  # fmt: skip
 
 
@@ -605,6 +606,22 @@ def test_empty_containers_do_not_split_a_sentence():
         'The rescue took place in broad daylight on Monday.',
         'Next block of loose text here.',
     ]
+
+
+def test_hidden_elements_are_left_out_however_nested():
+    """`hidden` content is dropped, nested or not (inner ones first: the page's tree is pruned); a hidden `br` still
+    breaks a line; a hidden body has no passages."""
+    html = (
+        '<body><p>Visible words before <span hidden>gone <b hidden>also gone</b> too</span>the end.</p>'
+        '<div hidden><p>Hidden paragraph <span hidden>nested</span> inside.</p></div>'
+        '<div>First line of a poem<br><br hidden>second line of a poem</div></body>'
+    )
+    assert texts(split_passages(html, min_words=1)) == [
+        'Visible words before the end.',
+        'First line of a poem',
+        'second line of a poem',
+    ]
+    assert split_passages('<body hidden><p>Nothing here is shown to a reader.</p></body>', kind='html') == []
 
 
 def test_missing_extra_is_named(monkeypatch: pytest.MonkeyPatch):

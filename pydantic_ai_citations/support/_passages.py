@@ -101,7 +101,7 @@ class _Builder:
             self.length += len(text) + 1
 
 
-_INLINE, _BLOCK, _CONTAINER, _SKIP, _BR, _TEXT = range(6)
+_INLINE, _BLOCK, _CONTAINER, _SKIP, _BR, _TEXT = range(1, 7)  # (never 0: see `_walk`)
 # What the walk does with each tag name (`None`: a node that is neither an element, text nor comment).
 _KINDS: dict[str | None, int] = {
     None: _SKIP,
@@ -111,51 +111,6 @@ _KINDS: dict[str | None, int] = {
     **dict.fromkeys(_CONTAINERS, _CONTAINER),
     **dict.fromkeys(_SKIPPED, _SKIP),
 }
-
-
-@dataclass(slots=True)
-class _Walk(_Builder):
-    """The walk's state between nodes: see the module docstring for what ends a passage."""
-
-    depth: int = 0  # open layout containers
-    marked: int = 0  # how many of them (outermost first) already hold text; the rest were opened since the last text
-    pending: bool = False  # a container that held text has ended: the next text starts a new passage
-    last_br: bool = False
-
-    def text(self) -> None:
-        """Visible (not blank) text is next."""
-        if self.pending or self.marked < self.depth:
-            # First text after a container, or inside a container opened since the last text. Empty containers
-            # (ad slots, clearfix divs) never get here, so they never split a sentence.
-            self.flush()
-            self.pending = False
-        self.marked = self.depth
-        self.last_br = False
-
-    def br(self) -> None:
-        if self.last_br:
-            self.flush()
-        else:
-            self.add(' ')
-        self.last_br = True
-
-    def open(self, kind: int) -> None:
-        if kind == _BLOCK:
-            self.flush()
-            self.pending = self.last_br = False
-        elif kind == _CONTAINER:
-            self.depth += 1
-
-    def close(self, kind: int) -> None:
-        if kind == _BLOCK:
-            self.flush()
-            self.pending = self.last_br = False
-        elif kind == _CONTAINER:
-            if self.marked >= self.depth:  # it held text: keep that text apart from what follows
-                self.pending = True
-            self.depth -= 1
-            self.marked = min(self.marked, self.depth)
-            self.last_br = False
 
 
 MAX_HTML_DEPTH = 1024
@@ -219,55 +174,95 @@ def _shallow(html: str) -> str:
 
 
 def _html_blocks(html: str) -> _Builder:
-    walk = _Walk([], [])
     tree = LexborHTMLParser(_shallow(html))
     root = tree.body or tree.root
     if root is None:
-        return walk
-    # Elements marked `hidden`, found by lexbor's selector engine once (reading each element's attributes is slow).
-    hidden = {node.mem_id for node in root.css('[hidden]')}
-    parts = walk.parts
-    # Kinds by tag id, memoised for this page: custom elements get ids of their own document.
-    kinds: dict[int, int] = {}
-    # Iterative pre-order walk from child to child and sibling to sibling (deep junk must not hit the recursion
-    # limit): a stack of the open elements, each with its kind, to close it and go on with its next sibling.
-    stack: list[tuple[LexborNode, int]] = []
-    node: LexborNode | None = root
-    while True:
+        return _Builder([], [])
+    # Elements marked `hidden`, found by lexbor's selector engine once (reading each element's attributes is slow), are
+    # taken out of the tree, innermost first (taking one out frees what it holds); a hidden `br` still breaks a line.
+    for node in reversed(root.css('[hidden]')):
+        if node.mem_id == root.mem_id:
+            return _Builder([], [])
+        if node.tag != 'br':
+            node.decompose()
+    kind = _KINDS.get(root.tag, _INLINE)
+    return _Builder([], []) if kind >= _SKIP else _walk(root, kind)
+
+
+def _walk(root: LexborNode, root_kind: int) -> _Builder:
+    """The blocks of `root`'s text: the walk of the module docstring, its state in local variables.
+
+    Iterative pre-order walk from child to child and sibling to sibling (deep junk must not hit the recursion limit): a
+    stack of the open elements, each with its kind, to close it and go on with its next sibling. The walk visits every
+    node of the page, so what it does at each is written out here rather than called.
+    """
+    out = _Builder([], [])
+    parts = out.parts
+    add = parts.append
+    flush = out.flush
+    kinds: dict[int, int] = {}  # kinds by tag id, memoised for this page: custom elements get ids of their document
+    stack: list[tuple[LexborNode, int]] = [(root, root_kind)]
+    push, pop = stack.append, stack.pop
+    depth = int(root_kind == _CONTAINER)  # open layout containers
+    marked = 0  # how many of them (outermost first) already hold text
+    pending = last_br = False  # a container that held text has ended; the last thing seen was a `br`
+    node = root.first_child
+    while stack:
         while node is not None:
-            tag_id = node.tag_id
-            kind = kinds.get(tag_id)
-            if kind is None:
-                kind = kinds[tag_id] = _KINDS.get(node.tag, _INLINE)
+            kind = kinds.get(node.tag_id) or _kind(kinds, node)
             if kind == _TEXT:
-                if node.is_empty_text_node:  # spaces between tags (most text nodes): no need to read them
-                    parts.append(' ')
-                else:
-                    text = node.text_content
-                    if text:
-                        if not text.isspace():
-                            if walk.pending or walk.marked < walk.depth:
-                                walk.text()
-                            walk.marked = walk.depth
-                            walk.last_br = False
-                        parts.append(text)
-            elif kind == _BR:
-                walk.br()
-            elif kind != _SKIP and not (hidden and node.mem_id in hidden):
-                if kind != _INLINE:
-                    walk.open(kind)
-                stack.append((node, kind))
+                if node.is_empty_text_node:  # spaces between tags (most text nodes): not read, not kept before words
+                    if parts:
+                        add(' ')
+                    node = node.next
+                    continue
+                text = node.text_content or ''  # ('' has no text, and `''.isspace()` is false)
+                if text and not text.isspace():
+                    if pending | (marked < depth):
+                        # First text after a container, or inside a container opened since the last text. Empty
+                        # containers (ad slots, clearfix divs) never get here, so they never split a sentence.
+                        flush()
+                        pending = False
+                    marked, last_br = depth, False
+                add(text)
+            elif kind < _SKIP:
+                if kind == _BLOCK:
+                    if parts:
+                        flush()
+                    pending = last_br = False
+                depth += kind == _CONTAINER
+                push((node, kind))
                 node = node.first_child
                 continue
-            node = None if node is root else node.next
-        if not stack:
-            break
-        node, kind = stack.pop()
-        if kind != _INLINE:
-            walk.close(kind)
-        node = None if node is root else node.next
-    walk.flush()
-    return walk
+            elif kind == _BR:  # two in a row end a passage
+                last_br = _br(out, last_br)
+            node = node.next
+        node, kind = pop()
+        if kind == _BLOCK:
+            if parts:
+                flush()
+            pending = last_br = False
+        elif kind == _CONTAINER:
+            pending |= marked >= depth  # it held text: keep that text apart from what follows
+            depth -= 1
+            marked, last_br = min(marked, depth), False
+        node = node.next if stack else None  # (the root's siblings are not walked)
+    flush()
+    return out
+
+
+def _kind(kinds: dict[int, int], node: LexborNode) -> int:
+    """The kind of `node`, memoised by tag id in `kinds`."""
+    kind = kinds[node.tag_id] = _KINDS.get(node.tag, _INLINE)
+    return kind
+
+
+def _br(out: _Builder, last_br: bool) -> bool:
+    if last_br:
+        out.flush()
+    else:
+        out.add(' ')
+    return True
 
 
 def _markdown_item(line: str) -> tuple[Literal['heading', 'item', 'rule', 'table', 'text'], str]:
