@@ -27,6 +27,7 @@ from abc import abstractmethod
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from dataclasses import KW_ONLY, dataclass
 from datetime import UTC, datetime
+from operator import itemgetter
 from pathlib import Path
 from types import NoneType
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, cast
@@ -790,10 +791,14 @@ def _check_no_loop(entries: Sequence[ConversationEntry]) -> None:
         cleared |= path
 
 
+_ids, _parents, _messages_of = itemgetter(0), itemgetter(1), itemgetter(3)
+"""The columns of a history's `(id, parent_id, kind, message, ...)` rows."""
+
+
 def _entries_from_rows(rows: Sequence[Sequence[Any]]) -> list[ConversationEntry]:
     """Entries from `(id, parent_id, kind, message, ...)` rows (later columns unread), messages validated in one call."""
     try:
-        messages = _messages_ta.validate_json(b'[' + b','.join(bytes(row[3]) for row in rows) + b']')
+        messages = _messages_ta.validate_json(b'[' + b','.join(map(_messages_of, rows)) + b']')
     except ValueError:  # pydantic.ValidationError included: find the bad row
         messages = []
     if len(messages) != len(rows) or any(row[2] != 'message' for row in rows):
@@ -966,6 +971,9 @@ class _ChainWalk:
         `parent_id`s lead through from the head. Where that ends before the first entry (an entry written another way,
         a loop, a parent not stored), the history is read on entry by entry (`sql.CHAIN`), which tells which.
         """
+        if _in_order(rows, self.next_id):  # a history one save wrote: one run, read in key order
+            self.rows.extend(reversed(rows))
+            return False
         by_id = {row[0]: row for row in rows}
         found: list[Sequence[Any]] = []
         current: str | None = self.next_id
@@ -982,6 +990,16 @@ class _ChainWalk:
     def entries(self) -> list[ConversationEntry]:
         """The history read, first entry first."""
         return _entries_from_rows(self.rows[::-1])
+
+
+def _in_order(rows: Sequence[Sequence[Any]], head_id: str) -> bool:
+    """Whether `rows` are a whole history ending at `head_id`, first entry first: each the parent of the next.
+
+    Then they are what `_ChainWalk.take_runs` follows from the head, found without looking each parent up.
+    """
+    if not rows or rows[-1][0] != head_id or rows[0][1] is not None:
+        return False
+    return list(map(_parents, rows))[1:] == list(map(_ids, rows))[:-1]
 
 
 def _domain_host(domain: str) -> str:

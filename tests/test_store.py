@@ -52,7 +52,12 @@ from pydantic_ai_citations import (
 )
 from pydantic_ai_citations import _store_sql as sql
 from pydantic_ai_citations._edit import METADATA_KEY
-from pydantic_ai_citations._store import SCHEMA_VERSION, _message_json, migrate  # pyright: ignore[reportPrivateUsage]
+from pydantic_ai_citations._store import (  # pyright: ignore[reportPrivateUsage]
+    SCHEMA_VERSION,
+    _ChainWalk,  # pyright: ignore[reportPrivateUsage]
+    _message_json,  # pyright: ignore[reportPrivateUsage]
+    migrate,
+)
 from pydantic_ai_citations._store_sql import POSTGRES
 from pydantic_ai_citations._urls import url_host
 
@@ -1635,6 +1640,47 @@ def _host_by_urlsplit(url: str) -> str | None:
 def test_url_host_fast_path_agrees_with_urlsplit(scheme: str, rest: str) -> None:
     url = scheme + rest
     assert url_host(url) == _host_by_urlsplit(url)
+
+
+def _followed(rows: list[tuple[str, str | None]], head: str) -> tuple[list[tuple[str, str | None]], bool]:
+    """What `_ChainWalk.take_runs` finds in `rows` without its fast path: each parent looked up, from the head; and
+    whether the history goes on past them."""
+    by_id = {row[0]: row for row in rows}
+    found: list[tuple[str, str | None]] = []
+    current: str | None = head
+    while current is not None and (row := by_id.pop(current, None)) is not None:
+        found.append(row)
+        current = row[1]
+    return found, current is not None
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.integers(1, 6),
+    st.lists(st.tuples(st.sampled_from(['e0', 'e2', 'x', 'y']), st.sampled_from([None, 'e0', 'e1', 'x'])), max_size=3),
+    st.lists(st.integers(0, 8), max_size=3),
+    st.sampled_from(['in order', 'reversed', 'shuffled']),
+    st.randoms(use_true_random=False),
+)
+def test_history_fast_path_agrees_with_following_parents(
+    n: int,
+    extra: list[tuple[str, str | None]],
+    at: list[int],
+    order: str,
+    rnd: Any,
+) -> None:
+    """A history's rows in key order (one save's run) are taken whole; any other rows as each parent leads."""
+    rows: list[tuple[str, str | None]] = [(f'e{i}', f'e{i - 1}' if i else None) for i in range(n)]
+    for row, i in zip(extra, at, strict=False):  # another writer's entries in the range, or a row read twice
+        rows.insert(i, rows[int(row[0][1:]) % n] if row[0][0] == 'e' else row)
+    if order == 'reversed':
+        rows.reverse()
+    elif order == 'shuffled':
+        rnd.shuffle(rows)
+    head = f'e{n - 1}'
+    walk = _ChainWalk(head, None)
+    more = walk.take_runs(rows)
+    assert (walk.rows, more) == _followed(rows, head)
 
 
 @pytest.mark.parametrize(
