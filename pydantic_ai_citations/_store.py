@@ -1021,6 +1021,11 @@ _MAX_KEY_BYTES = 2_000
 """UTF-8 bytes an id or a scope may have: each is an index key, and PostgreSQL's hold at most about 2.7 kB."""
 
 
+def _plain_key(value: object) -> bool:
+    """`value` is an id or a scope `_require_storable` takes as it is: a `str` of ASCII, without NUL, not too long."""
+    return type(value) is str and value.isascii() and len(value) <= _MAX_KEY_BYTES and '\x00' not in value
+
+
 def _require_storable(where: str, *, found_by_key: bool = False, **values: object) -> None:
     """Raise `UserError` for an argument the database cannot take: text with a lone surrogate, an int past 64 bits.
 
@@ -1240,6 +1245,8 @@ class _StoredAnswers(ConversationStore):
 
     def _require_id(self, method: str, conversation_id: object, **optional: object) -> None:
         """Raise `UserError` unless `conversation_id` is a `str` and each of `optional` is as `_require_optional` says."""
+        if _plain_key(conversation_id) and all(value is None for value in optional.values()):
+            return  # the usual (a `load`'s): what the checks below pass, told without building their messages' context
         require(f'{type(self).__name__}.{method}', 'conversation_id', conversation_id, str, 'a str')
         _require_storable(f'{type(self).__name__}.{method}', conversation_id=conversation_id)
         self._require_optional(method, **optional)

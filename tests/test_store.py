@@ -51,11 +51,13 @@ from pydantic_ai_citations import (
     find_stale,
 )
 from pydantic_ai_citations import _store_sql as sql
+from pydantic_ai_citations._checks import require
 from pydantic_ai_citations._edit import METADATA_KEY
 from pydantic_ai_citations._store import (  # pyright: ignore[reportPrivateUsage]
     SCHEMA_VERSION,
     _ChainWalk,  # pyright: ignore[reportPrivateUsage]
     _message_json,  # pyright: ignore[reportPrivateUsage]
+    _require_storable,  # pyright: ignore[reportPrivateUsage]
     migrate,
 )
 from pydantic_ai_citations._store_sql import POSTGRES
@@ -1681,6 +1683,36 @@ def test_history_fast_path_agrees_with_following_parents(
     walk = _ChainWalk(head, None)
     more = walk.take_runs(rows)
     assert (walk.rows, more) == _followed(rows, head)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.one_of(
+        st.text(max_size=6),
+        st.text(st.sampled_from('a\x00\ud800\u00e9'), max_size=4),
+        st.sampled_from(['x' * 2000, 'x' * 2001, '\u00e9' * 1000, '\u00e9' * 1001]),
+        st.integers(),
+        st.none(),
+    )
+)
+def test_id_check_fast_path_agrees(value: object) -> None:
+    """`_require_id` refuses exactly what its checks one by one refuse, with the same message."""
+    store = SQLiteConversationStore()
+    where = 'SQLiteConversationStore.load'
+
+    def one_by_one() -> None:
+        require(where, 'conversation_id', value, str, 'a str')
+        _require_storable(where, conversation_id=value)
+
+    outcomes: list[str | None] = []
+    for check in (one_by_one, lambda: store._require_id('load', value, scope=None, limit=None)):  # pyright: ignore[reportPrivateUsage]
+        try:
+            check()
+            outcomes.append(None)
+        except UserError as e:
+            outcomes.append(str(e))
+    store.close()
+    assert outcomes[0] == outcomes[1]
 
 
 @pytest.mark.parametrize(
