@@ -268,11 +268,18 @@ def _accepts(model: Model) -> Callable[[ModelResponse, TextPart], bool]:
     return accepts
 
 
+def _layers(model: Model) -> tuple[list[WrapperModel], Model]:
+    """The `WrapperModel` layers around `model`'s innermost model, outermost first, and that model."""
+    layers: list[WrapperModel] = []
+    while isinstance(model, WrapperModel):
+        layers.append(model)
+        model = model.wrapped
+    return layers, model
+
+
 def _has_fallback(model: Model) -> bool:
     """Whether `model` is a `FallbackModel`, or wraps one (through `WrapperModel` layers)."""
-    while isinstance(model, WrapperModel):
-        model = model.wrapped
-    return isinstance(model, FallbackModel)
+    return isinstance(_layers(model)[1], FallbackModel)
 
 
 def _clean_fallback(model: Model, state: _RunState) -> Model:
@@ -282,11 +289,7 @@ def _clean_fallback(model: Model, state: _RunState) -> Model:
     `TrackCitations`, whose `StreamWatch` watches streamed requests by default) wrap the model first. Those layers are
     shallow-copied around the cleaned copy; the agent's model is left as it is.
     """
-    layers: list[WrapperModel] = []
-    inner = model
-    while isinstance(inner, WrapperModel):
-        layers.append(inner)
-        inner = inner.wrapped
+    layers, inner = _layers(model)
     if not isinstance(inner, FallbackModel):
         return model
     clone = copy.copy(inner)

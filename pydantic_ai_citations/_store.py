@@ -69,6 +69,7 @@ from ._urls import (
     host_spellings,
     ipv6_host,
     is_grounding_redirect,
+    key_host,
     title_domain,
     url_host,
 )
@@ -302,10 +303,8 @@ def _rekey_hosts(rows: Sequence[Sequence[Any]]) -> _Statements:
     """v6: each `host_key` of an internationalised host written as cited, from `(host_key,)` rows, in one spelling."""
     found: list[tuple[object, ...]] = []
     for (key,) in rows:
-        if not key.isascii():
-            host = '.'.join(reversed(key[:-1].split('.')))
-            if (new := host_key(_index_host(host))) != key:
-                found.append((new, key))
+        if not key.isascii() and (new := host_key(_index_host(key_host(key)))) != key:
+            found.append((new, key))
     return [(sql.REKEY_HOST, found)]
 
 

@@ -96,6 +96,11 @@ def host_key(host: str) -> str:
     return '.'.join(reversed(host.split('.'))) + '.'
 
 
+def key_host(key: str) -> str:
+    """The host a `host_key` is of: `dev.pydantic.docs.` gives `docs.pydantic.dev`."""
+    return '.'.join(reversed(key.removesuffix('.').split('.')))
+
+
 def domain_range(domain: str) -> tuple[str, str] | None:
     """The `host_key`s of `domain` and of every host under it, as the byte range `[low, high)`.
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from pydantic_ai_citations._urls import bare_host, url_host
+from pydantic_ai_citations._urls import bare_host, host_key, key_host, url_host
 
 
 @pytest.mark.parametrize(
@@ -34,3 +36,10 @@ def test_bare_host(host: str, expected: str) -> None:
 )
 def test_url_host(url: str, expected: str | None) -> None:
     assert url_host(url) == expected
+
+
+@given(st.lists(st.text(st.characters(blacklist_characters='.'), min_size=1, max_size=8), min_size=1, max_size=5))
+def test_key_host_reads_back_a_host_key(labels: list[str]) -> None:
+    host = '.'.join(labels)
+    assert key_host(host_key(host)) == host
+    assert key_host('dev.pydantic.docs.') == 'docs.pydantic.dev'
