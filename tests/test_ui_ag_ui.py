@@ -207,7 +207,11 @@ async def test_dump_messages_strips_markup_as_the_stream_does(style: CitingStyle
 
 
 async def test_dump_messages_strips_each_text_message_on_its_own():
-    """Text before and after a tool call makes two AG-UI texts, each stripped as the stream sends it."""
+    """Text before and after a tool call makes two AG-UI texts, stripped as the stream sends them.
+
+    The stream holds back the space before the tool call (a marker could still follow it and take it) and passes
+    it on to the next text, so the dump does too.
+    """
     marker = '\ue200cite\ue202turn0search0\ue201'
     response = ModelResponse(
         parts=[
@@ -218,14 +222,15 @@ async def test_dump_messages_strips_each_text_message_on_its_own():
         ]
     )
     dumped = CitedAGUIAdapter[None, str].dump_messages([response])
-    assert [m.content for m in dumped if isinstance(m, AssistantMessage)] == ['Looking it up', 'Found. It is tall.']
+    assert [m.content for m in dumped if isinstance(m, AssistantMessage)] == ['Looking it up', ' Found. It is tall.']
     assert response.parts[0] == TextPart(f'Looking it up {marker}')  # the history given is left as it is
 
 
 @pytest.mark.parametrize('state', ['complete', 'interrupted'])
 def test_dump_messages_removes_the_cut_off_tail_of_an_incomplete_answer(state: Literal['complete', 'interrupted']):
     """A response that did not complete may end inside markup: that tail goes, as `CitedAnswer` removes it; a complete
-    answer's tail is prose. Text a tool call follows is not where the response was cut, and is left alone."""
+    answer's tail is prose. A response is one text to `CitedAnswer`: what the text before a tool call holds back goes
+    on past the call, so a complete response shows it once it ends, and an interrupted one ends inside markup."""
     tail = '(cite index="1-1'
 
     def _texts(response: ModelResponse) -> list[str]:
@@ -238,7 +243,9 @@ def test_dump_messages_removes_the_cut_off_tail_of_an_incomplete_answer(state: L
     calling = ModelResponse(
         parts=[TextPart(f'Looking {tail}'), ToolCallPart('lookup', {}, tool_call_id='c')], state=state
     )
-    assert _texts(calling) == [f'Looking {tail}']
+    shown = ['Looking', f' {tail}'] if state == 'complete' else ['Looking']
+    assert _texts(calling) == shown
+    assert ''.join(shown) == CitedAnswer.from_messages([calling]).text
 
 
 @settings(max_examples=200)
@@ -550,7 +557,8 @@ async def test_text_for_a_part_after_its_message_ended_reaches_the_client_in_a_m
     events = await agui_events(Agent(ScriptedModel(script)))
     assert received_text(events) == 'Hello world.'
     starts = [e.message_id for e in events if isinstance(e, TextMessageStartEvent)]
-    assert len(starts) == 2 and received_text(events, starts[1]) == 'world.'
+    # (The space that ended 'Hello ' waited for what followed it: it goes on with the late text.)
+    assert len(starts) == 2 and received_text(events, starts[1]) == ' world.'
     types = _types(events)
     assert types.index('REASONING_END') < types.index('TEXT_MESSAGE_START', types.index('REASONING_END'))
     last = citation_events(events)[-1]
@@ -559,3 +567,24 @@ async def test_text_for_a_part_after_its_message_ended_reaches_the_client_in_a_m
         ({'start': 0, 'end': 5, 'kind': 'content'}, WIKI.url),
         (None, BORDER.url),
     ]
+
+
+async def test_anchors_after_markup_split_around_a_thinking_part_are_on_the_text_each_message_holds():
+    """The first text passes what may open a tag on to the second (see `TextBlock`): each message's citations are
+    anchored on the text it received, the second's after the tail it starts with."""
+    first = [Citation([WIKI], anchor=ContentCitationAnchor(start=0, end=2))]  # 'K2'
+    second = [Citation([BORDER], anchor=ContentCitationAnchor(start=15, end=19))]  # 'Many', raw offsets of part 'b'
+    script: list[Step] = [
+        ('text', 'a', 'K2 is (cite index="1-1'),
+        ('cite', 'a', first),
+        ('think', 't', 'hm'),
+        ('text', 'b', '">tall</cite>. Many try.'),
+        ('cite', 'b', second),
+    ]
+    events = await agui_events(Agent(ScriptedModel(script)))
+    assert received_text(events) == 'K2 is tall. Many try.'
+    starts = [e.message_id for e in events if isinstance(e, TextMessageStartEvent)]
+    assert [received_text(events, m) for m in starts] == ['K2 is', ' tall. Many try.']
+    by_message = {e.value['message_id']: e for e in citation_events(events)}
+    assert anchored(by_message[starts[0]], 'K2 is') == [('K2', WIKI.url)]
+    assert anchored(by_message[starts[1]], ' tall. Many try.') == [('Many', BORDER.url)]

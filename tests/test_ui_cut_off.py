@@ -15,7 +15,7 @@ import anyio
 import pytest
 from _scripted import ScriptedModel, Step
 from ag_ui.core import BaseEvent, CustomEvent, TextMessageContentEvent
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from pydantic_ai import (
     Agent,
@@ -29,7 +29,7 @@ from pydantic_ai import CustomEvent as RunEvent
 from pydantic_ai.exceptions import RunCancelled
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.ui.vercel_ai.request_types import TextUIPart, UIMessage, UIMessagePart
-from pydantic_ai.ui.vercel_ai.response_types import BaseChunk, DataChunk, TextDeltaChunk
+from pydantic_ai.ui.vercel_ai.response_types import BaseChunk, DataChunk, TextDeltaChunk, TextEndChunk
 
 from pydantic_ai_citations import CitedAnswer
 from pydantic_ai_citations.formats.markup import scan_markup, strip_markup
@@ -131,11 +131,15 @@ async def test_a_complete_response_ending_like_markup_shows_it_as_prose(protocol
 
 
 @pytest.mark.parametrize('protocol', PROTOCOLS)
-async def test_text_another_part_follows_was_not_cut_off_there(protocol: Protocol):
-    """The response went on after the text (a thinking part here), so the text's tail is prose, shown at once."""
+@pytest.mark.parametrize('cut', [False, True])
+async def test_a_tail_another_part_follows_goes_on_in_the_next_text(protocol: Protocol, cut: bool):
+    """The response went on after the text (a thinking part here): what may open markup at its end is shown where the
+    text goes on, read with it as `CitedAnswer` reads the response's text parts (`(cite Done.` may still open a tag, so
+    a response cut off after it shows none of it)."""
     script: list[Step] = [('text', 'a', 'Few climb it (cite'), ('think', 't', 'hm'), ('text', 'b', ' Done.')]
-    seen = await stream_to(protocol, Agent(CutOffModel(script)))
-    assert seen.text.startswith('Few climb it (cite')
+    seen = await stream_to(protocol, Agent(CutOffModel(script) if cut else ScriptedModel(script)))
+    assert seen.answer is not None
+    assert seen.text == seen.answer.text == ('Few climb it' if cut else 'Few climb it (cite Done.')
     assert seen.types.count(TEXT_END[protocol]) == 2
 
 
@@ -143,7 +147,8 @@ async def test_text_another_part_follows_was_not_cut_off_there(protocol: Protoco
 @pytest.mark.parametrize('text_last', [False, True])
 async def test_a_multi_step_run_ends_each_responses_text_once(protocol: Protocol, text_last: bool):
     """An earlier response whose text ends like markup, before or after its tool call: the run went on, so the stream
-    shows the tail as prose (the finishing signal of a response that is not the last is not in the event stream)."""
+    shows the tail as prose (the finishing signal of a response that is not the last is not in the event stream), once
+    the response's text can no longer go on."""
     text: Step = ('text', 'a', 'Let me look (cite')
     tool: Step = ('tool', 'c', 'lookup')
     agent = Agent(ScriptedModel([('text', 'b', 'Found it.')], first=[tool, text] if text_last else [text, tool]))
@@ -155,9 +160,10 @@ async def test_a_multi_step_run_ends_each_responses_text_once(protocol: Protocol
     seen = await stream_to(protocol, agent)
     assert seen.text == 'Let me look (citeFound it.'
     # Each text ends right after its last delta (AG-UI also opens and ends an empty message before a first tool call).
+    # Before the tool call, the tail that may open markup waits for the response's end, then shows in a text of its own.
     delta = 'text-delta' if protocol == 'vercel' else 'TEXT_MESSAGE_CONTENT'
     ends = [i for i, t in enumerate(seen.types) if t == TEXT_END[protocol] and seen.types[i - 1] == delta]
-    assert len(ends) == 2
+    assert len(ends) == (2 if text_last else 3)
 
 
 PIECES = st.sampled_from(
@@ -306,3 +312,173 @@ async def test_a_retried_responses_late_citations_reach_the_ui(protocol: Protoco
     assert seen.text == 'K2 is tall (try 1). Done.K2 is tall (try 2). Done.'
     name = CITATIONS_DATA_TYPE if protocol == 'vercel' else CITATIONS_EVENT_NAME
     assert seen.types.count(name) == 2  # one per response's text
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.one_of(PIECES, st.just(None)), min_size=1, max_size=10), st.sampled_from(PROTOCOLS), st.booleans())
+def test_markup_split_around_another_part_reaches_no_ui(pieces: list[str | None], protocol: Protocol, cut: bool):
+    """A thinking part (`None`) between two pieces of the text: `CitedAnswer` reads the response's text parts as one
+    text, and the UI shows the same text, markup split around the thinking part removed, in as many UI texts."""
+    assume(any(piece is not None for piece in pieces))  # (a response without text is no answer: the run fails)
+    script: list[Step] = []
+    vendor = 0
+    for piece in pieces:
+        if piece is None:
+            vendor += 1
+            script.append(('think', f't{vendor}', 'hm'))  # (a thinking part of its own: see the next test's note)
+        else:
+            script.append(('text', vendor, piece))
+    model = CutOffModel(script) if cut else ScriptedModel(script)
+    seen = anyio.run(stream_to, protocol, Agent(model))
+    assert seen.answer is not None and seen.answer.complete is not cut
+    assert not scan_markup(seen.text).found
+    # To the space, but for spaces that end the response's text after another part (no UI text of their own).
+    assert seen.answer.text[: len(seen.text)] == seen.text or cut
+    if seen.text.rstrip() == seen.answer.text.rstrip():
+        return
+    assert cut
+    # Cut off: the same words, as in `test_what_a_ui_receives_is_the_answers_text_cut_off_or_not`.
+    assert strip_markup(seen.text, incomplete=True).text.split() == seen.answer.text.split()
+
+
+@pytest.mark.parametrize('protocol', PROTOCOLS)
+@pytest.mark.parametrize(
+    ('first', 'second'),
+    [
+        ('K2 is (cite index="1-1', '">tall</cite>.'),
+        ('K2 is\ue200cite\ue202turn0', '\ue201 tall.'),
+        ('K2 is【4:0†sou', 'rce】 tall.'),
+    ],
+)
+async def test_markup_split_by_a_thinking_part_is_removed_where_the_text_goes_on(
+    protocol: Protocol, first: str, second: str
+):
+    script: list[Step] = [('text', 'a', first), ('think', 't', 'hm'), ('text', 'b', second)]
+    seen = await stream_to(protocol, Agent(ScriptedModel(script)))
+    assert seen.answer is not None
+    assert seen.text == seen.answer.text == 'K2 is tall.'
+    assert seen.types.count(TEXT_END[protocol]) == 2
+
+
+@pytest.mark.parametrize('protocol', PROTOCOLS)
+@pytest.mark.parametrize('cut', [False, True])
+async def test_a_tail_passed_on_that_no_text_takes_is_shown_once_the_response_ends(protocol: Protocol, cut: bool):
+    """The response ends after the thinking part: the tail is prose (shown in a UI text of its own), or, cut off, not
+    shown at all."""
+    script: list[Step] = [('text', 'a', 'Few climb it (cite'), ('think', 't', 'hm')]
+    seen = await stream_to(protocol, Agent(CutOffModel(script) if cut else ScriptedModel(script)))
+    assert seen.answer is not None
+    assert seen.text == seen.answer.text == ('Few climb it' if cut else 'Few climb it (cite')
+    assert seen.types.count(TEXT_END[protocol]) == (1 if cut else 2)
+
+
+@pytest.mark.parametrize(
+    'script',
+    [
+        [('text', 'a', 'K2 is (cite index="1-1'), ('think', 't', 'hm'), ('text', 'b', '">tall</cite>. Few climb it. ')],
+        [('text', 'a', 'Looking it up '), ('tool', 'c', 'lookup')],
+        [('text', 'a', 'K2 is【4:0†sou'), ('think', 't', 'hm'), ('text', 'b', 'rce】 tall. '), ('think', 'u', 'hm')],
+    ],
+    ids=['markup-split', 'space-before-a-tool-call', 'tail-after-the-last-text'],
+)
+async def test_texts_a_response_streams_in_pieces_are_its_dump_and_come_back_not_stale(script: list[Step]):
+    """Text a thinking part or a tool call splits: the UI texts the stream sends are the texts `dump_messages` gives
+    for the same history, and the history the UI sends back is not stale."""
+    from test_ui_vercel import _streamed_history
+
+    from pydantic_ai_citations import CleanStaleCitations, find_stale
+
+    first = [step for step in script if step[0] != 'tool']
+    tool = [step for step in script if step[0] == 'tool']
+    model = ScriptedModel([('text', 'z', 'Done.')], first=script) if tool else ScriptedModel(first)
+    agent = Agent(model, capabilities=[CleanStaleCitations()])
+
+    @agent.tool_plain
+    def lookup() -> str:  # pyright: ignore[reportUnusedFunction]
+        return 'K2'
+
+    results: list[Any] = []
+
+    async def on_complete(result: Any) -> AsyncIterator[Any]:
+        results.append(result)
+        return
+        yield
+
+    async with agent.run_stream_events('q') as events:
+        stream = CitedVercelAIEventStream[None, str]().transform_stream(events, on_complete=on_complete)
+        chunks = [c async for c in stream]
+    streamed = [
+        ''.join(c.delta for c in chunks if isinstance(c, TextDeltaChunk) and c.id == end.id)
+        for end in chunks
+        if isinstance(end, TextEndChunk)
+    ]
+    (result,) = results
+    dumped = [
+        part.text
+        for message in CitedVercelAIAdapter.dump_messages(result.all_messages())
+        if message.role == 'assistant'
+        for part in message.parts
+        if isinstance(part, TextUIPart)
+    ]
+    assert dumped == streamed
+    assert not any(scan_markup(text).found for text in streamed)
+    assert find_stale(_streamed_history(chunks)) == []
+
+
+@pytest.mark.parametrize('protocol', PROTOCOLS)
+@pytest.mark.parametrize(
+    ('first', 'late'),
+    [
+        ('K2 is (cite index="1-1', '">tall</cite>.'),  # the text's end waits: the late text is not late yet
+        ('K2 is tall. ', '\ue200cite\ue202turn0search0\ue201 Few climb it.'),  # the space before went on
+        ('K2 is tall. ', '(cite index="1-1">Few</cite> climb it.'),
+    ],
+)
+async def test_late_text_after_a_tail_passed_on_goes_through_its_cleaner(protocol: Protocol, first: str, late: str):
+    """The text's own part goes on after the thinking part (late text, as an OpenAI-compatible stream may send it):
+    it goes through the cleaner that holds the tail, so markup is removed with its spacing, as `CitedAnswer` removes
+    it."""
+    script: list[Step] = [('text', 'a', first), ('think', 't', 'hm'), ('text', 'a', late)]
+    seen = await stream_to(protocol, Agent(ScriptedModel(script)))
+    assert seen.answer is not None
+    assert seen.text == seen.answer.text
+    assert not scan_markup(seen.text).found
+
+
+@pytest.mark.parametrize('protocol', PROTOCOLS)
+@pytest.mark.parametrize(
+    ('late', 'shown'), [('(cite index="1-1">Late</cite>.', 'Late.'), ('\ue200cite\ue202turn0search0\ue201', '')]
+)
+async def test_late_text_after_the_next_text_took_the_tail_is_cleaned_on_its_own(
+    protocol: Protocol, late: str, shown: str
+):
+    """The next text took the tail on, so text arriving late for the first is a UI text of its own, cleaned alone
+    (none when it was markup only)."""
+    script: list[Step] = [
+        ('text', 'a', 'K2 is tall.'),
+        ('think', 't', 'hm'),
+        ('text', 'b', ' Few climb it.'),
+        ('think', 'u', 'hm'),
+        ('text', 'a', late),
+    ]
+    seen = await stream_to(protocol, Agent(ScriptedModel(script)))
+    assert seen.text == 'K2 is tall. Few climb it.' + shown
+    assert seen.types.count(TEXT_END[protocol]) == (3 if shown else 2)
+
+
+@pytest.mark.parametrize('protocol', PROTOCOLS)
+@pytest.mark.parametrize('cut', [False, True])
+async def test_late_text_while_the_next_texts_end_waits_is_cleaned_on_its_own(protocol: Protocol, cut: bool):
+    """The next text holds a possible opening at the response's end (its end waits for whether the response was cut
+    off): the late text of the first is sent before, cleaned alone; the letters are the answer's, in the UI's order."""
+    script: list[Step] = [
+        ('text', 'a', 'K2 is tall.'),
+        ('think', 't', 'hm'),
+        ('text', 'b', ' Few (cite'),
+        ('text', 'a', '(cite index="1-1">Late</cite>.'),
+    ]
+    seen = await stream_to(protocol, Agent(CutOffModel(script) if cut else ScriptedModel(script)))
+    assert seen.answer is not None
+    assert seen.text == 'K2 is tall. FewLate.' + ('' if cut else ' (cite')
+    assert sorted(seen.text.replace(' ', '')) == sorted(seen.answer.text.replace(' ', ''))  # (the same letters)
+    assert seen.types.count(TEXT_END[protocol]) == 3

@@ -380,7 +380,8 @@ async def test_dump_messages_strips_history_without_fingerprints():
 @pytest.mark.parametrize('state', ['complete', 'interrupted'])
 def test_dump_messages_removes_the_cut_off_tail_of_an_incomplete_answer(state: Literal['complete', 'interrupted']):
     """A response that did not complete may end inside markup: that tail goes, as `CitedAnswer` removes it; a complete
-    answer's tail is prose. Text a tool call follows is not where the response was cut, and is left alone."""
+    answer's tail is prose. A response is one text to `CitedAnswer`: what the text before a tool call holds back goes
+    on past the call, so a complete response shows it once it ends, and an interrupted one ends inside markup."""
     tail = '(cite index="1-1'
 
     def _texts(response: ModelResponse) -> list[str]:
@@ -393,7 +394,9 @@ def test_dump_messages_removes_the_cut_off_tail_of_an_incomplete_answer(state: L
     calling = ModelResponse(
         parts=[TextPart(f'Looking {tail}'), ToolCallPart('lookup', {}, tool_call_id='c')], state=state
     )
-    assert _texts(calling) == [f'Looking {tail}']
+    shown = ['Looking', f' {tail}'] if state == 'complete' else ['Looking']
+    assert _texts(calling) == shown
+    assert ''.join(shown) == CitedAnswer.from_messages([calling]).text
     # A citation anchored up to the end keeps an anchor on the text shown, as `CitedAnswer` anchors it.
     text = f'tall. {tail}'
     cited = TextPart(text, citations=[Citation([WIKI], anchor=ContentCitationAnchor(start=0, end=len(text)))])
@@ -680,7 +683,7 @@ LATE_CITES = [
 async def test_text_for_a_part_after_its_text_end_reaches_the_ui_in_a_text_part_of_its_own():
     """Pydantic AI applies text to the part its provider id names after another part started (an OpenAI-compatible
     stream interleaving text and reasoning): the UI text part has ended, so the late text gets one of its own, after
-    the reasoning (it was dropped: the UI showed 'Hello ' of 'Hello world.'). A citation on it keeps its source."""
+    the reasoning (it was dropped: the UI showed 'Hello' of 'Hello world.'). A citation on it keeps its source."""
     script: list[Step] = [
         ('text', 'a', 'Hello '),
         ('think', 't', 'hm'),
@@ -694,7 +697,8 @@ async def test_text_for_a_part_after_its_text_end_reaches_the_ui_in_a_text_part_
     assert types[types.index('reasoning-end') :].count('text-start') == 1
     assert text_of(chunks) == 'Hello world.'
     late_id = [c.id for c in chunks if isinstance(c, TextDeltaChunk)][-1]
-    assert [c.delta for c in chunks if isinstance(c, TextDeltaChunk) and c.id == late_id] == ['world.']
+    # (The space that ended 'Hello ' waited for what followed it: it goes on with the late text.)
+    assert [c.delta for c in chunks if isinstance(c, TextDeltaChunk) and c.id == late_id] == [' world.']
     ui = final_citations(chunks)
     assert [(c['anchor'], c['sources'][0]['url']) for c in ui] == [
         ({'start': 0, 'end': 5, 'kind': 'content'}, WIKI.url),
@@ -702,3 +706,25 @@ async def test_text_for_a_part_after_its_text_end_reaches_the_ui_in_a_text_part_
     ]
     answer = CitedAnswer.from_messages(await run_messages(agent, 'q', streamed=True))
     assert answer.text == 'Hello world.'
+
+
+async def test_anchors_after_markup_split_around_a_thinking_part_are_on_the_text_each_ui_text_holds():
+    """As the AG-UI test of the same name: `text-end` anchors each UI text's citations on the text it received."""
+    first = [Citation([WIKI], anchor=ContentCitationAnchor(start=0, end=2))]
+    second = [Citation([BORDER], anchor=ContentCitationAnchor(start=15, end=19))]
+    script: list[Step] = [
+        ('text', 'a', 'K2 is (cite index="1-1'),
+        ('cite', 'a', first),
+        ('think', 't', 'hm'),
+        ('text', 'b', '">tall</cite>. Many try.'),
+        ('cite', 'b', second),
+    ]
+    chunks = await chunks_of(Agent(ScriptedModel(script)))
+    assert text_of(chunks) == 'K2 is tall. Many try.'
+    ends = [c for c in chunks if isinstance(c, TextEndChunk)]
+    texts = [''.join(c.delta for c in chunks if isinstance(c, TextDeltaChunk) and c.id == end.id) for end in ends]
+    assert texts == ['K2 is', ' tall. Many try.']
+    cited: list[list[Any]] = [
+        [] if e.provider_metadata is None else e.provider_metadata['pydantic_ai']['citations'] for e in ends
+    ]
+    assert [anchored(c, t) for c, t in zip(cited, texts, strict=True)] == [[('K2', WIKI.url)], [('Many', BORDER.url)]]

@@ -773,6 +773,11 @@ class StreamCleaner:
         return self._removed
 
     @property
+    def held_length(self) -> int:
+        """How many characters of the input are held back (the end of what was fed; not shown yet)."""
+        return len(self._held)
+
+    @property
     def holds_opening(self) -> bool:
         """Whether what is held back may open markup: `close()` would show it as prose, `close(incomplete=True)` not.
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Annotated, Any, get_args, get_origin
+from typing import Annotated, Any, cast, get_args, get_origin
 from uuid import uuid4
 
 from pydantic_ai import ModelMessage, ModelResponse, TextPart
@@ -27,16 +27,15 @@ from pydantic_ai.ui import UIEventStream
 
 from .._answer import incomplete_reason
 from .._checks import require_messages
-from ..formats.markup import StreamCleaner, remove_cuts, strip_joined
 from ._common import (
     HeldTextEnds,
+    TextBlock,
     answer_json,
     citations_json,
-    clean_late_text,
     dump_citations,
     merged_citations,
     require_ui_messages,
-    upto,
+    shown_texts,
 )
 
 try:
@@ -97,24 +96,6 @@ def cited_answer_event(result: AgentRunResult[object], *, redact: bool = False) 
 
 
 @dataclass
-class _Message:
-    """One AG-UI text message: consecutive text parts of a response, and the cleaner its deltas go through."""
-
-    indexes: list[int]
-    cleaner: StreamCleaner = field(default_factory=StreamCleaner)
-    message_id: str = ''
-    closed: bool = False
-    sent: str = '[]'
-    """JSON of the citations the client has."""
-    cut_off: bool = False
-    """The text was cut off (its tail, a possible opening of markup, was not sent)."""
-    shown: dict[int, int] = field(default_factory=dict[int, int])
-    """How much of each part's text the message holds (its length at `TEXT_MESSAGE_END`); text after it is late."""
-    late: str = ''
-    """Text that arrived for a part after `TEXT_MESSAGE_END`, not sent yet (`_late_text`)."""
-
-
-@dataclass
 class CitedAGUIEventStream(
     HeldTextEnds[RunAgentInput, BaseEvent, AgentDepsT, OutputDataT], AGUIEventStream[AgentDepsT, OutputDataT]
 ):
@@ -125,15 +106,15 @@ class CitedAGUIEventStream(
     `value = {'message_id': ..., 'provider_name': ..., 'citations': [...]}`: every citation of that text message,
     in Pydantic AI's `Citation` JSON shape, anchors on the message text as the client received it (Python string
     indices). Keep the last one per `message_id`. Text that arrives for a part after its message ended is sent as a
-    text message of its own (`_late_text`).
+    text message of its own (`_cit_late_text`).
     """
 
     _cit_parts: dict[int, TextPart] = field(default_factory=dict[int, TextPart], init=False, repr=False)
-    _cit_messages: dict[int, _Message] = field(default_factory=dict[int, _Message], init=False, repr=False)
-    _cit_open: _Message | None = field(default=None, init=False, repr=False)
+    _cit_messages: dict[int, TextBlock] = field(default_factory=dict[int, TextBlock], init=False, repr=False)
+    _cit_open: TextBlock | None = field(default=None, init=False, repr=False)
 
     async def handle_part_start(self, event: PartStartEvent) -> AsyncIterator[BaseEvent]:
-        for agui_event in self._late_text():
+        for agui_event in self._cit_late_text():
             yield agui_event
         if event.index == 0 and 0 in self._cit_parts:  # a new model response: part indexes start over
             # With no turn between the two (an output validator's retry), `after_response` did not run: the citations
@@ -147,7 +128,7 @@ class CitedAGUIEventStream(
         if isinstance(part, TextPart):
             # The parent starts a new text message unless this part follows text.
             if event.previous_part_kind != 'text' or self._cit_open is None:
-                self._cit_open = _Message([])
+                self._cit_open = self._cit_new_block(sent='[]')
             self._cit_open.indexes.append(event.index)
             self._cit_messages[event.index] = self._cit_open
             self._cit_parts[event.index] = part
@@ -155,7 +136,7 @@ class CitedAGUIEventStream(
         async for agui_event in super().handle_part_start(event):
             yield agui_event
         if isinstance(part, TextPart) and self._cit_open is not None:
-            self._cit_open.message_id = self.message_id
+            self._cit_open.id = self.message_id
 
     async def handle_part_delta(self, event: PartDeltaEvent) -> AsyncIterator[BaseEvent]:
         delta = event.delta
@@ -165,7 +146,9 @@ class CitedAGUIEventStream(
                 yield agui_event
             return
         self._cit_parts[event.index] = delta.apply(self._cit_parts[event.index])
-        if message.closed:  # no text may follow TEXT_MESSAGE_END: late text goes in a message of its own (`_late_text`)
+        if (
+            message.closed
+        ):  # no text may follow TEXT_MESSAGE_END: late text goes in a message of its own (`_cit_late_text`)
             message.late += delta.content_delta or ''
             for agui_event in self._citations_events(message):
                 yield agui_event
@@ -193,19 +176,18 @@ class CitedAGUIEventStream(
         message = self._cit_messages.get(event.index)
         closing = isinstance(event.part, TextPart) and message is not None and event.next_part_kind != 'text'
         if closing and message is not None:
-            message.cut_off = cut_off
-            if rest := message.cleaner.close(incomplete=cut_off):
-                yield TextMessageContentEvent(message_id=message.message_id, delta=rest)
+            rest, _ = self._cit_close(message, self._cit_parts, event, cut_off=cut_off)
+            if rest:
+                yield TextMessageContentEvent(message_id=message.id, delta=rest)
         async for agui_event in super().handle_part_end(event):
             yield agui_event
         if closing and message is not None:
             message.closed = True
-            message.shown = {i: len(self._cit_parts[i].content) for i in message.indexes}
             for agui_event in self._citations_events(message):
                 yield agui_event
 
     async def after_response(self) -> AsyncIterator[BaseEvent]:
-        for agui_event in self._late_text():
+        for agui_event in self._cit_late_text():
             yield self._stamped(agui_event)
         async for agui_event in super().after_response():
             yield agui_event  # pragma: no cover - the parent sends nothing here (Pydantic AI 2.68)
@@ -221,7 +203,7 @@ class CitedAGUIEventStream(
         return agui_event
 
     async def handle_run_result(self, event: AgentRunResultEvent[Any]) -> AsyncIterator[BaseEvent]:
-        for agui_event in self._late_text():
+        for agui_event in self._cit_late_text():
             yield agui_event
         async for agui_event in super().handle_run_result(event):
             yield agui_event  # pragma: no cover - the parent sends nothing here (Pydantic AI 2.68)
@@ -233,50 +215,42 @@ class CitedAGUIEventStream(
             yield agui_event
 
     async def on_error(self, error: Exception) -> AsyncIterator[BaseEvent]:
-        for agui_event in self._late_text(cut_off=True):
+        for agui_event in self._cit_late_text(cut_off=True):
             yield self._stamped(agui_event)
         async for agui_event in super().on_error(error):
             yield agui_event
 
     async def on_cancelled(self, cancelled: RunCancelled) -> AsyncIterator[BaseEvent]:
-        for agui_event in self._late_text(cut_off=True):
+        for agui_event in self._cit_late_text(cut_off=True):
             yield self._stamped(agui_event)
         async for agui_event in super().on_cancelled(cancelled):
             yield agui_event
 
-    def _late_text(self, *, cut_off: bool = False) -> list[BaseEvent]:
-        """The text that arrived for parts after their `TEXT_MESSAGE_END`, each message's in a message of its own.
+    def _cit_blocks(self) -> list[TextBlock]:
+        return list({id(m): m for m in self._cit_messages.values()}.values())
 
-        As `CitedVercelAIEventStream._late_text`: sent once the part being streamed is done, as one text cleaned on its
-        own; citations anchored on it reach the client with their sources, without the anchor.
-        """
-        events: list[BaseEvent] = []
-        for message in {id(m): m for m in self._cit_messages.values() if m.late}.values():
-            text = clean_late_text(message.late, cut_off=cut_off)
-            message.late = ''
-            if text:
-                message_id = str(uuid4())  # (not `new_message_id()`: the part being streamed keeps its id)
-                events += [
-                    TextMessageStartEvent(message_id=message_id, role='assistant'),
-                    TextMessageContentEvent(message_id=message_id, delta=text),
-                    TextMessageEndEvent(message_id=message_id),
-                ]
-        return events
+    def _cit_text_events(self, text: str) -> list[BaseEvent]:
+        message_id = str(uuid4())  # (not `new_message_id()`: the part being streamed keeps its id)
+        return [
+            self._stamped(TextMessageStartEvent(message_id=message_id, role='assistant')),
+            self._stamped(TextMessageContentEvent(message_id=message_id, delta=text)),
+            self._stamped(TextMessageEndEvent(message_id=message_id)),
+        ]
 
     def _all_citations_events(self) -> list[BaseEvent]:
         messages = {id(m): m for m in self._cit_messages.values() if m.closed}
         return [e for message in messages.values() for e in self._citations_events(message)]
 
-    def _citations_events(self, message: _Message) -> list[BaseEvent]:
+    def _citations_events(self, message: TextBlock) -> list[BaseEvent]:
         # Anchored on the text the message holds: not on text that arrived after its `TEXT_MESSAGE_END`.
-        parts = [upto(self._cit_parts[i], message.shown.get(i)) for i in message.indexes]
+        parts = message.held_parts(self._cit_parts)
         citations = merged_citations(parts, cut_off=message.cut_off)
         current = citations_json(citations)
         if current == message.sent:
             return []
         message.sent = current
         value = {
-            'message_id': message.message_id,
+            'message_id': message.id,
             'provider_name': next((p.provider_name for p in parts if p.citations), None),
             'citations': dump_citations(citations),
         }
@@ -284,33 +258,43 @@ class CitedAGUIEventStream(
 
 
 def _without_markup(message: ModelMessage) -> ModelMessage:
-    """`message` with the citation markup of each run of consecutive text parts stripped, as the one text it makes.
+    """`message` with each run of consecutive text parts as the one text `CitedAGUIEventStream` sends of it.
 
-    `AGUIAdapter.dump_messages` joins consecutive text parts into one text, and `CitedAGUIEventStream` sends them as
-    one text message, cleaned as one text: stripping them with `strip_joined` gives what it sent. When the response
-    did not complete, the run of text that ends it may end inside markup (`(cite index="1-1`): that tail is removed,
-    as `CitedAnswer` removes it.
+    `AGUIAdapter.dump_messages` joins consecutive text parts into one text; the stream cleans a response's texts with
+    one cleaner, a text followed by another part passing what it holds back on to the next (`shown_texts`; a tail no
+    text took is a text of its own at the end). When the response did not complete, the text that ends it may end
+    inside markup (`(cite index="1-1`): that tail is removed, as `CitedAnswer` removes it.
     """
     if not isinstance(message, ModelResponse):
         return message
-    cut_off = incomplete_reason(message) is not None
     parts = list(message.parts)
-    runs: list[list[tuple[int, TextPart]]] = []
+    runs: list[list[int]] = []
     for index, part in enumerate(parts):
         if isinstance(part, TextPart):
             if not (index and isinstance(parts[index - 1], TextPart)):
                 runs.append([])
-            runs[-1].append((index, part))
-    changed = False
-    for run in runs:
-        ends = cut_off and run[-1][0] == len(parts) - 1
-        stripped, cuts = strip_joined([part.content for _, part in run], incomplete=ends)
-        if stripped.changed:
-            changed = True
-            for (index, part), removed in zip(run, cuts, strict=True):
-                # Citations stay as they are, on the old offsets: `AGUIAdapter.dump_messages` drops them.
-                parts[index] = replace(part, content=remove_cuts(part.content, removed))
-    return replace(message, parts=parts) if changed else message
+            runs[-1].append(index)
+    if not runs:
+        return message
+    texts = [''.join(cast(TextPart, parts[i]).content for i in run) for run in runs]
+    cut_off = incomplete_reason(message) is not None
+    shown, tail = shown_texts(texts, ends_with_text=isinstance(parts[-1], TextPart), cut_off=cut_off)
+    if tail:
+        parts.append(TextPart(tail))
+    elif all(seen.text == text for seen, text in zip(shown, texts, strict=True)):
+        return message
+    # Each run as one part with the text the stream sent (the dumper joins consecutive text parts into one text).
+    # Citations stay as they are, on the old offsets: `AGUIAdapter.dump_messages` drops them.
+    first = {run[0]: seen.text for run, seen in zip(runs, shown, strict=True)}
+    joined = {index for run in runs for index in run[1:]}
+    return replace(
+        message,
+        parts=[
+            replace(part, content=first[i]) if i in first and isinstance(part, TextPart) else part
+            for i, part in enumerate(parts)
+            if i not in joined
+        ],
+    )
 
 
 @dataclass

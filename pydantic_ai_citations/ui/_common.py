@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import abstractmethod
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol, TypeVar, cast
 
@@ -22,11 +22,14 @@ from ..formats.markup import Cut, StreamCleaner, offset_shifter, remove_cuts, st
 
 __all__ = (
     'HeldTextEnds',
+    'ShownText',
+    'TextBlock',
     'answer_json',
     'citations_json',
     'dump_citations',
     'load_citations',
     'merged_citations',
+    'shown_texts',
     'upto',
     'web_urls',
 )
@@ -122,6 +125,90 @@ _RunInputT = TypeVar('_RunInputT')
 _EventT = TypeVar('_EventT')
 
 
+@dataclass
+class TextBlock:
+    """One UI text (a Vercel UI text part, an AG-UI text message): consecutive text parts of a response.
+
+    Its deltas go through `cleaner`, which the response's texts share: `CitedAnswer` reads a response's text parts as
+    one text, so markup split around another part (a thinking part, a tool call) is removed, and a space before markup
+    goes, as there. A text that ends while its response goes on shows none of what its cleaner holds back (what may
+    open markup, markup or spaces whose spacing the next character decides): that tail passes on, with the cleaner,
+    to the response's next text, which starts with it (`HeldTextEnds._cit_close`), or is shown on its own once the
+    response ends (`HeldTextEnds._cit_release`; spaces alone are not).
+    """
+
+    indexes: list[int]
+    """The response's parts the text holds."""
+    cleaner: StreamCleaner
+    carried: str = ''
+    """The raw tail the response's previous text passed on (see the class): this text starts with it, cleaned."""
+    id: str = ''
+    """The UI text's id (Vercel `text-start`, AG-UI `TEXT_MESSAGE_START`)."""
+    closed: bool = False
+    sent: str | None = None
+    """JSON of the citations the UI has (`None`: nothing sent yet)."""
+    cut_off: bool = False
+    """The text was cut off (its tail, a possible opening of markup, was not shown)."""
+    shown: dict[int, int] = field(default_factory=lambda: {})
+    """How much of each part's text the UI text holds (set when it ends); text after it is late, or passed on."""
+    late: str = ''
+    """Text that arrived for a part after the UI text ended, not sent yet (`HeldTextEnds._cit_late_text`)."""
+
+    def held_parts(self, parts: Mapping[int, TextPart]) -> list[TextPart]:
+        """The text parts as far as the UI text holds them (`shown`), after the tail passed to it.
+
+        Citations on text the UI text does not hold keep their sources, without the anchor (`merged_citations`).
+        """
+        held = [upto(parts[i], self.shown.get(i)) for i in self.indexes]
+        return [TextPart(self.carried), *held] if self.carried else held
+
+
+@dataclass(frozen=True)
+class ShownText:
+    """What a UI stream shows of one UI text of a response (see `shown_texts`)."""
+
+    text: str
+    """The clean text the UI text shows."""
+    carried: str
+    """The raw tail the response's previous text passed on to it (see `TextBlock`)."""
+    kept: int
+    """How much of its own raw text (its parts' texts joined) it shows: the rest passed on."""
+
+    def held_parts(self, parts: Sequence[TextPart]) -> list[TextPart]:
+        """`parts` (the UI text's parts, in order) as far as it shows them, after the tail passed to it."""
+        out = [TextPart(self.carried)] if self.carried else []
+        keep = self.kept
+        for part in parts:
+            out.append(upto(part, keep))
+            keep -= min(keep, len(part.content))
+        return out
+
+
+def shown_texts(texts: Sequence[str], *, ends_with_text: bool, cut_off: bool) -> tuple[list[ShownText], str]:
+    """What the UI streams show of a response's UI texts (`texts`, raw, in order), and of the tail shown after them.
+
+    The streams clean a response's texts with one `StreamCleaner`; a text followed by another part passes the tail
+    its cleaner holds back on to the next (see `TextBlock`). `ends_with_text`: the response's last part is text (which
+    shows the cleaner's rest; else the rest is shown after the response's parts: the tail returned, `''` for spaces
+    alone). `cut_off`: the response did not complete (the rest goes as `close(incomplete=True)` removes it).
+    The dumps of history give the UI texts as the streams sent them with this.
+    """
+    cleaner = StreamCleaner()
+    out: list[ShownText] = []
+    carried = ''
+    for k, text in enumerate(texts):
+        shown = cleaner.feed(text)
+        raw = carried + text
+        if ends_with_text and k == len(texts) - 1:
+            out.append(ShownText(shown + cleaner.close(incomplete=cut_off), carried, len(text)))
+            return out, ''
+        kept = len(raw) - cleaner.held_length
+        out.append(ShownText(shown, carried[:kept], max(0, kept - len(carried))))
+        carried = raw[kept:]
+    tail = cleaner.close(incomplete=cut_off)
+    return out, tail if tail.strip() else ''
+
+
 @dataclass(frozen=True)
 class _StreamBroke:
     """Put into the event stream by `HeldTextEnds` when it raised while a text end was held: release it first."""
@@ -150,6 +237,8 @@ class HeldTextEnds(UIEventStream[_RunInputT, _EventT, AgentDepsT, OutputDataT]):
     _cit_broken: bool = field(default=False, init=False, repr=False)
     """The event stream raised: the response being streamed was cut off."""
     _cit_held: PartEndEvent | None = field(default=None, init=False, repr=False)
+    _cit_carried: tuple[StreamCleaner, str] | None = field(default=None, init=False, repr=False)
+    """The cleaner and raw tail a text passed on (see `TextBlock`), until the response's next text or its end."""
 
     def transform_stream(
         self,
@@ -182,16 +271,91 @@ class HeldTextEnds(UIEventStream[_RunInputT, _EventT, AgentDepsT, OutputDataT]):
             return True
         return False
 
+    def _cit_new_block(self, *, sent: str | None = None) -> TextBlock:
+        """The block of a UI text that follows no text in its response: it starts with the tail passed on, if any."""
+        carried, self._cit_carried = self._cit_carried, None
+        if carried is None:
+            return TextBlock([], StreamCleaner(), sent=sent)
+        return TextBlock([], carried[0], carried[1], sent=sent)
+
+    def _cit_close(
+        self, block: TextBlock, parts: Mapping[int, TextPart], event: PartEndEvent, *, cut_off: bool
+    ) -> tuple[str, list[TextPart]]:
+        """End `block` at its last part's end: the rest of its text to show, and its parts as the UI text holds them.
+
+        When the response goes on after it, its cleaner and the tail it holds back pass on (see `TextBlock`): the UI
+        text holds the parts without that tail, and nothing more is shown now.
+        """
+        texts = [block.carried, *(parts[i].content for i in block.indexes)]
+        keep = sum(map(len, texts))
+        rest = ''
+        if not cut_off and event.next_part_kind is not None:
+            keep -= block.cleaner.held_length
+            joined = ''.join(texts)
+            self._cit_carried = (block.cleaner, joined[keep:])
+        else:
+            block.cut_off = cut_off
+            rest = block.cleaner.close(incomplete=cut_off)
+        block.carried = block.carried[:keep]
+        keep -= len(block.carried)
+        for i, text in zip(block.indexes, texts[1:], strict=True):
+            block.shown[i] = min(len(text), keep)
+            keep -= block.shown[i]
+        return rest, block.held_parts(parts)
+
+    @abstractmethod
+    def _cit_text_events(self, text: str) -> list[_EventT]:
+        """The events of a UI text of its own holding `text` (start, content, end)."""
+        ...
+
+    @abstractmethod
+    def _cit_blocks(self) -> Iterable[TextBlock]:
+        """The UI texts of the response being streamed (each once)."""
+        ...
+
+    def _cit_late_text(self, *, cut_off: bool = False) -> list[_EventT]:
+        """The text that arrived for parts after their UI text ended, each text's in a UI text of its own.
+
+        Pydantic AI applies a text delta to the part its provider id names, even after another part started (an
+        OpenAI-compatible stream interleaving its text with reasoning or a tool call). The UI text it belongs to has
+        ended, so the late text is sent once that other part is done (at the next part, or the response's end), as one
+        text, cleaned on its own (or, after a tail its UI text passed on, with that tail's cleaner); citations anchored
+        on it reach the UI with their sources, without the anchor.
+        """
+        events: list[_EventT] = []
+        for block in self._cit_blocks():
+            if not block.late:
+                continue
+            late, block.late = block.late, ''
+            carried = self._cit_carried
+            if carried is not None and carried[0] is block.cleaner:
+                # The late text goes on from the tail passed on: through its cleaner, which holds what may open markup.
+                raw = carried[1] + late
+                text = block.cleaner.feed(late)
+                self._cit_carried = (block.cleaner, raw[len(raw) - block.cleaner.held_length :])
+            else:
+                text = clean_late_text(late, cut_off=cut_off)
+            if text:
+                events += self._cit_text_events(text)
+        return events
+
     @abstractmethod
     def _cit_end_text(self, event: PartEndEvent, *, cut_off: bool) -> AsyncIterator[_EventT]:
         """The events that end the text `event` ends: its cleaner's tail (`close(incomplete=cut_off)`), then the rest."""
         ...
 
-    async def _cit_release(self, *, cut_off: bool) -> AsyncIterator[_EventT]:
+    async def _cit_release(self, *, cut_off: bool, carried: bool = True) -> AsyncIterator[_EventT]:
+        """Release the held text end, and (`carried`: the response ended) a tail passed on that no text took."""
         if (event := self._cit_held) is not None:
             self._cit_held = None
             async for e in self._cit_end_text(event, cut_off=cut_off):
                 yield e
+        if carried and (passed := self._cit_carried) is not None:
+            self._cit_carried = None
+            # (Spaces alone end the response's text: no UI text of their own.)
+            if (text := passed[0].close(incomplete=cut_off)).strip():
+                for e in self._cit_text_events(text):
+                    yield e
 
     async def handle_event(self, event: NativeEvent) -> AsyncIterator[_EventT]:
         broke = cast(object, event)
@@ -200,7 +364,9 @@ class HeldTextEnds(UIEventStream[_RunInputT, _EventT, AgentDepsT, OutputDataT]):
                 yield e
             return
         if isinstance(event, PartStartEvent):  # a next response with no turn in between (a retry): the run went on
-            async for e in self._cit_release(cut_off=False):
+            # (Any part after a held end starts a next response; a part after a tail passed on does when it is the
+            # first: part indexes start over.)
+            async for e in self._cit_release(cut_off=False, carried=event.index == 0):
                 yield e
         async for e in super().handle_event(event):
             yield e

@@ -59,17 +59,17 @@ from pydantic_ai.ui.vercel_ai.response_types import (
 from .._answer import incomplete_reason
 from .._checks import require_messages
 from .._edit import METADATA_KEY, joined_fingerprint, moved_raw_offsets, shown_response
-from ..formats.markup import Cut, StreamCleaner, offset_shifter, strip_joined, strip_markup
+from ..formats.markup import Cut, offset_shifter, strip_joined
 from ._common import (
     HeldTextEnds,
+    TextBlock,
     answer_json,
     citations_json,
-    clean_late_text,
     dump_citations,
     load_citations,
     merged_citations,
     require_ui_messages,
-    upto,
+    shown_texts,
     web_urls,
 )
 
@@ -113,19 +113,24 @@ _RAW_CITATION_KEYS = ('citations', 'annotations')
 
 
 def _with_citations(
-    metadata: ProviderMetadata | None, citations: Sequence[Citation], cuts: Sequence[Cut] = ()
+    metadata: ProviderMetadata | None, citations: Sequence[Citation], cuts: Sequence[Cut] = (), base: int = 0
 ) -> ProviderMetadata | None:
     """`metadata` with `citations` in its `pydantic_ai.citations` (none: the key is left out).
 
     `cuts`: the ranges of the UI text part's text (its parts' texts joined) removed from what the UI shows; the raw
     provider citations' offsets into that text (`provider_details['citations']` and OpenAI's `['annotations']`) are
-    moved onto the text as shown.
+    moved onto the text as shown. `base`: where the parts' text starts in the text `cuts` are of (after a tail the
+    response's previous text passed on: see `TextBlock`).
     """
     metadata = dict(metadata or {})
     ours = {k: v for k, v in metadata.get('pydantic_ai', {}).items() if k != 'citations'}
     details = ours.get('provider_details')
     if cuts and isinstance(details, dict):
-        raw, move = dict(cast('dict[str, object]', details)), offset_shifter(cuts)
+        raw, shift = dict(cast('dict[str, object]', details)), offset_shifter(cuts)
+
+        def move(offset: int) -> int:
+            return shift(base + offset) - shift(base)
+
         for key in _RAW_CITATION_KEYS:  # (`annotations`: OpenAI's, kept with `openai_include_raw_annotations`)
             if key in raw:
                 raw[key] = moved_raw_offsets(raw[key], move)
@@ -140,24 +145,35 @@ def _with_citations(
 
 
 def _as_streamed(ui: UIMessage, *, cut_off: bool = False) -> UIMessage:
-    """`ui` with each text part as `CitedVercelAIEventStream` sends it: without citation markup, anchors on that text.
+    """`ui` (one response) with each text part as `CitedVercelAIEventStream` sends it: no markup, anchors on its text.
 
-    A UI text part holds consecutive text parts joined, and the stream cleans them as that one text
-    (`strip_joined`): stripping the UI text and moving its citations, which `dump_messages` anchored on it, onto the
-    stripped text (`merged_citations`) gives what the stream sent. A citation whose anchor covered nothing but markup
-    keeps its sources, without an anchor (its `source-url` part stays). Provider data (`provider_details`) is as the
-    stream leaves it: the offsets into the text in its raw citations moved onto the stripped text. `cut_off`: the response did not complete, so the text that ends it may end inside markup
+    A UI text part holds consecutive text parts joined, and the stream cleans the response's texts with one cleaner,
+    a text followed by another part passing what it holds back on to the next (`shown_texts`; a tail no text took
+    is a text part of its own at the end). The citations `dump_messages` anchored on a UI text are moved onto the text
+    as shown as the stream moves them (`merged_citations`); one whose anchor covered nothing but markup, or text the
+    UI text does not show, keeps its sources, without an anchor (its `source-url` part stays). Provider data
+    (`provider_details`) is as the stream leaves it: the offsets into the text in its raw citations moved onto the
+    text as shown. `cut_off`: the response did not complete, so the text that ends it may end inside markup
     (`(cite index="1-1`): that tail is removed, as `CitedAnswer` removes it (`strip_markup(..., incomplete=True)`).
     """
-    parts: list[UIMessagePart] = []
-    last = _last_text(ui.parts) if cut_off else None
-    for index, part in enumerate(ui.parts):
-        if isinstance(part, TextUIPart) and (stripped := strip_markup(part.text, incomplete=index == last)).changed:
-            citations = load_citations((part.provider_metadata or {}).get('pydantic_ai', {}).get('citations'))
-            moved = merged_citations([TextPart(part.text, citations=citations)], part_cuts=[stripped.cuts])
-            shown = _with_citations(part.provider_metadata, moved, stripped.cuts)
-            part = part.model_copy(update={'text': stripped.text, 'provider_metadata': shown})
-        parts.append(part)
+    indexes = [i for i, part in enumerate(ui.parts) if isinstance(part, TextUIPart)]
+    if not indexes:
+        return ui
+    texts = [cast(TextUIPart, ui.parts[i]) for i in indexes]
+    last = _last_text(ui.parts)
+    shown, tail = shown_texts([t.text for t in texts], ends_with_text=last is not None, cut_off=cut_off)
+    parts: list[UIMessagePart] = list(ui.parts)
+    for index, part, seen in zip(indexes, texts, shown, strict=True):
+        if seen.text == part.text and not seen.carried and seen.kept == len(part.text):
+            continue  # nothing removed, nothing passed on
+        citations = load_citations((part.provider_metadata or {}).get('pydantic_ai', {}).get('citations'))
+        held = seen.held_parts([TextPart(part.text, citations=citations)])
+        stripped, part_cuts = strip_joined([p.content for p in held], incomplete=cut_off and index == last)
+        moved = merged_citations(held, part_cuts=part_cuts)
+        metadata = _with_citations(part.provider_metadata, moved, stripped.cuts, len(seen.carried))
+        parts[index] = part.model_copy(update={'text': seen.text, 'provider_metadata': metadata})
+    if tail:
+        parts.append(TextUIPart(text=tail))
     return ui.model_copy(update={'parts': parts})
 
 
@@ -293,24 +309,6 @@ def _spread_steps(loaded: list[ModelMessage], messages: Sequence[UIMessage]) -> 
 
 
 @dataclass
-class _TextGroup:
-    """One Vercel UI text part: consecutive text parts of a response."""
-
-    text_id: str
-    indexes: list[int]
-    cleaner: StreamCleaner = field(default_factory=StreamCleaner)
-    closed: bool = False
-    sent: str | None = None
-    """JSON of the citations the UI has (from `text-end` or our last data chunk)."""
-    cut_off: bool = False
-    """The text was cut off (its tail, a possible opening of markup, was not shown)."""
-    shown: dict[int, int] = field(default_factory=dict[int, int])
-    """How much of each part's text the UI text part holds (its length at `text-end`); text after it is late."""
-    late: str = ''
-    """Text that arrived for a part after `text-end`, not sent yet (`_late_text`)."""
-
-
-@dataclass
 class CitedVercelAIEventStream(
     HeldTextEnds[RequestData, BaseChunk, AgentDepsT, OutputDataT], VercelAIEventStream[AgentDepsT, OutputDataT]
 ):
@@ -323,17 +321,17 @@ class CitedVercelAIEventStream(
     Merge `citations` into the text part's `providerMetadata.pydantic_ai.citations` on the client (see `docs/ui.md`)
     so that history sent back restores them. Citations `TrackCitations` maps onto the parts once the response is done
     (resolved markers, Perplexity `[N]`, Cohere) are sent the same way. Text that arrives for a part after its UI text
-    part ended is sent in a UI text part of its own (`_late_text`).
+    part ended is sent in a UI text part of its own (`_cit_late_text`).
     """
 
     _cit_parts: dict[int, TextPart] = field(default_factory=dict[int, TextPart], init=False, repr=False)
     _cit_at_end: dict[int, TextPart] = field(default_factory=dict[int, TextPart], init=False, repr=False)
-    _cit_groups: dict[int, _TextGroup] = field(default_factory=dict[int, _TextGroup], init=False, repr=False)
-    _cit_open: _TextGroup | None = field(default=None, init=False, repr=False)
+    _cit_groups: dict[int, TextBlock] = field(default_factory=dict[int, TextBlock], init=False, repr=False)
+    _cit_open: TextBlock | None = field(default=None, init=False, repr=False)
     _cit_urls: set[str] = field(default_factory=set[str], init=False, repr=False)
 
     async def handle_part_start(self, event: PartStartEvent) -> AsyncIterator[BaseChunk]:
-        for chunk in self._late_text():
+        for chunk in self._cit_late_text():
             yield chunk
         if event.index == 0 and 0 in self._cit_at_end:  # a new model response: part indexes start over
             # With no turn between the two (an output validator's retry), `after_response` did not run: the citations
@@ -348,7 +346,7 @@ class CitedVercelAIEventStream(
         if isinstance(part, TextPart):
             # The parent starts a new UI text part unless this one follows text.
             if event.previous_part_kind != 'text' or self._cit_open is None:
-                self._cit_open = _TextGroup('', [])
+                self._cit_open = self._cit_new_block()
             self._cit_open.indexes.append(event.index)
             self._cit_groups[event.index] = self._cit_open
             self._cit_parts[event.index] = part
@@ -356,7 +354,7 @@ class CitedVercelAIEventStream(
         async for chunk in super().handle_part_start(event):
             yield chunk
         if isinstance(part, TextPart) and self._cit_open is not None:
-            self._cit_open.text_id = self.message_id
+            self._cit_open.id = self.message_id
 
     async def handle_part_delta(self, event: PartDeltaEvent) -> AsyncIterator[BaseChunk]:
         delta = event.delta
@@ -366,7 +364,9 @@ class CitedVercelAIEventStream(
                 yield chunk
             return
         self._cit_parts[event.index] = delta.apply(self._cit_parts[event.index])
-        if group.closed:  # no text may follow `text-end`: late text goes in a UI text part of its own (`_late_text`)
+        if (
+            group.closed
+        ):  # no text may follow `text-end`: late text goes in a UI text part of its own (`_cit_late_text`)
             group.late += delta.content_delta or ''
             for chunk in self._late_chunks(group):
                 yield chunk
@@ -389,25 +389,26 @@ class CitedVercelAIEventStream(
     async def _cit_end_text(self, event: PartEndEvent, *, cut_off: bool) -> AsyncIterator[BaseChunk]:
         part = event.part
         group = self._cit_groups.get(event.index)
-        closing = isinstance(part, TextPart) and group is not None and event.next_part_kind != 'text'
-        if closing and group is not None:
-            group.cut_off = cut_off
-            if rest := group.cleaner.close(incomplete=cut_off):
-                yield TextDeltaChunk(id=group.text_id, delta=rest)
-        parts = [self._cit_at_end[i] for i in group.indexes] if closing and group else []
-        stripped, part_cuts = strip_joined([p.content for p in parts], incomplete=cut_off)
-        at_end = merged_citations(parts, part_cuts=part_cuts) if parts else None
+        at_end: list[Citation] | None = None
+        cuts: Sequence[Cut] = ()
+        base = 0
+        if isinstance(part, TextPart) and group is not None and event.next_part_kind != 'text':
+            rest, parts = self._cit_close(group, self._cit_at_end, event, cut_off=cut_off)
+            if rest:
+                yield TextDeltaChunk(id=group.id, delta=rest)
+            stripped, part_cuts = strip_joined([p.content for p in parts], incomplete=group.cut_off)
+            at_end = merged_citations(parts, part_cuts=part_cuts)
+            cuts, base = stripped.cuts, len(group.carried)
         async for chunk in super().handle_part_end(event):
             # The parent anchors `text-end`'s citations (and the raw ones, joined) on the parts' raw text; the UI got
             # it stripped as one text.
             if at_end is not None and isinstance(chunk, TextEndChunk):
-                metadata = _with_citations(chunk.provider_metadata, at_end, stripped.cuts)
+                metadata = _with_citations(chunk.provider_metadata, at_end, cuts, base)
                 chunk = chunk.model_copy(update={'provider_metadata': metadata})
             yield chunk
         if at_end is not None and group is not None:
             # `text-end` has the parts as they were at their own ends, and the parent listed their URLs.
             group.closed = True
-            group.shown = {i: len(p.content) for i, p in zip(group.indexes, parts, strict=True)}
             group.sent = citations_json(at_end)
             self._cit_urls.update(web_urls(at_end))
             # A part of the group may have received citations after its own end but before the group closed.
@@ -415,7 +416,7 @@ class CitedVercelAIEventStream(
                 yield chunk
 
     async def after_response(self) -> AsyncIterator[BaseChunk]:
-        for chunk in self._late_text():
+        for chunk in self._cit_late_text():
             yield chunk
         async for chunk in super().after_response():
             yield chunk  # pragma: no cover - the parent sends nothing here (Pydantic AI 2.68)
@@ -425,7 +426,7 @@ class CitedVercelAIEventStream(
             yield chunk
 
     async def handle_run_result(self, event: AgentRunResultEvent[Any]) -> AsyncIterator[BaseChunk]:
-        for chunk in self._late_text():
+        for chunk in self._cit_late_text():
             yield chunk
         async for chunk in super().handle_run_result(event):
             # The parent sends the response's metadata, fingerprints keyed to its parts: key them to the UI's.
@@ -438,41 +439,31 @@ class CitedVercelAIEventStream(
             yield chunk
 
     async def on_error(self, error: Exception) -> AsyncIterator[BaseChunk]:
-        for chunk in self._late_text(cut_off=True):
+        for chunk in self._cit_late_text(cut_off=True):
             yield chunk
         async for chunk in super().on_error(error):
             yield chunk
 
     async def on_cancelled(self, cancelled: RunCancelled) -> AsyncIterator[BaseChunk]:
-        for chunk in self._late_text(cut_off=True):
+        for chunk in self._cit_late_text(cut_off=True):
             yield chunk
         async for chunk in super().on_cancelled(cancelled):
             yield chunk
 
-    def _late_text(self, *, cut_off: bool = False) -> list[BaseChunk]:
-        """The text that arrived for parts after their `text-end`, each group's in a UI text part of its own.
+    def _cit_blocks(self) -> list[TextBlock]:
+        return list({id(g): g for g in self._cit_groups.values()}.values())
 
-        Pydantic AI applies a text delta to the part its provider id names, even after another part started (an
-        OpenAI-compatible stream interleaving its text with reasoning or a tool call). The UI text part it belongs to
-        has ended, so the late text is sent once that other part is done (at the next part, or the response's end), as
-        one text, cleaned on its own; citations anchored on it reach the UI with their sources, without the anchor.
-        """
-        chunks: list[BaseChunk] = []
-        for group in {id(g): g for g in self._cit_groups.values() if g.late}.values():
-            text = clean_late_text(group.late, cut_off=cut_off)
-            group.late = ''
-            if text:
-                text_id = str(uuid4())  # (not `new_message_id()`: the part being streamed keeps its id)
-                chunks += [TextStartChunk(id=text_id), TextDeltaChunk(id=text_id, delta=text), TextEndChunk(id=text_id)]
-        return chunks
+    def _cit_text_events(self, text: str) -> list[BaseChunk]:
+        text_id = str(uuid4())  # (not `new_message_id()`: the part being streamed keeps its id)
+        return [TextStartChunk(id=text_id), TextDeltaChunk(id=text_id, delta=text), TextEndChunk(id=text_id)]
 
     def _all_late_chunks(self) -> list[BaseChunk]:
         groups = {id(g): g for g in self._cit_groups.values() if g.closed}
         return [chunk for group in groups.values() for chunk in self._late_chunks(group)]
 
-    def _late_chunks(self, group: _TextGroup) -> list[BaseChunk]:
+    def _late_chunks(self, group: TextBlock) -> list[BaseChunk]:
         # Anchored on the text the group's UI text part holds: not on text that arrived after its `text-end`.
-        parts = [upto(self._cit_parts[i], group.shown.get(i)) for i in group.indexes]
+        parts = group.held_parts(self._cit_parts)
         citations = merged_citations(parts, cut_off=group.cut_off)
         current = citations_json(citations)
         if current == group.sent:
@@ -481,9 +472,9 @@ class CitedVercelAIEventStream(
         chunks: list[BaseChunk] = [
             DataChunk(
                 type=CITATIONS_DATA_TYPE,
-                id=group.text_id,
+                id=group.id,
                 data={
-                    'text_id': group.text_id,
+                    'text_id': group.id,
                     'provider_name': next((p.provider_name for p in parts if p.citations), None),
                     'citations': dump_citations(citations),
                 },
