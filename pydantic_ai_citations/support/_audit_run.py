@@ -545,6 +545,11 @@ class _Renewed(MutableMapping[str, _V]):
         return len(self.inner)
 
 
+PARTITION_SIZE = 1_000
+"""Answers per partition by default: each a task of about half a second on a cluster. Measured on 2 local workers,
+20,000 answers over the 30 real pages: 1,000 finishes 3-4 % sooner than 500 (a third fewer tasks for the driver to
+submit and collect), and the tail (one worker finishing the last partition) stays short."""
+
 PAGE_USES = 1_000
 """Claims a split page serves before it is split again: bounds what its index learns from claims (measured on the
 30 real pages: peak memory flat from 20,000 to 80,000 answers, where 2,000 still let it grow by a tenth)."""
@@ -698,7 +703,7 @@ def audit_answers(
     *,
     format: AuditFormat = 'jsonl',
     options: AuditOptions | None = None,
-    partition_size: int = 500,
+    partition_size: int = PARTITION_SIZE,
     workers: int | None = None,
     scheduler: str | None = None,
     client: object | None = None,
@@ -717,7 +722,7 @@ def audit_answers(
         output: Where results go (text).
         format: `'jsonl'` (default), `'json'`, `'markdown'` or `'html'`.
         options: Thresholds and page options (default `AuditOptions()`).
-        partition_size: Answers per partition (a task on a cluster).
+        partition_size: Answers per partition (a task on a cluster; default `PARTITION_SIZE`, 1,000).
         workers: Start a local Dask cluster with this many worker processes (needs the `[audit]` extra).
         scheduler: Use the Dask cluster at this scheduler address instead (needs the `[audit]` extra).
         client: Use this `distributed.Client` instead.

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TextIO
 
 from ._audit import unchecked_notes
-from ._audit_run import AnswerSource, AuditInputError, AuditOptions, AuditSummary, audit_answers
+from ._audit_run import PARTITION_SIZE, AnswerSource, AuditInputError, AuditOptions, AuditSummary, audit_answers
 from ._snapshots import SnapshotStore
 
 __all__ = ('audit_command', 'register', 'run_audit')
@@ -46,7 +46,13 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     cluster = parser.add_mutually_exclusive_group()
     cluster.add_argument('--workers', type=int, metavar='N', help='check on a local Dask cluster of N processes')
     cluster.add_argument('--scheduler', metavar='ADDRESS', help='check on the Dask cluster at this scheduler')
-    parser.add_argument('--partition-size', type=int, default=500, metavar='N', help='answers per partition (500)')
+    parser.add_argument(
+        '--partition-size',
+        type=int,
+        default=PARTITION_SIZE,
+        metavar='N',
+        help=f'answers per partition ({PARTITION_SIZE:,})',
+    )
     parser.add_argument('--no-progress', action='store_true', help='no progress bar (there is none unless a TTY)')
 
 
