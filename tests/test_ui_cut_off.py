@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import anyio
 import pytest
@@ -24,16 +24,26 @@ from pydantic_ai import (
     ModelMessage,
     ModelResponse,
     RunContext,
+    WebCitationSource,
 )
 from pydantic_ai import CustomEvent as RunEvent
 from pydantic_ai.exceptions import RunCancelled
 from pydantic_ai.models.function import AgentInfo, FunctionModel
-from pydantic_ai.ui.vercel_ai.request_types import TextUIPart, UIMessage, UIMessagePart
-from pydantic_ai.ui.vercel_ai.response_types import BaseChunk, DataChunk, TextDeltaChunk, TextEndChunk
+from pydantic_ai.ui.vercel_ai.request_types import ReasoningUIPart, TextUIPart, UIMessage, UIMessagePart
+from pydantic_ai.ui.vercel_ai.response_types import (
+    BaseChunk,
+    DataChunk,
+    MessageMetadataChunk,
+    ReasoningEndChunk,
+    TextDeltaChunk,
+    TextEndChunk,
+    TextStartChunk,
+)
 
 from pydantic_ai_citations import CitedAnswer
 from pydantic_ai_citations.formats.markup import scan_markup, strip_markup
 from pydantic_ai_citations.ui import (
+    CITATIONS_DATA_TYPE,
     STEPS_METADATA_KEY,
     CitedAGUIEventStream,
     CitedVercelAIAdapter,
@@ -482,3 +492,104 @@ async def test_late_text_while_the_next_texts_end_waits_is_cleaned_on_its_own(pr
     assert seen.text == 'K2 is tall. FewLate.' + ('' if cut else ' (cite')
     assert sorted(seen.text.replace(' ', '')) == sorted(seen.answer.text.replace(' ', ''))  # (the same letters)
     assert seen.types.count(TEXT_END[protocol]) == 3
+
+
+def ui_message_of(chunks: Sequence[BaseChunk]) -> UIMessage:
+    """The assistant message `useChat` builds from text and reasoning chunks: a text part per `text-start`, with its
+    `text-end`'s provider metadata, its citations replaced by the last late-citations chunk for it (`docs/ui.md`)."""
+    parts: dict[str, UIMessagePart] = {}
+    texts: dict[str, str] = {}
+    metadata: Any = None
+    for chunk in chunks:
+        if isinstance(chunk, TextStartChunk):
+            texts[chunk.id] = ''
+        elif isinstance(chunk, TextDeltaChunk):
+            texts[chunk.id] += chunk.delta
+        elif isinstance(chunk, TextEndChunk):
+            parts[chunk.id] = TextUIPart(text=texts[chunk.id], provider_metadata=chunk.provider_metadata)
+        elif isinstance(chunk, ReasoningEndChunk):
+            parts[chunk.id] = ReasoningUIPart(text='hm')
+        elif isinstance(chunk, DataChunk) and chunk.type == CITATIONS_DATA_TYPE:
+            data = cast('dict[str, Any]', chunk.data)
+            part = parts[data['text_id']]
+            assert isinstance(part, TextUIPart)
+            ours = dict((part.provider_metadata or {}).get('pydantic_ai', {}))
+            ours['citations'] = data['citations']
+            parts[data['text_id']] = TextUIPart(text=part.text, provider_metadata={'pydantic_ai': ours})
+        elif isinstance(chunk, MessageMetadataChunk):
+            metadata = chunk.message_metadata
+    return UIMessage(id='a', role='assistant', metadata=metadata, parts=list(parts.values()))
+
+
+CITED = [
+    Citation(
+        [WebCitationSource('https://en.wikipedia.org/wiki/K2', title='K2')],
+        anchor=ContentCitationAnchor(start=0, end=2),
+    )
+]
+LATE_TEXT_GAP = pytest.mark.xfail(
+    strict=True,
+    reason='known gap: the fingerprints sent in message metadata are of the part as it ends the run, while the UI holds '
+    'text that arrived for it after another part as a text of its own, so the history sent back reports '
+    'stale_after_edit',
+)
+LATER = [
+    Citation([WebCitationSource('https://k2.example/few', title='Few')], anchor=ContentCitationAnchor(start=1, end=4))
+]
+
+
+@pytest.mark.parametrize(
+    'script',
+    [
+        [('text', 'a', 'K2 is tall.'), ('cite', 'a', CITED), ('think', 't', 'hm'), ('text', 'b', ' Few climb it.')],
+        [('text', 'a', 'K2 is tall. '), ('cite', 'a', CITED), ('think', 't', 'hm'), ('text', 'b', 'Few climb it.')],
+        [
+            ('text', 'a', 'K2 is (cite index="1-1'),
+            ('cite', 'a', CITED),
+            ('think', 't', 'hm'),
+            ('text', 'b', '">tall</cite>. Few climb it.'),
+            ('cite', 'b', LATER),
+        ],
+        pytest.param(
+            [('text', 'a', 'K2 is tall.'), ('cite', 'a', CITED), ('think', 't', 'hm'), ('text', 'a', ' Late.')],
+            marks=LATE_TEXT_GAP,
+        ),
+        pytest.param(
+            [
+                ('text', 'a', 'K2 is tall.'),
+                ('cite', 'a', CITED),
+                ('think', 't', 'hm'),
+                ('text', 'b', ' Few climb it.'),
+                ('cite', 'b', LATER),
+                ('think', 'u', 'hm'),
+                ('text', 'a', ' Late.'),
+            ],
+            marks=LATE_TEXT_GAP,
+        ),
+    ],
+    ids=['two-texts', 'space-passed-on', 'markup-split', 'late-text', 'late-text-after-the-next'],
+)
+async def test_a_cited_response_streamed_in_pieces_comes_back_not_stale(script: list[Step]):
+    """The message `useChat` builds (a text part per UI text, with its citations) loads back with nothing stale, and
+    with the answer's citations on the same words."""
+    from pydantic_ai_citations import CleanStaleCitations, find_stale
+
+    agent = Agent(ScriptedModel(script), capabilities=[CleanStaleCitations()])
+    results: list[Any] = []
+
+    async def on_complete(result: Any) -> AsyncIterator[Any]:
+        results.append(result)
+        return
+        yield
+
+    async with agent.run_stream_events('q') as events:
+        stream = CitedVercelAIEventStream[None, str]().transform_stream(events, on_complete=on_complete)
+        chunks = [c async for c in stream]
+    user = UIMessage(id='u', role='user', parts=[TextUIPart(text='q')])
+    history = CitedVercelAIAdapter.load_messages([user, ui_message_of(chunks)])
+    assert find_stale(history) == []
+    (result,) = results
+    sent, answer = CitedAnswer.from_messages(history), CitedAnswer.from_result(result)
+    assert [(sent.span_text(s), sent.source(s.sources[0]).url) for s in sent.spans] == [
+        (answer.span_text(s), answer.source(s.sources[0]).url) for s in answer.spans
+    ]
