@@ -60,10 +60,12 @@ __all__ = (
     'SourceRef',
     'answer_parts',
     'cited_answer_ta',
+    'finish_record',
     'finish_signal',
     'incomplete_reason',
     'response_answer',
     'run_messages',
+    'unfinished_record',
 )
 
 SourceKind = Literal['web', 'document']
@@ -401,6 +403,22 @@ FINISH_METADATA_KEY = 'pydantic_ai_citations_finish'
 cannot tell: `{'complete': False, 'reason': ...}` from a wire tap that saw no finishing event (the Perplexity Agent API
 without `response.completed`), or `{'complete': True, 'reason': ...}` for a non-streamed response without a finish
 reason (its body arrived whole). Metadata is never sent to a model."""
+
+
+def finish_record(complete: bool, reason: str) -> dict[str, object]:
+    """The value `FINISH_METADATA_KEY` holds: this package's verdict on a response's end."""
+    return {'complete': complete, 'reason': reason}
+
+
+def unfinished_record(response: ModelResponse) -> dict[str, object] | None:
+    """`response`'s verdict as a `FINISH_METADATA_KEY` record when it is not complete (`None` when it is).
+
+    For a copy of the response that loses what tells it, such as a UI message (no finish reason, no provider name):
+    loaded back, the copy is judged by the record, not taken for complete.
+    """
+    reason = incomplete_reason(response)
+    return None if reason is None else finish_record(False, reason)
+
 
 _SIGNALS: dict[str, str] = {
     'anthropic': "Anthropic's `message_delta.stop_reason`",

@@ -29,7 +29,7 @@ from typing import Any, cast
 from pydantic import JsonValue
 from pydantic_ai import Citation, DocumentCitationSource, ModelResponse, RunContext, TextPart, WebCitationSource
 
-from ._answer import FINISH_METADATA_KEY, incomplete_reason
+from ._answer import FINISH_METADATA_KEY, finish_record, incomplete_reason
 from ._models import ApiLabel
 from ._problems import CitationProblem, shorten
 from ._tap import AnthropicTap, CohereTap, MistralTap, PerplexityTap
@@ -170,7 +170,7 @@ def _record_finish(response: ModelResponse, complete: bool, reason: str) -> None
 
     In place into an existing dict: under `run_stream` the history's response shares the stream's metadata dict.
     """
-    record = {'complete': complete, 'reason': reason}
+    record = finish_record(complete, reason)
     if response.metadata is None:
         response.metadata = {FINISH_METADATA_KEY: record}
     else:

@@ -95,7 +95,7 @@ RECORDINGS = [
 ]
 """Every real recording in the shared corpus (reference/recordings.md), all replayable offline."""
 
-STREAMING_PATHS = {'run_stream', 'run_stream_events', 'stream_cited', 'stream_cited_run_stream'}
+STREAMING_PATHS = {'run_stream', 'run_stream_events', 'stream_cited', 'stream_cited_run_stream', 'ui_vercel'}
 CUTS_PER_PATH = 2
 """Cut points per path: the first and the last event boundary before the finishing event (nothing yet; everything
 but the finish). `test_cut_at_every_boundary` cuts `stream_cited` at every boundary (an even spread of 12 for long
@@ -664,6 +664,50 @@ def test_the_judge_names_every_broken_promise():
     )
     many_checker._judge('run', None, _Seen(answers=[('CitedAnswer', _answer())]))  # pyright: ignore[reportPrivateUsage]
     assert many_checker.failures[0].message.endswith('; ...')
+
+
+def test_a_copy_of_the_answer_must_show_what_the_reader_was_shown():
+    """History a UI sends back makes the answer again: a source the reader was shown (a span's, a card's) that is not in
+    it is a lost citation; the run's audit-only data is not asked of it (a UI message carries none)."""
+    subject = _Subject(
+        name='synthetic', streamed=True, prompt='?', settings=None, provider=None,
+        make=lambda cut, sent: TestModel(), cut_points=[1], expected=None,
+    )  # fmt: skip
+    checker = _Checker(subject, lambda model, capabilities: Agent(model), None, 'google')
+    web, card = SourceRef(1, 'web', url=URL), SourceRef(2, 'document', document_id='file-1', title='Report')
+    span = CitedSpan(0, 2, 'content', [1], message_index=0, part_index=0, citation_index=0)
+    audit = RawCitation({'url': 'https://x.example'}, 'r', message_index=1, raw_index=0)
+    shown = _answer(sources=[web, card], spans=[span], unanchored=[card], raw_only=[audit])
+    kept = _answer(sources=[web, card], spans=[span], unanchored=[card])
+    checker._judge('ui_vercel', None, _Seen(copies=[('copy', kept, shown)]))  # pyright: ignore[reportPrivateUsage]
+    assert checker.failures == []
+    checker._judge('ui_vercel', None, _Seen(copies=[('copy', _answer(sources=[web], spans=[span]), shown)]))  # pyright: ignore[reportPrivateUsage]
+    (lost,) = checker.failures
+    assert (lost.property, lost.where) == ('accounted', 'copy')
+    assert lost.message == '1 source(s) the reader was shown are not in it: source 2 file-1'
+    checker.failures.clear()
+    checker._judge('ui_vercel', 1, _Seen(copies=[('copy', kept, None)]))  # pyright: ignore[reportPrivateUsage]
+    assert [(f.property, f.message) for f in checker.failures] == [
+        ('incomplete_when_cut', 'complete=True for a stream cut before its finishing event')
+    ]
+
+
+async def test_the_ui_path_finds_history_sent_back_that_looks_edited():
+    """Text that arrives for a part after another part started is held by the UI as a text of its own; the fingerprints
+    sent are of the part as it ended, so the history sent back looks edited: a known gap (`tests/test_ui_cut_off.py`),
+    which the seam check reports as `not_stale` rather than passing over."""
+    from _scripted import ScriptedModel
+    from pydantic_ai import Citation, ContentCitationAnchor
+
+    cited = ('cite', 'a', [Citation([K2], anchor=ContentCitationAnchor(start=0, end=2))])
+    late = ScriptedModel([('text', 'a', 'K2 is tall.'), cited, ('think', 't', 'hm'), ('text', 'a', ' Late.')])
+    report = await check_seams(late, paths=['ui_vercel'], max_cuts=0)
+    (stale,) = report.broken(property='not_stale')
+    assert stale.where == 'find_stale(CitedVercelAIAdapter.load_messages(the message useChat builds))'
+    assert stale.message.startswith('stale_after_edit: ')
+    whole = ScriptedModel([('text', 'a', 'K2 is tall.'), cited, ('think', 't', 'hm')])
+    ok = await check_seams(whole, paths=['ui_vercel'], max_cuts=0)
+    assert ok.ok, ok.summary()
 
 
 @pytest.mark.anyio

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 import anyio
 import pytest
@@ -29,19 +29,18 @@ from pydantic_ai import (
 from pydantic_ai import CustomEvent as RunEvent
 from pydantic_ai.exceptions import RunCancelled
 from pydantic_ai.models.function import AgentInfo, FunctionModel
-from pydantic_ai.ui.vercel_ai.request_types import ReasoningUIPart, TextUIPart, UIMessage, UIMessagePart
+from pydantic_ai.ui.vercel_ai.request_types import TextUIPart, UIMessage, UIMessagePart
 from pydantic_ai.ui.vercel_ai.response_types import (
     BaseChunk,
     DataChunk,
-    MessageMetadataChunk,
-    ReasoningEndChunk,
     TextDeltaChunk,
     TextEndChunk,
-    TextStartChunk,
 )
 
 from pydantic_ai_citations import CitedAnswer
+from pydantic_ai_citations._answer import FINISH_METADATA_KEY
 from pydantic_ai_citations.formats.markup import scan_markup, strip_markup
+from pydantic_ai_citations.testing._ui_message import ui_message_of  # the useChat message, as the seam check builds it
 from pydantic_ai_citations.ui import (
     CITATIONS_DATA_TYPE,
     STEPS_METADATA_KEY,
@@ -114,7 +113,8 @@ async def test_a_stream_broken_inside_markup_shows_none_of_it(protocol: Protocol
 
     seen = await stream_to(protocol, Agent(FunctionModel(stream_function=stream)))
     assert seen.text == 'K2 is 8,611 m tall.'
-    assert seen.types[seen.types.index(ERROR[protocol]) - 1] == TEXT_END[protocol]  # ended before the error
+    before = [t for t in seen.types[: seen.types.index(ERROR[protocol])] if t != 'message-metadata']
+    assert before[-1] == TEXT_END[protocol]  # ended before the error (the run's verdict may go in between)
     assert ends_text_after_its_last_delta(protocol, seen.types)
 
 
@@ -298,7 +298,7 @@ async def test_a_retried_responses_late_citations_reach_the_ui(protocol: Protoco
     from pydantic_ai import ModelRetry, WebCitationSource
 
     from pydantic_ai_citations import TrackCitations
-    from pydantic_ai_citations.ui import CITATIONS_DATA_TYPE, CITATIONS_EVENT_NAME
+    from pydantic_ai_citations.ui import CITATIONS_EVENT_NAME
 
     tries: list[int] = []
     mark = '\ue200cite\ue202turn0search0\ue201'
@@ -494,33 +494,6 @@ async def test_late_text_while_the_next_texts_end_waits_is_cleaned_on_its_own(pr
     assert seen.types.count(TEXT_END[protocol]) == 3
 
 
-def ui_message_of(chunks: Sequence[BaseChunk]) -> UIMessage:
-    """The assistant message `useChat` builds from text and reasoning chunks: a text part per `text-start`, with its
-    `text-end`'s provider metadata, its citations replaced by the last late-citations chunk for it (`docs/ui.md`)."""
-    parts: dict[str, UIMessagePart] = {}
-    texts: dict[str, str] = {}
-    metadata: Any = None
-    for chunk in chunks:
-        if isinstance(chunk, TextStartChunk):
-            texts[chunk.id] = ''
-        elif isinstance(chunk, TextDeltaChunk):
-            texts[chunk.id] += chunk.delta
-        elif isinstance(chunk, TextEndChunk):
-            parts[chunk.id] = TextUIPart(text=texts[chunk.id], provider_metadata=chunk.provider_metadata)
-        elif isinstance(chunk, ReasoningEndChunk):
-            parts[chunk.id] = ReasoningUIPart(text='hm')
-        elif isinstance(chunk, DataChunk) and chunk.type == CITATIONS_DATA_TYPE:
-            data = cast('dict[str, Any]', chunk.data)
-            part = parts[data['text_id']]
-            assert isinstance(part, TextUIPart)
-            ours = dict((part.provider_metadata or {}).get('pydantic_ai', {}))
-            ours['citations'] = data['citations']
-            parts[data['text_id']] = TextUIPart(text=part.text, provider_metadata={'pydantic_ai': ours})
-        elif isinstance(chunk, MessageMetadataChunk):
-            metadata = chunk.message_metadata
-    return UIMessage(id='a', role='assistant', metadata=metadata, parts=list(parts.values()))
-
-
 CITED = [
     Citation(
         [WebCitationSource('https://en.wikipedia.org/wiki/K2', title='K2')],
@@ -593,3 +566,99 @@ async def test_a_cited_response_streamed_in_pieces_comes_back_not_stale(script: 
     assert [(sent.span_text(s), sent.source(s.sources[0]).url) for s in sent.spans] == [
         (answer.span_text(s), answer.source(s.sources[0]).url) for s in answer.spans
     ]
+
+
+# --- the verdict on the answer's end travels with the UI message ------------------------------------------------------
+
+
+async def vercel_chunks(agent: Agent[None, str]) -> list[BaseChunk]:
+    async with agent.run_stream_events('q') as events:
+        return [c async for c in CitedVercelAIEventStream[None, str]().transform_stream(events)]
+
+
+def sent_back(ui: UIMessage) -> list[ModelMessage]:
+    """The history a UI sends back with `ui`, loaded by the adapter."""
+    user = UIMessage(id='u', role='user', parts=[TextUIPart(text='q')])
+    return CitedVercelAIAdapter.load_messages([user, ui])
+
+
+def lookup_agent(model: ScriptedModel) -> Agent[None, str]:
+    agent = Agent(model)
+
+    @agent.tool_plain
+    def lookup() -> str:
+        return 'data'
+
+    return agent
+
+
+@pytest.mark.parametrize('steps', [1, 2])
+async def test_a_cut_off_answer_sent_back_from_the_ui_is_not_complete(steps: int):
+    """A UI message holds no finish reason: the stream sends the run's verdict in its message metadata, and the history
+    loaded back is judged by it (the message's last response), not taken for complete."""
+    script: list[Step] = [('text', 'a', 'K2 is 8,611 m tall.')]
+    model = CutOffModel(script) if steps == 1 else ScriptedModel(script, first=[('tool', 'c', 'lookup')])
+    if steps == 2:
+        model.stream_provider = 'anthropic'  # both responses end without Anthropic's finishing signal
+    history = sent_back(ui_message_of(await vercel_chunks(lookup_agent(model))))
+    answer = CitedAnswer.from_messages(history)
+    assert answer.text == 'K2 is 8,611 m tall.'
+    assert answer.complete is False
+    assert [p.code for p in answer.problems] == ['stream_incomplete']
+    responses = [m for m in history if isinstance(m, ModelResponse)]
+    assert len(responses) == steps
+    assert [FINISH_METADATA_KEY in (r.metadata or {}) for r in responses] == [False] * (steps - 1) + [True]
+
+
+async def test_a_complete_answer_sent_back_from_the_ui_stays_complete():
+    chunks = await vercel_chunks(Agent(ScriptedModel([('text', 'a', 'K2 is 8,611 m tall.')])))
+    history = sent_back(ui_message_of(chunks))
+    assert CitedAnswer.from_messages(history).complete is True
+    assert all(FINISH_METADATA_KEY not in (m.metadata or {}) for m in history)
+
+
+async def test_an_answer_whose_stream_broke_sent_back_from_the_ui_is_not_complete():
+    """The run raised: no run result, so the verdict goes in a message-metadata chunk before the error chunk."""
+
+    async def stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str]:
+        yield 'K2 is 8,611 m tall.'
+        raise ConnectionError('dropped')
+
+    chunks = await vercel_chunks(Agent(FunctionModel(stream_function=stream)))
+    types = [str(getattr(c, 'type', '')) for c in chunks]
+    assert types.index('message-metadata') < types.index('error')
+    answer = CitedAnswer.from_messages(sent_back(ui_message_of(chunks)))
+    assert answer.text == 'K2 is 8,611 m tall.'
+    assert answer.complete is False
+    (problem,) = answer.problems
+    assert 'ConnectionError: dropped' in problem.message
+
+
+async def test_a_cut_off_answer_dumped_for_the_ui_is_not_complete_when_loaded_back():
+    """`dump_messages` of stored history (one response per UI message) carries the verdict too."""
+    async with Agent(CutOffModel([('text', 'a', 'K2 is tall.')])).run_stream('q') as stream:
+        await stream.get_output()
+        messages = stream.all_messages()
+    assert CitedAnswer.from_messages(messages).complete is False
+    loaded = CitedVercelAIAdapter.load_messages(CitedVercelAIAdapter.dump_messages(messages))
+    assert CitedAnswer.from_messages(loaded).complete is False
+    complete = (await Agent(ScriptedModel([('text', 'a', 'K2 is tall.')])).run('q')).all_messages()
+    loaded = CitedVercelAIAdapter.load_messages(CitedVercelAIAdapter.dump_messages(complete))
+    assert CitedAnswer.from_messages(loaded).complete is True
+
+
+@pytest.mark.parametrize('cut', [False, True])
+async def test_a_cancelled_answer_sent_back_from_the_ui_is_judged_by_its_last_response(cut: bool):
+    """A run cancelled after its answer arrived whole stays complete; one whose answer was cut off is sent the verdict."""
+    model = CutOffModel([('text', 'a', 'Few climb it.')]) if cut else ScriptedModel([('text', 'a', 'Few climb it.')])
+    agent: Agent[None, str] = Agent(model)
+
+    @agent.output_validator  # pyright: ignore[reportCallIssue, reportArgumentType, reportUntypedFunctionDecorator]
+    async def cancel(ctx: RunContext[None], output: str) -> str:
+        ctx.cancel()
+        return output
+
+    chunks = await vercel_chunks(agent)
+    answer = CitedAnswer.from_messages(sent_back(ui_message_of(chunks)))
+    assert answer.text == 'Few climb it.'
+    assert answer.complete is not cut

@@ -12,6 +12,9 @@ history to another provider -- and checks on everything a reader sees:
 - `'accounted'`: every citation the provider sent (counted on the wire by `formats.wire`, or scripted in a
   `CitingModel` and sent before any cut of its stream) is in the answer as a span, a source card (`unanchored`),
   `raw_only` data or a problem.
+- `'not_stale'`: history a UI sends back unedited (the message the AI SDK's `useChat` builds from the stream, loaded
+  by the adapter) has nothing `find_stale` reports: `CleanStaleCitations` would take it for edited and realign or
+  drop its citations.
 - `'runs'`: the path ran at all on the whole (uncut) subject.
 
 The markup patterns here are deliberately plain substring-level tests, kept apart from the package's own markup
@@ -24,7 +27,7 @@ import html
 import re
 import struct
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import KW_ONLY, dataclass, field, replace
 from os import PathLike
 from pathlib import Path
@@ -41,7 +44,7 @@ from pydantic_ai.models import Model
 from pydantic_ai.run import AgentRunResultEvent
 from pydantic_ai.settings import ModelSettings
 
-from .._answer import CitedAnswer
+from .._answer import CitedAnswer, SourceRef
 from .._checks import require_at_least, shown
 from .._history import CleanStaleCitations
 from .._problems import CitationProblem
@@ -89,6 +92,7 @@ SeamPath = Literal[
     'render',
     'store',
     'resend',
+    'ui_vercel',
 ]
 """The ways an answer reaches a reader:
 
@@ -99,10 +103,13 @@ SeamPath = Literal[
 - `'stream_cited'` / `'stream_cited_run_stream'`: `stream_cited(agent, via='events' | 'run_stream')`;
 - `'render'`: `render_markdown` (both styles) and `render_html` of the run's answer;
 - `'store'`: `SQLiteConversationStore.save(result)` and the stored answer read back;
-- `'resend'`: the history sent on to another provider through `CleanStaleCitations`.
+- `'resend'`: the history sent on to another provider through `CleanStaleCitations`;
+- `'ui_vercel'`: `run_stream_events` through `CitedVercelAIEventStream` (with `CleanStaleCitations` on the agent and
+  `cited_answer_chunk` at the end, as `docs/ui.md` sets it up): the UI texts the chunks build, the answer chunk, and the
+  message `useChat` builds loaded back by `CitedVercelAIAdapter.load_messages`, as the history a UI sends back.
 """
 
-SeamProperty = Literal['runs', 'clean', 'incomplete_when_cut', 'accounted']
+SeamProperty = Literal['runs', 'clean', 'incomplete_when_cut', 'accounted', 'not_stale']
 """What is checked (see the module docstring)."""
 
 SEAM_PATHS: tuple[SeamPath, ...] = get_args(SeamPath)
@@ -112,7 +119,7 @@ _UNCUT_PATHS: frozenset[SeamPath] = frozenset({'render', 'resend'})
 """Paths checked on the whole run only: rendering shows the answers the other paths check at every cut, and a cut
 run's history is not resent."""
 _STREAMING_PATHS: frozenset[SeamPath] = frozenset(
-    {'run_stream', 'run_stream_events', 'stream_cited', 'stream_cited_run_stream'}
+    {'run_stream', 'run_stream_events', 'stream_cited', 'stream_cited_run_stream', 'ui_vercel'}
 )
 
 # The oracle: anything here in reader-facing text is raw markup. A private-use marker character, an opening or
@@ -703,23 +710,42 @@ def _expected(
     return Expected(label, frozenset(tokens), tuple(needles), kind)
 
 
+def _shown_sources(answer: CitedAnswer) -> list[SourceRef]:
+    """The sources the answer shows: those of its spans and its source cards, in number order."""
+    numbers = {n for span in answer.spans for n in span.sources} | {s.number for s in answer.unanchored}
+    return [s for s in answer.sources if s.number in numbers]
+
+
+def _source_tokens(source: SourceRef) -> set[str]:
+    tokens: set[str] = set()
+    if source.url:
+        tokens.add('url:' + source.url)
+    if source.document_id:
+        tokens.add('doc:' + source.document_id)
+    if source.title:
+        tokens.add('title:' + source.title)
+    if source.kind == 'document':
+        tokens.add('kind:document')
+    return tokens
+
+
+def shown_expected(answer: CitedAnswer) -> list[Expected]:
+    """What `answer` shows a reader (its spans' and cards' sources), as citations a copy of it must account for."""
+    return [
+        Expected(
+            f'source {s.number} {s.url or s.document_id or s.title or ""}'.rstrip(),
+            frozenset(_source_tokens(s)),
+            tuple(v for v in (s.url, s.document_id, s.title) if v),
+        )
+        for s in _shown_sources(answer)
+    ]
+
+
 def _answer_tokens(answer: CitedAnswer) -> set[str]:
     """Identity tokens of what the answer shows or keeps: span and card sources, span offsets, raw-only data."""
     tokens: set[str] = set()
-    by_number = {s.number: s for s in answer.sources}
-    numbers = {n for span in answer.spans for n in span.sources} | {s.number for s in answer.unanchored}
-    for number in numbers:
-        source = by_number.get(number)
-        if source is None:
-            continue
-        if source.url:
-            tokens.add('url:' + source.url)
-        if source.document_id:
-            tokens.add('doc:' + source.document_id)
-        if source.title:
-            tokens.add('title:' + source.title)
-        if source.kind == 'document':
-            tokens.add('kind:document')
+    for source in _shown_sources(answer):
+        tokens |= _source_tokens(source)
     segments = {(s.message_index, s.part_index): s for s in answer.segments}
     for span in answer.spans:
         tokens.add(f'off:{span.start}-{span.end}')
@@ -885,6 +911,13 @@ class _Seen:
     sent_texts: list[tuple[str, str]] = field(default_factory=list[tuple[str, str]])
     """Text sent to another provider (checked with the stricter pattern)."""
     messages: list[ModelMessage] | None = None
+    stale: list[tuple[str, CitationProblem]] = field(default_factory=list[tuple[str, CitationProblem]])
+    """What `find_stale` reported on history sent back, and where that history came from."""
+    copies: list[tuple[str, CitedAnswer, CitedAnswer | None]] = field(
+        default_factory=list[tuple[str, CitedAnswer, CitedAnswer | None]]
+    )
+    """Answers made again from a copy of the history (a UI's), each with the answer the reader was shown (if sent):
+    the copy must show what that one showed (audit-only `raw_only` data stays with the run: a UI message has none)."""
     error: BaseException | None = None
     consumed: int = 1
     missing_final: bool = False
@@ -916,15 +949,19 @@ class _Checker:
         if seen.missing_final:
             prop: SeamProperty = 'runs' if cut is None else 'incomplete_when_cut'
             fail(SeamFailure(path, prop, 'stream_cited', 'the stream ended without a FinalAnswer', cut=cut))
-        texts = [*seen.texts, *((f'{where}.text', answer.text) for where, answer in seen.answers)]
+        copies = [(where, answer) for where, answer, _ in seen.copies]
+        texts = [*seen.texts, *((f'{where}.text', answer.text) for where, answer in [*seen.answers, *copies])]
         for where, text in texts:
             if found := _markup(text, _READER_MARKUP):
                 fail(SeamFailure(path, 'clean', where, found[0], cut=cut, detail=found[1]))
+        for where, problem in seen.stale:
+            fail(SeamFailure(path, 'not_stale', where, f'{problem.code}: {problem.message}', cut=cut))
         for where, text in seen.sent_texts:
             if found := _markup(text, _SENT_MARKUP):
                 fail(SeamFailure(path, 'clean', where, found[0], cut=cut, detail=found[1]))
+        self._judge_copies(path, cut, seen)
         if cut is not None:
-            for where, answer in seen.answers:
+            for where, answer in [*seen.answers, *copies]:
                 if answer.complete:
                     message = 'complete=True for a stream cut before its finishing event'
                     fail(SeamFailure(path, 'incomplete_when_cut', where, message, cut=cut))
@@ -937,10 +974,17 @@ class _Checker:
                     )
                     fail(SeamFailure(path, 'accounted', where, message))
 
+    def _judge_copies(self, path: SeamPath, cut: int | None, seen: _Seen) -> None:
+        """A copy of the answer (history a UI sent back) shows every source the reader was shown."""
+        for where, copy, reader in seen.copies:
+            if reader is not None and (missing := unaccounted(copy, shown_expected(reader))):
+                message = f'{len(missing)} source(s) the reader was shown are not in it: {"; ".join(missing[:5])}'
+                self.failures.append(SeamFailure(path, 'accounted', where, message, cut=cut))
+
     # -- helpers shared by the paths --
 
     def agent(
-        self, cut: int | None, sent: list[dict[str, JsonValue]]
+        self, cut: int | None, sent: list[dict[str, JsonValue]], *more: AbstractCapability[Any]
     ) -> tuple[AbstractAgent[Any, Any], TrackCitations]:
         model = self.subject.make(cut, sent)
         # As an application with a Cohere, Anthropic or Mistral tap sets it up.
@@ -948,7 +992,7 @@ class _Checker:
             cohere_tap=cohere_tap_for(model), anthropic_tap=anthropic_tap_for(model), mistral_tap=mistral_tap_for(model)
         )
         self.runs += 1
-        return cast('AbstractAgent[Any, Any]', self.factory(model, [track])), track
+        return cast('AbstractAgent[Any, Any]', self.factory(model, [track, *more])), track
 
     def streams(self, cut: int | None) -> bool:
         """Whether `run`/`iter`/`store` stream: always for a streamed recording and for cuts."""
@@ -1141,6 +1185,47 @@ async def _path_resend(checker: _Checker, seen: _Seen, cut: int | None) -> None:
                     seen.sent_texts.append((f'history sent to {checker.other} (TextPart.content)', part.content))
 
 
+async def _path_ui_vercel(checker: _Checker, seen: _Seen, cut: int | None) -> None:
+    from pydantic_ai.ui.vercel_ai.request_types import TextUIPart, UIMessage
+    from pydantic_ai.ui.vercel_ai.response_types import BaseChunk, DataChunk, ErrorChunk
+
+    from .._answer import cited_answer_ta
+    from .._edit import find_stale
+    from ..ui import CITED_ANSWER_DATA_TYPE, CitedVercelAIAdapter, CitedVercelAIEventStream, cited_answer_chunk
+    from ._ui_message import ui_message_of
+
+    sent: list[dict[str, JsonValue]] = []
+    agent, _ = checker.agent(cut, sent, CleanStaleCitations())
+    prompt = checker.subject.prompt
+    chunks: list[BaseChunk] = []
+
+    async def answer_chunk(result: Any) -> AsyncIterator[BaseChunk]:
+        yield cited_answer_chunk(result)
+
+    try:
+        async with agent.run_stream_events(prompt, **checker.kwargs) as events:
+            stream = CitedVercelAIEventStream[Any, Any]().transform_stream(events, on_complete=answer_chunk)
+            async for chunk in stream:
+                chunks.append(chunk)
+    finally:
+        seen.consumed = len(sent)
+    message = ui_message_of(chunks)
+    seen.texts.extend(
+        ('UI text part (text-delta chunks joined)', p.text) for p in message.parts if isinstance(p, TextUIPart)
+    )
+    for chunk in chunks:
+        if isinstance(chunk, DataChunk) and chunk.type == CITED_ANSWER_DATA_TYPE:
+            seen.answers.append(('cited_answer_chunk(result).data', cited_answer_ta.validate_python(chunk.data)))
+        elif isinstance(chunk, ErrorChunk) and cut is None and seen.error is None:
+            seen.error = RuntimeError(f'the stream sent an error chunk: {chunk.error_text}')
+    user = UIMessage(id='user', role='user', parts=[TextUIPart(text=prompt)])
+    history = CitedVercelAIAdapter[Any, Any].load_messages([user, message])
+    where = 'CitedVercelAIAdapter.load_messages(the message useChat builds)'
+    seen.stale.extend((f'find_stale({where})', problem) for problem in find_stale(history))
+    shown = next((a for w, a in seen.answers if w.startswith('cited_answer_chunk')), None)
+    seen.copies.append((f'CitedAnswer.from_messages({where})', CitedAnswer.from_messages(history), shown))
+
+
 _PATHS: dict[SeamPath, Callable[[_Checker, _Seen, int | None], Any]] = {
     'run': _path_run,
     'iter': _path_iter,
@@ -1151,6 +1236,7 @@ _PATHS: dict[SeamPath, Callable[[_Checker, _Seen, int | None], Any]] = {
     'render': _path_render,
     'store': _path_store,
     'resend': _path_resend,
+    'ui_vercel': _path_ui_vercel,
 }
 
 

@@ -26,6 +26,7 @@ __all__ = (
     'TextBlock',
     'answer_json',
     'citations_json',
+    'cut_off_by',
     'dump_citations',
     'load_citations',
     'merged_citations',
@@ -360,7 +361,7 @@ class HeldTextEnds(UIEventStream[_RunInputT, _EventT, AgentDepsT, OutputDataT]):
     async def handle_event(self, event: NativeEvent) -> AsyncIterator[_EventT]:
         broke = cast(object, event)
         if isinstance(broke, _StreamBroke):
-            async for e in self._cit_release(cut_off=_cut_off_by(broke.error)):
+            async for e in self._cit_release(cut_off=cut_off_by(broke.error)):
                 yield e
             return
         if isinstance(event, PartStartEvent):  # a next response with no turn in between (a retry): the run went on
@@ -387,7 +388,7 @@ class HeldTextEnds(UIEventStream[_RunInputT, _EventT, AgentDepsT, OutputDataT]):
             yield e
 
     async def on_cancelled(self, cancelled: RunCancelled) -> AsyncIterator[_EventT]:
-        async for e in self._cit_release(cut_off=_cut_off_by(cancelled)):  # (as `on_error`)
+        async for e in self._cit_release(cut_off=cut_off_by(cancelled)):  # (as `on_error`)
             yield e
         async for e in super().on_cancelled(cancelled):
             yield e
@@ -400,7 +401,7 @@ class HeldTextEnds(UIEventStream[_RunInputT, _EventT, AgentDepsT, OutputDataT]):
             yield e
 
 
-def _cut_off_by(error: Exception) -> bool:
+def cut_off_by(error: Exception) -> bool:
     """Whether the response being streamed when `error` ended the stream was cut off.
 
     Yes, unless a cancellation's history ends with a complete response (an output validator cancelled the run after it).

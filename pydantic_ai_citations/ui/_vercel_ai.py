@@ -56,7 +56,7 @@ from pydantic_ai.ui.vercel_ai.response_types import (
     TextStartChunk,
 )
 
-from .._answer import incomplete_reason
+from .._answer import FINISH_METADATA_KEY, finish_record, incomplete_reason, unfinished_record
 from .._checks import require_messages
 from .._edit import METADATA_KEY, joined_fingerprint, moved_raw_offsets, shown_response
 from ..formats.markup import Cut, offset_shifter, strip_joined
@@ -65,6 +65,7 @@ from ._common import (
     TextBlock,
     answer_json,
     citations_json,
+    cut_off_by,
     dump_citations,
     load_citations,
     merged_citations,
@@ -195,6 +196,7 @@ def _shown(part: ModelResponsePart) -> bool:
 def _rekeyed(ui: UIMessage, response: ModelResponse | None) -> UIMessage:
     """`ui` (dumped from `response`) as streamed, with this package's fingerprints keyed to the parts it loads as."""
     ui = _as_streamed(ui, cut_off=response is not None and incomplete_reason(response) is not None)
+    ui = _with_finish(ui, response)
     metadata = cast(object, ui.metadata)
     if not isinstance(metadata, dict) or METADATA_KEY not in metadata:
         return ui
@@ -203,6 +205,19 @@ def _rekeyed(ui: UIMessage, response: ModelResponse | None) -> UIMessage:
         ours = _loaded_fingerprint(response, ui)
     # Not matched with its response (never expected): no fingerprint rather than one keyed to the wrong parts.
     return ui.model_copy(update={'metadata': _with_ours(cast('dict[str, object]', metadata), ours)})
+
+
+def _with_finish(ui: UIMessage, response: ModelResponse | None) -> UIMessage:
+    """`ui` with `response`'s verdict when it is not complete (`FINISH_METADATA_KEY`).
+
+    A UI message holds no finish reason: loaded back without the verdict, the response would be taken for complete.
+    """
+    record = unfinished_record(response) if response is not None else None
+    metadata = cast(object, ui.metadata)
+    if record is None or (isinstance(metadata, dict) and FINISH_METADATA_KEY in metadata):
+        return ui  # (a verdict this package recorded on the response is in its metadata already)
+    given = cast('dict[str, object]', metadata) if isinstance(metadata, dict) else {}
+    return ui.model_copy(update={'metadata': {**given, FINISH_METADATA_KEY: record}})
 
 
 def _loaded_fingerprint(response: ModelResponse, ui: UIMessage) -> dict[str, object] | None:
@@ -248,7 +263,10 @@ def _streamed_metadata(chunk: MessageMetadataChunk, result: AgentRunResult[Any])
     given = cast('dict[str, object]', metadata) if isinstance(metadata, dict) else {}
     responses = [m for m in result.new_messages() if isinstance(m, ModelResponse) and any(map(_shown, m.parts))]
     prints = [_streamed_fingerprint(r, last=r is responses[-1]) for r in responses]
-    rest = {k: v for k, v in given.items() if k not in (METADATA_KEY, STEPS_METADATA_KEY)}
+    rest = {k: v for k, v in given.items() if k not in (METADATA_KEY, STEPS_METADATA_KEY, FINISH_METADATA_KEY)}
+    # The run's verdict: a UI message holds no finish reason (`load_messages` puts it on the message's last response).
+    if (record := unfinished_record(result.response)) is not None:
+        rest[FINISH_METADATA_KEY] = record
     if len(prints) > 1 and any(p is not None for p in prints):
         rest[STEPS_METADATA_KEY] = prints
     elif len(prints) == 1 and prints[0] is not None:
@@ -268,40 +286,59 @@ def _streamed_fingerprint(response: ModelResponse, *, last: bool) -> dict[str, o
     return _loaded_fingerprint(response, _as_streamed(ui, cut_off=cut_off))
 
 
-def _spread_steps(loaded: list[ModelMessage], messages: Sequence[UIMessage]) -> None:
-    """Give each response loaded from a streamed UI message of several its own fingerprints (`STEPS_METADATA_KEY`).
+def _broken_metadata(error: Exception) -> MessageMetadataChunk:
+    """The verdict on a run whose stream broke off (`FINISH_METADATA_KEY`), for the message the UI keeps of it."""
+    reason = (
+        f'The stream broke off before the run ended ({type(error).__name__}: {error}); '
+        'text and citations may be missing (citations often arrive last).'
+    )
+    return MessageMetadataChunk(message_metadata={FINISH_METADATA_KEY: finish_record(False, reason)})
 
-    The UI message's metadata is on the first response it loads as; the entries go to it and the responses after
-    it that the same UI message made, in order. When their number does not match (the UI changed the message), none
-    is given: no fingerprint rather than one on the wrong response.
+
+def _spread_steps(loaded: list[ModelMessage], messages: Sequence[UIMessage]) -> None:
+    """Give each response loaded from a streamed UI message what is its own of the message's metadata.
+
+    The UI message's metadata is on the first response it loads as. Fingerprints of a run of several
+    (`STEPS_METADATA_KEY`) go to it and the responses after it that the same UI message made, in order; the verdict on
+    the run's end (`FINISH_METADATA_KEY`) goes to the last of them, which is the one it is about. When their number
+    does not match (the UI changed the message), no fingerprint is given: none rather than one on the wrong response.
     """
     responses = [m for m in loaded if isinstance(m, ModelResponse)]
-    # Each list of entries by identity: the response carrying it is the first its UI message loads as.
+    # Each value by identity: the response carrying it is the first its UI message loads as.
     carrying: dict[int, int | None] = {}  # (`None`: on several responses, so whose it is cannot be told)
     for index, response in enumerate(responses):
         held = cast('dict[str, object]', response.metadata or {})
-        if STEPS_METADATA_KEY in held:
-            key = id(held[STEPS_METADATA_KEY])
-            carrying[key] = None if key in carrying else index
+        for key in (STEPS_METADATA_KEY, FINISH_METADATA_KEY):
+            if key in held:
+                found = id(held[key])
+                carrying[found] = None if found in carrying else index
     if not carrying:
         return
     for ui in messages:
         metadata = cast(object, ui.metadata)
         if ui.role != 'assistant' or not isinstance(metadata, dict):
             continue
-        steps = cast('dict[str, object]', metadata).get(STEPS_METADATA_KEY)
-        first = carrying.get(id(steps)) if steps is not None else None
+        given = cast('dict[str, object]', metadata)
+        steps, finish = given.get(STEPS_METADATA_KEY), given.get(FINISH_METADATA_KEY)
+        first = next((carrying.get(id(v)) for v in (steps, finish) if v is not None), None)
         if first is None:
             continue
-        held = responses[first].metadata
-        assert held is not None
-        held.pop(STEPS_METADATA_KEY, None)
         try:
             count = sum(isinstance(m, ModelResponse) for m in VercelAIAdapter[Any, Any].load_messages([ui]))
         except Exception:  # pragma: no cover - it loaded in its history; alone it gets no fingerprints
             continue
+        if first + count > len(responses) or count < 1:  # pragma: no cover - it loaded as these responses
+            continue
+        held = responses[first].metadata
+        assert held is not None
+        if finish is not None and count > 1:
+            last = responses[first + count - 1]
+            last.metadata = {**(last.metadata or {}), FINISH_METADATA_KEY: held.pop(FINISH_METADATA_KEY)}
+        if steps is None:
+            continue
+        held.pop(STEPS_METADATA_KEY, None)
         entries = cast('list[object]', steps) if isinstance(steps, list) else []
-        if len(entries) != count or first + count > len(responses):
+        if len(entries) != count:
             continue
         for response, entry in zip(responses[first : first + count], entries, strict=True):
             if isinstance(entry, dict):
@@ -441,12 +478,15 @@ class CitedVercelAIEventStream(
     async def on_error(self, error: Exception) -> AsyncIterator[BaseChunk]:
         for chunk in self._cit_late_text(cut_off=True):
             yield chunk
+        yield _broken_metadata(error)
         async for chunk in super().on_error(error):
             yield chunk
 
     async def on_cancelled(self, cancelled: RunCancelled) -> AsyncIterator[BaseChunk]:
         for chunk in self._cit_late_text(cut_off=True):
             yield chunk
+        if cut_off_by(cancelled):
+            yield _broken_metadata(cancelled)
         async for chunk in super().on_cancelled(cancelled):
             yield chunk
 
