@@ -215,7 +215,7 @@ CITATIONS = snapshot(
 
 ARRIVALS = snapshot(
     {
-        'anthropic-messages/cited_stream': ['part 2: part_end'],
+        'anthropic-messages/cited_stream': ['part 3: part_end'],
         'bedrock-converse/cited_stream': ['part 0: part_end'],
         'openai-responses/cited_stream': ['part 2: part_end'],
         'openai-chat/cited_stream': ['part 0: part_end'],

@@ -1495,3 +1495,49 @@ def test_tap_built_replay_models_carry_their_tap() -> None:
     assert perplexity_tap_for(load_fixture('perplexity-agent', 'cited').model()) is not perplexity.tap
     assert (describe_model(perplexity).api, describe_model(cohere).api) == ('perplexity-agent', 'cohere')
     assert perplexity.model_name == perplexity.wrapped.model_name
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ('relative', 'tool'),
+    [
+        (f'{CASSETTES}/test_anthropic/test_anthropic_web_search_citations_stream.yaml', 'web_search'),
+        (f'{VERCEL}/anthropic/src/__fixtures__/anthropic-web-fetch-tool.1.chunks.txt', 'web_fetch'),
+    ],
+)
+async def test_an_anthropic_replay_asks_for_the_server_tools_its_recording_used(corpus: Path, relative: str, tool: str):
+    """The recording's application enabled the tool; an agent that does not still gets the call with its result
+    (Pydantic AI's Anthropic model drops a `server_tool_use` block of a tool not asked for, and the result block then
+    has no call: Pydantic AI's AG-UI stream fails on it)."""
+    from pydantic_ai import NativeToolCallPart, NativeToolReturnPart
+    from pydantic_ai.native_tools import WebFetchTool, WebSearchTool
+
+    model = load_recording(corpus / relative).model()
+    assert isinstance(model, ReplayModel)
+    assert model.native_tools == ((WebSearchTool(),) if tool == 'web_search' else (WebFetchTool(),))
+    async with Agent(model).run_stream('q') as stream:
+        await stream.get_output()
+        parts = stream.all_messages()[-1].parts
+    calls = [p.tool_call_id for p in parts if isinstance(p, NativeToolCallPart) and p.tool_name == tool]
+    returns = [p.tool_call_id for p in parts if isinstance(p, NativeToolReturnPart) and p.tool_name == tool]
+    assert calls and calls == returns
+
+
+@pytest.mark.anyio
+async def test_a_native_tool_the_agent_asks_for_is_not_asked_twice(corpus: Path):
+    from pydantic_ai.native_tools import WebSearchTool
+
+    model = load_recording(corpus / f'{CASSETTES}/test_anthropic/test_anthropic_web_search_citations.yaml').model()
+    assert isinstance(model, ReplayModel)
+    sent: list[Any] = []
+    original = model.wrapped.request
+
+    async def spy(messages: Any, settings: Any, parameters: Any) -> ModelResponse:
+        sent.append(parameters.native_tools)
+        return await original(messages, settings, parameters)
+
+    model.wrapped.request = spy  # pyright: ignore[reportAttributeAccessIssue]
+    from pydantic_ai.capabilities import NativeTool
+
+    await Agent(model, capabilities=[NativeTool(WebSearchTool(max_uses=3))]).run('q')
+    assert sent == [[WebSearchTool(max_uses=3)]]

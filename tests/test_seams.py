@@ -95,7 +95,14 @@ RECORDINGS = [
 ]
 """Every real recording in the shared corpus (reference/recordings.md), all replayable offline."""
 
-STREAMING_PATHS = {'run_stream', 'run_stream_events', 'stream_cited', 'stream_cited_run_stream', 'ui_vercel'}
+STREAMING_PATHS = {
+    'run_stream',
+    'run_stream_events',
+    'stream_cited',
+    'stream_cited_run_stream',
+    'ui_vercel',
+    'ui_ag_ui',
+}
 CUTS_PER_PATH = 2
 """Cut points per path: the first and the last event boundary before the finishing event (nothing yet; everything
 but the finish). `test_cut_at_every_boundary` cuts `stream_cited` at every boundary (an even spread of 12 for long
@@ -734,3 +741,20 @@ async def test_the_google_style_is_what_gemini_gives_pydantic_ai(streamed: bool)
     segments = [entry['segment'] for entry in (part.provider_details or {})['citations']]
     assert [data[s['start_index'] : s['end_index']].decode() for s in segments] == [s['text'] for s in segments]
     assert len(segments) == 2
+
+
+async def test_the_ag_ui_path_is_skipped_without_the_extra(monkeypatch: pytest.MonkeyPatch):
+    import importlib.util
+
+    find_spec = importlib.util.find_spec
+
+    def without_ag_ui(name: str, package: str | None = None) -> Any:
+        return None if name == 'ag_ui' else find_spec(name, package)
+
+    monkeypatch.setattr(importlib.util, 'find_spec', without_ag_ui)
+    report = await check_seams(citing('google'), paths=['ui_ag_ui', 'run'], max_cuts=0)
+    assert report.ok
+    assert [(s.path, s.reason) for s in report.skipped] == [
+        ('ui_ag_ui', 'needs the `ag-ui` extra: pip install "pydantic-ai-citations[ag-ui]"'),
+        (None, 'incomplete_when_cut: max_cuts=0'),
+    ]

@@ -17,16 +17,18 @@ import importlib
 import json
 import ssl
 import threading
-from collections.abc import AsyncIterator, Callable, Generator, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urlsplit
 
 from pydantic import JsonValue
-from pydantic_ai.models import Model
+from pydantic_ai import ModelMessage, ModelResponse, RunContext
+from pydantic_ai.models import Model, ModelRequestParameters, StreamedResponse
 from pydantic_ai.models.wrapper import WrapperModel
+from pydantic_ai.native_tools import AbstractNativeTool
 from pydantic_ai.settings import ModelSettings
 
 from .._models import ApiLabel, describe_model
@@ -167,10 +169,39 @@ class ReplayModel(WrapperModel):
 
     recording: Recording
     """The recording this model answers from."""
+    native_tools: tuple[AbstractNativeTool, ...]
+    """The provider-run tools the recorded responses used, asked for on every request the agent did not ask for them
+    in (the recording's application enabled them): a model class may drop what a tool it was not given returns."""
 
-    def __init__(self, wrapped: Model, recording: Recording) -> None:
+    def __init__(self, wrapped: Model, recording: Recording, native_tools: tuple[AbstractNativeTool, ...] = ()) -> None:
         super().__init__(wrapped)
         self.recording = recording
+        self.native_tools = native_tools
+
+    def _with_native_tools(self, parameters: ModelRequestParameters) -> ModelRequestParameters:
+        asked = {type(tool) for tool in parameters.native_tools}
+        missing = [tool for tool in self.native_tools if type(tool) not in asked]
+        return replace(parameters, native_tools=[*parameters.native_tools, *missing]) if missing else parameters
+
+    async def request(
+        self,
+        messages: list[ModelMessage],
+        model_settings: ModelSettings | None,
+        model_request_parameters: ModelRequestParameters,
+    ) -> ModelResponse:
+        return await super().request(messages, model_settings, self._with_native_tools(model_request_parameters))
+
+    @asynccontextmanager
+    async def request_stream(
+        self,
+        messages: list[ModelMessage],
+        model_settings: ModelSettings | None,
+        model_request_parameters: ModelRequestParameters,
+        run_context: RunContext[Any] | None = None,
+    ) -> AsyncGenerator[StreamedResponse]:
+        parameters = self._with_native_tools(model_request_parameters)
+        async with super().request_stream(messages, model_settings, parameters, run_context) as stream:
+            yield stream
 
     @property
     def api_label(self) -> ApiLabel:
@@ -216,7 +247,36 @@ def _anthropic(recording: Recording, transport: ReplayTransport) -> Model:
     )
     provider = AnthropicProvider(anthropic_client=client)
     model = AnthropicModel(recording.model_name, provider=provider, settings=copy_settings(recording))
-    return TappedModel(model, recording, tap)
+    return TappedModel(model, recording, tap, _anthropic_server_tools(recording))
+
+
+def _anthropic_server_tools(recording: Recording) -> tuple[AbstractNativeTool, ...]:
+    """The native tools behind the `server_tool_use` blocks of the recorded responses.
+
+    Pydantic AI's Anthropic model drops such a block when the request did not enable its tool, and keeps the result
+    block without its call.
+    """
+    from pydantic_ai.native_tools import CodeExecutionTool, WebFetchTool, WebSearchTool
+
+    kinds: dict[str, type[AbstractNativeTool]] = {
+        'web_search': WebSearchTool,
+        'web_fetch': WebFetchTool,
+        'code_execution': CodeExecutionTool,
+        'bash_code_execution': CodeExecutionTool,
+        'text_editor_code_execution': CodeExecutionTool,
+    }
+    used: dict[type[AbstractNativeTool], None] = {}
+    stack: list[JsonValue] = [r.payload for r in recording.responses]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, dict):
+            name = item.get('name')
+            if item.get('type') == 'server_tool_use' and isinstance(name, str) and name in kinds:
+                used[kinds[name]] = None
+            stack.extend(item.values())
+    return tuple(kind() for kind in used)
 
 
 def anthropic_tap_for(model: Model) -> AnthropicTap | None:
@@ -519,9 +579,13 @@ class TappedModel(ReplayModel):
     """The tap the wrapped model's HTTP client was built with."""
 
     def __init__(
-        self, wrapped: Model, recording: Recording, tap: PerplexityTap | CohereTap | AnthropicTap | MistralTap
+        self,
+        wrapped: Model,
+        recording: Recording,
+        tap: PerplexityTap | CohereTap | AnthropicTap | MistralTap,
+        native_tools: tuple[AbstractNativeTool, ...] = (),
     ) -> None:
-        super().__init__(wrapped, recording)
+        super().__init__(wrapped, recording, native_tools)
         self.tap = tap
 
 

@@ -24,6 +24,7 @@ grammar: an oracle that shared the grammar would share its blind spots.
 from __future__ import annotations
 
 import html
+import importlib.util
 import re
 import struct
 import uuid
@@ -93,6 +94,7 @@ SeamPath = Literal[
     'store',
     'resend',
     'ui_vercel',
+    'ui_ag_ui',
 ]
 """The ways an answer reaches a reader:
 
@@ -106,7 +108,11 @@ SeamPath = Literal[
 - `'resend'`: the history sent on to another provider through `CleanStaleCitations`;
 - `'ui_vercel'`: `run_stream_events` through `CitedVercelAIEventStream` (with `CleanStaleCitations` on the agent and
   `cited_answer_chunk` at the end, as `docs/ui.md` sets it up): the UI texts the chunks build, the answer chunk, and the
-  message `useChat` builds loaded back by `CitedVercelAIAdapter.load_messages`, as the history a UI sends back.
+  message `useChat` builds loaded back by `CitedVercelAIAdapter.load_messages`, as the history a UI sends back;
+- `'ui_ag_ui'`: `run_stream_events` through `CitedAGUIEventStream` (with `cited_answer_event` at the end): the text
+  messages, the answer event, and what the client holds (each text message with the citations of its last
+  `pydantic_ai_citations` event) made into an answer, which must show what the reader was shown. AG-UI messages carry
+  neither citations nor completeness, so no history is sent back. Needs the `ag-ui` extra (skipped without it).
 """
 
 SeamProperty = Literal['runs', 'clean', 'incomplete_when_cut', 'accounted', 'not_stale']
@@ -119,7 +125,7 @@ _UNCUT_PATHS: frozenset[SeamPath] = frozenset({'render', 'resend'})
 """Paths checked on the whole run only: rendering shows the answers the other paths check at every cut, and a cut
 run's history is not resent."""
 _STREAMING_PATHS: frozenset[SeamPath] = frozenset(
-    {'run_stream', 'run_stream_events', 'stream_cited', 'stream_cited_run_stream', 'ui_vercel'}
+    {'run_stream', 'run_stream_events', 'stream_cited', 'stream_cited_run_stream', 'ui_vercel', 'ui_ag_ui'}
 )
 
 # The oracle: anything here in reader-facing text is raw markup. A private-use marker character, an opening or
@@ -296,6 +302,11 @@ async def check_seams(
     for path in paths:
         if path in _STREAMING_PATHS and target.streamed is False:
             checker.skipped.append(SeamSkip(path, 'the recording is not streamed'))
+            continue
+        if path == 'ui_ag_ui' and importlib.util.find_spec('ag_ui') is None:
+            checker.skipped.append(
+                SeamSkip(path, 'needs the `ag-ui` extra: pip install "pydantic-ai-citations[ag-ui]"')
+            )
             continue
         await checker.check(path, None)
         if path not in _UNCUT_PATHS and target.cut_points:
@@ -1226,6 +1237,51 @@ async def _path_ui_vercel(checker: _Checker, seen: _Seen, cut: int | None) -> No
     seen.copies.append((f'CitedAnswer.from_messages({where})', CitedAnswer.from_messages(history), shown))
 
 
+async def _path_ui_ag_ui(checker: _Checker, seen: _Seen, cut: int | None) -> None:
+    from ag_ui.core import BaseEvent, CustomEvent, RunErrorEvent, TextMessageContentEvent, TextMessageStartEvent
+    from pydantic_ai import ModelRequest
+
+    from .._answer import cited_answer_ta
+    from ..ui import CITATIONS_EVENT_NAME, CITED_ANSWER_EVENT_NAME, CitedAGUIEventStream, cited_answer_event
+    from ..ui._common import load_citations
+
+    sent: list[dict[str, JsonValue]] = []
+    agent, _ = checker.agent(cut, sent)
+    prompt = checker.subject.prompt
+    sent_events: list[BaseEvent] = []
+
+    async def answer_event(result: Any) -> AsyncIterator[BaseEvent]:
+        yield cited_answer_event(result)
+
+    try:
+        async with agent.run_stream_events(prompt, **checker.kwargs) as events:
+            async for event in CitedAGUIEventStream[Any, Any]().transform_stream(events, on_complete=answer_event):
+                sent_events.append(event)
+    finally:
+        seen.consumed = len(sent)
+    texts: dict[str, str] = {}
+    cited: dict[str, Any] = {}
+    for event in sent_events:
+        if isinstance(event, TextMessageStartEvent):
+            texts.setdefault(event.message_id, '')
+        elif isinstance(event, TextMessageContentEvent):
+            texts[event.message_id] = texts.get(event.message_id, '') + event.delta
+        elif isinstance(event, CustomEvent) and event.name == CITATIONS_EVENT_NAME:
+            value = cast('dict[str, Any]', event.value)
+            cited[str(value['message_id'])] = value['citations']  # (a later event for a message replaces it)
+        elif isinstance(event, CustomEvent) and event.name == CITED_ANSWER_EVENT_NAME:
+            seen.answers.append(('cited_answer_event(result).value', cited_answer_ta.validate_python(event.value)))
+        elif isinstance(event, RunErrorEvent) and cut is None and seen.error is None:
+            seen.error = RuntimeError(f'the stream sent RUN_ERROR: {event.message}')
+    seen.texts.extend(('AG-UI text message (TEXT_MESSAGE_CONTENT deltas joined)', text) for text in texts.values())
+    shown = next((a for w, a in seen.answers if w.startswith('cited_answer_event')), None)
+    if cut is None and shown is not None:  # (what the client holds says nothing of completeness: judged uncut only)
+        parts = [TextPart(text, citations=load_citations(cited.get(mid)) or None) for mid, text in texts.items()]
+        held = CitedAnswer.from_messages([ModelRequest.user_text_prompt(prompt), ModelResponse(parts=parts)])
+        where = 'what the AG-UI client holds (text messages, citations of their last pydantic_ai_citations event)'
+        seen.copies.append((where, held, shown))
+
+
 _PATHS: dict[SeamPath, Callable[[_Checker, _Seen, int | None], Any]] = {
     'run': _path_run,
     'iter': _path_iter,
@@ -1237,6 +1293,7 @@ _PATHS: dict[SeamPath, Callable[[_Checker, _Seen, int | None], Any]] = {
     'store': _path_store,
     'resend': _path_resend,
     'ui_vercel': _path_ui_vercel,
+    'ui_ag_ui': _path_ui_ag_ui,
 }
 
 
