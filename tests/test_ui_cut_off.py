@@ -40,7 +40,6 @@ from pydantic_ai.ui.vercel_ai.response_types import (
 from pydantic_ai_citations import CitedAnswer
 from pydantic_ai_citations._answer import FINISH_METADATA_KEY
 from pydantic_ai_citations.formats.markup import scan_markup, strip_markup
-from pydantic_ai_citations.testing._ui_message import ui_message_of  # the useChat message, as the seam check builds it
 from pydantic_ai_citations.ui import (
     CITATIONS_DATA_TYPE,
     STEPS_METADATA_KEY,
@@ -48,6 +47,7 @@ from pydantic_ai_citations.ui import (
     CitedVercelAIAdapter,
     CitedVercelAIEventStream,
 )
+from pydantic_ai_citations.ui._vercel_message import ui_message_of  # the useChat message, as the seam check builds it
 
 pytestmark = pytest.mark.anyio
 
@@ -500,12 +500,6 @@ CITED = [
         anchor=ContentCitationAnchor(start=0, end=2),
     )
 ]
-LATE_TEXT_GAP = pytest.mark.xfail(
-    strict=True,
-    reason='known gap: the fingerprints sent in message metadata are of the part as it ends the run, while the UI holds '
-    'text that arrived for it after another part as a text of its own, so the history sent back reports '
-    'stale_after_edit',
-)
 LATER = [
     Citation([WebCitationSource('https://k2.example/few', title='Few')], anchor=ContentCitationAnchor(start=1, end=4))
 ]
@@ -523,22 +517,16 @@ LATER = [
             ('text', 'b', '">tall</cite>. Few climb it.'),
             ('cite', 'b', LATER),
         ],
-        pytest.param(
-            [('text', 'a', 'K2 is tall.'), ('cite', 'a', CITED), ('think', 't', 'hm'), ('text', 'a', ' Late.')],
-            marks=LATE_TEXT_GAP,
-        ),
-        pytest.param(
-            [
-                ('text', 'a', 'K2 is tall.'),
-                ('cite', 'a', CITED),
-                ('think', 't', 'hm'),
-                ('text', 'b', ' Few climb it.'),
-                ('cite', 'b', LATER),
-                ('think', 'u', 'hm'),
-                ('text', 'a', ' Late.'),
-            ],
-            marks=LATE_TEXT_GAP,
-        ),
+        [('text', 'a', 'K2 is tall.'), ('cite', 'a', CITED), ('think', 't', 'hm'), ('text', 'a', ' Late.')],
+        [
+            ('text', 'a', 'K2 is tall.'),
+            ('cite', 'a', CITED),
+            ('think', 't', 'hm'),
+            ('text', 'b', ' Few climb it.'),
+            ('cite', 'b', LATER),
+            ('think', 'u', 'hm'),
+            ('text', 'a', ' Late.'),
+        ],
     ],
     ids=['two-texts', 'space-passed-on', 'markup-split', 'late-text', 'late-text-after-the-next'],
 )
@@ -662,3 +650,33 @@ async def test_a_cancelled_answer_sent_back_from_the_ui_is_judged_by_its_last_re
     answer = CitedAnswer.from_messages(sent_back(ui_message_of(chunks)))
     assert answer.text == 'Few climb it.'
     assert answer.complete is not cut
+
+
+async def test_a_retried_cited_answer_comes_back_from_the_ui_not_stale():
+    """An output validator's retry: the UI message holds both responses' texts and no retry prompt, so it loads as
+    one response, not the two the stream sent; the fingerprints are then keyed from each response's dump, and the
+    history sent back is still not taken for edited."""
+    from pydantic_ai import ModelRetry
+
+    from pydantic_ai_citations import CleanStaleCitations, find_stale
+
+    tries: list[str] = []
+    agent = Agent(
+        ScriptedModel([('text', 'a', 'K2 is tall.'), ('cite', 'a', CITED)]), capabilities=[CleanStaleCitations()]
+    )
+
+    @agent.output_validator
+    def again(output: str) -> str:
+        tries.append(output)
+        if len(tries) == 1:
+            raise ModelRetry('once more')
+        return output
+
+    chunks = await vercel_chunks(agent)
+    assert len(tries) == 2
+    history = sent_back(ui_message_of(chunks))
+    assert len([m for m in history if isinstance(m, ModelResponse)]) == 1  # (the two responses load as one)
+    assert find_stale(history) == []
+    answer = CitedAnswer.from_messages(history)
+    assert answer.text == 'K2 is tall.K2 is tall.'
+    assert [answer.span_text(s) for s in answer.spans] == ['K2', 'K2']

@@ -1,4 +1,4 @@
-"""The assistant message `useChat` builds from a data stream (`testing._ui_message`, used by the seam check's UI path)."""
+"""The assistant message `useChat` builds from a data stream (`ui._vercel_message`: the stream fingerprints it, the seam check sends it back)."""
 
 from __future__ import annotations
 
@@ -39,8 +39,8 @@ from pydantic_ai.ui.vercel_ai.response_types import (
     ToolOutputErrorChunk,
 )
 
-from pydantic_ai_citations.testing._ui_message import ui_message_of  # pyright: ignore[reportPrivateUsage]
 from pydantic_ai_citations.ui import CITATIONS_DATA_TYPE
+from pydantic_ai_citations.ui._vercel_message import ui_message_of  # pyright: ignore[reportPrivateUsage]
 
 CITES = [{'sources': [{'url': 'https://k2.example/'}]}]
 

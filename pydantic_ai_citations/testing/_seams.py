@@ -1203,7 +1203,7 @@ async def _path_ui_vercel(checker: _Checker, seen: _Seen, cut: int | None) -> No
     from .._answer import cited_answer_ta
     from .._edit import find_stale
     from ..ui import CITED_ANSWER_DATA_TYPE, CitedVercelAIAdapter, CitedVercelAIEventStream, cited_answer_chunk
-    from ._ui_message import ui_message_of
+    from ..ui._vercel_message import ui_message_of
 
     sent: list[dict[str, JsonValue]] = []
     agent, _ = checker.agent(cut, sent, CleanStaleCitations())

@@ -229,7 +229,7 @@ class CitedAGUIEventStream(
     def _cit_blocks(self) -> list[TextBlock]:
         return list({id(m): m for m in self._cit_messages.values()}.values())
 
-    def _cit_text_events(self, text: str) -> list[BaseEvent]:
+    def _cit_text_events(self, text: str, block: TextBlock | None) -> list[BaseEvent]:
         message_id = str(uuid4())  # (not `new_message_id()`: the part being streamed keeps its id)
         return [
             self._stamped(TextMessageStartEvent(message_id=message_id, role='assistant')),

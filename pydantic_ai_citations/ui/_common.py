@@ -305,8 +305,8 @@ class HeldTextEnds(UIEventStream[_RunInputT, _EventT, AgentDepsT, OutputDataT]):
         return rest, block.held_parts(parts)
 
     @abstractmethod
-    def _cit_text_events(self, text: str) -> list[_EventT]:
-        """The events of a UI text of its own holding `text` (start, content, end)."""
+    def _cit_text_events(self, text: str, block: TextBlock | None) -> list[_EventT]:
+        """The events of a UI text of its own holding `text` (start, content, end), text of `block`'s parts."""
         ...
 
     @abstractmethod
@@ -337,7 +337,7 @@ class HeldTextEnds(UIEventStream[_RunInputT, _EventT, AgentDepsT, OutputDataT]):
             else:
                 text = clean_late_text(late, cut_off=cut_off)
             if text:
-                events += self._cit_text_events(text)
+                events += self._cit_text_events(text, block)
         return events
 
     @abstractmethod
@@ -355,7 +355,9 @@ class HeldTextEnds(UIEventStream[_RunInputT, _EventT, AgentDepsT, OutputDataT]):
             self._cit_carried = None
             # (Spaces alone end the response's text: no UI text of their own.)
             if (text := passed[0].close(incomplete=cut_off)).strip():
-                for e in self._cit_text_events(text):
+                # (The text that passed it on is the last one whose cleaner it is: a next text takes the cleaner on.)
+                owner = next((b for b in reversed(list(self._cit_blocks())) if b.cleaner is passed[0]), None)
+                for e in self._cit_text_events(text, owner):
                     yield e
 
     async def handle_event(self, event: NativeEvent) -> AsyncIterator[_EventT]:

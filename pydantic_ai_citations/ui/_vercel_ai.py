@@ -35,7 +35,7 @@ from pydantic_ai.messages import PartDeltaEvent, PartEndEvent, PartStartEvent, T
 from pydantic_ai.output import OutputDataT
 from pydantic_ai.run import AgentRunResult, AgentRunResultEvent
 from pydantic_ai.tools import AgentDepsT
-from pydantic_ai.ui import UIEventStream
+from pydantic_ai.ui import NativeEvent, OnCancelFunc, OnCompleteFunc, UIEventStream
 from pydantic_ai.ui.vercel_ai import VercelAIAdapter, VercelAIEventStream
 from pydantic_ai.ui.vercel_ai.request_types import (
     ProviderMetadata,
@@ -252,7 +252,9 @@ the first; `CitedVercelAIAdapter.load_messages` gives each response its own entr
 `pydantic_ai_citations`)."""
 
 
-def _streamed_metadata(chunk: MessageMetadataChunk, result: AgentRunResult[Any]) -> MessageMetadataChunk:
+def _streamed_metadata(
+    chunk: MessageMetadataChunk, result: AgentRunResult[Any], streamed: list[dict[str, object] | None] | None = None
+) -> MessageMetadataChunk:
     """The run's message metadata with this package's fingerprints of the text the UI received.
 
     The UI message holds every response of the run the UI shows. Each one's fingerprints are keyed to the parts
@@ -262,7 +264,9 @@ def _streamed_metadata(chunk: MessageMetadataChunk, result: AgentRunResult[Any])
     metadata = cast(object, chunk.message_metadata)
     given = cast('dict[str, object]', metadata) if isinstance(metadata, dict) else {}
     responses = [m for m in result.new_messages() if isinstance(m, ModelResponse) and any(map(_shown, m.parts))]
-    prints = [_streamed_fingerprint(r, last=r is responses[-1]) for r in responses]
+    prints = streamed
+    if prints is None:  # keyed from the dump of each response, as the stream sends it
+        prints = [_streamed_fingerprint(r, last=r is responses[-1]) for r in responses]
     rest = {k: v for k, v in given.items() if k not in (METADATA_KEY, STEPS_METADATA_KEY, FINISH_METADATA_KEY)}
     # The run's verdict: a UI message holds no finish reason (`load_messages` puts it on the message's last response).
     if (record := unfinished_record(result.response)) is not None:
@@ -366,6 +370,27 @@ class CitedVercelAIEventStream(
     _cit_groups: dict[int, TextBlock] = field(default_factory=dict[int, TextBlock], init=False, repr=False)
     _cit_open: TextBlock | None = field(default=None, init=False, repr=False)
     _cit_urls: set[str] = field(default_factory=set[str], init=False, repr=False)
+    _cit_sent: list[BaseChunk] = field(default_factory=list[BaseChunk], init=False, repr=False)
+    """Every chunk sent: the message the AI SDK builds of them is what the fingerprints are of (`_cit_prints`)."""
+    _cit_step: int = field(default=-1, init=False, repr=False)
+    """Which of the run's responses (with parts) is being streamed."""
+    _cit_owners: dict[str, tuple[int, list[int]]] = field(
+        default_factory=dict[str, tuple[int, list[int]]], init=False, repr=False
+    )
+    """Each UI text's id: the response (`_cit_step`) and the parts whose text it holds."""
+
+    def transform_stream(
+        self,
+        stream: AsyncIterator[NativeEvent],
+        on_complete: OnCompleteFunc[BaseChunk] | None = None,
+        on_cancel: OnCancelFunc[BaseChunk] | None = None,
+    ) -> AsyncIterator[BaseChunk]:
+        return self._cit_recorded(super().transform_stream(stream, on_complete, on_cancel))
+
+    async def _cit_recorded(self, chunks: AsyncIterator[BaseChunk]) -> AsyncIterator[BaseChunk]:
+        async for chunk in chunks:
+            self._cit_sent.append(chunk)
+            yield chunk
 
     async def handle_part_start(self, event: PartStartEvent) -> AsyncIterator[BaseChunk]:
         for chunk in self._cit_late_text():
@@ -379,6 +404,8 @@ class CitedVercelAIEventStream(
             self._cit_at_end.clear()
             self._cit_groups.clear()
             self._cit_open = None
+        if event.index == 0:
+            self._cit_step += 1
         part = event.part
         if isinstance(part, TextPart):
             # The parent starts a new UI text part unless this one follows text.
@@ -392,6 +419,7 @@ class CitedVercelAIEventStream(
             yield chunk
         if isinstance(part, TextPart) and self._cit_open is not None:
             self._cit_open.id = self.message_id
+            self._cit_owners[self.message_id] = (self._cit_step, self._cit_open.indexes)
 
     async def handle_part_delta(self, event: PartDeltaEvent) -> AsyncIterator[BaseChunk]:
         delta = event.delta
@@ -465,15 +493,57 @@ class CitedVercelAIEventStream(
     async def handle_run_result(self, event: AgentRunResultEvent[Any]) -> AsyncIterator[BaseChunk]:
         for chunk in self._cit_late_text():
             yield chunk
-        async for chunk in super().handle_run_result(event):
-            # The parent sends the response's metadata, fingerprints keyed to its parts: key them to the UI's.
-            yield _streamed_metadata(chunk, event.result) if isinstance(chunk, MessageMetadataChunk) else chunk
         # The run's last response is the last word: a part that got citations after its end is a new object here,
-        # and only that object saw changes made in place afterwards.
+        # and only that object saw changes made in place afterwards. Its citations go before the message metadata,
+        # whose fingerprints are of the UI message with them.
         parts = event.result.response.parts
         self._cit_parts.update({i: p for i, p in enumerate(parts) if i in self._cit_parts and isinstance(p, TextPart)})
         for chunk in self._all_late_chunks():
             yield chunk
+        async for chunk in super().handle_run_result(event):
+            # The parent sends the response's metadata, fingerprints keyed to its parts: key them to the UI's.
+            if isinstance(chunk, MessageMetadataChunk):
+                chunk = _streamed_metadata(chunk, event.result, self._cit_prints(event.result))
+            yield chunk
+        for chunk in self._all_late_chunks():  # (none, unless the parent's chunks changed the parts)
+            yield chunk
+
+    def _cit_prints(self, result: AgentRunResult[Any]) -> list[dict[str, object] | None] | None:
+        """The fingerprints of each response the UI message loads as, of the message the AI SDK builds of the chunks.
+
+        Each UI text is keyed to the parts whose text it holds (text that arrived for a part after its UI text ended
+        is a UI text of its own). `None` when that message cannot be matched with the run's responses (its texts
+        load as responses other than the ones they were sent for): the fingerprints are then keyed from the dump.
+        """
+        from ._vercel_message import ui_message_with_text_ids
+
+        run = [m for m in result.new_messages() if isinstance(m, ModelResponse) and m.parts]
+        if not any(METADATA_KEY in (r.metadata or {}) for r in run):
+            return None
+        ui, ids = ui_message_with_text_ids(self._cit_sent)
+        try:
+            loaded = [m for m in VercelAIAdapter[Any, Any].load_messages([ui]) if isinstance(m, ModelResponse)]
+        except Exception:  # pragma: no cover - the message of what this stream sent loads
+            return None
+        prints: list[dict[str, object] | None] = []
+        texts = iter(ids)
+        for response in loaded:
+            places = [i for i, part in enumerate(response.parts) if isinstance(part, TextPart)]
+            owners = [self._cit_owners.get(next(texts, '')) for _ in places]
+            steps = {owner[0] for owner in owners if owner is not None}
+            if None in owners or len(steps) > 1 or any(s >= len(run) for s in steps):
+                return None
+            if not steps:
+                prints.append(None)
+                continue
+            sent = run[steps.pop()]
+            joins = {place: list(owner[1]) for place, owner in zip(places, owners, strict=True) if owner is not None}
+            if any(
+                not isinstance(sent.parts[i], TextPart) for held in joins.values() for i in held if i < len(sent.parts)
+            ):
+                return None
+            prints.append(joined_fingerprint(sent, response, joins) if METADATA_KEY in (sent.metadata or {}) else None)
+        return prints
 
     async def on_error(self, error: Exception) -> AsyncIterator[BaseChunk]:
         for chunk in self._cit_late_text(cut_off=True):
@@ -493,8 +563,10 @@ class CitedVercelAIEventStream(
     def _cit_blocks(self) -> list[TextBlock]:
         return list({id(g): g for g in self._cit_groups.values()}.values())
 
-    def _cit_text_events(self, text: str) -> list[BaseChunk]:
+    def _cit_text_events(self, text: str, block: TextBlock | None) -> list[BaseChunk]:
         text_id = str(uuid4())  # (not `new_message_id()`: the part being streamed keeps its id)
+        if block is not None:
+            self._cit_owners[text_id] = (self._cit_step, block.indexes)
         return [TextStartChunk(id=text_id), TextDeltaChunk(id=text_id, delta=text), TextEndChunk(id=text_id)]
 
     def _all_late_chunks(self) -> list[BaseChunk]:

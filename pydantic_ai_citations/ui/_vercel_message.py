@@ -1,4 +1,7 @@
-"""The assistant `UIMessage` the AI SDK's `useChat` builds from a Vercel AI data stream, for round trips in tests.
+"""The assistant `UIMessage` the AI SDK's `useChat` builds from a Vercel AI data stream.
+
+`CitedVercelAIEventStream` fingerprints the text a UI holds from what it sent, and `testing.check_seams` sends that
+message back, as a UI does.
 
 The AI SDK (`processUIMessageStream`) adds a part per `text-start`, `reasoning-start`, tool call, source, file and
 data chunk, in stream order; deltas go to their part, a part's end chunk sets its provider metadata, and message
@@ -51,9 +54,9 @@ from pydantic_ai.ui.vercel_ai.response_types import (
     ToolOutputErrorChunk,
 )
 
-from ..ui._vercel_ai import CITATIONS_DATA_TYPE
+from ._vercel_ai import CITATIONS_DATA_TYPE
 
-__all__ = ('ui_message_of',)
+__all__ = ('ui_message_of', 'ui_message_with_text_ids')
 
 
 class _Builder:
@@ -190,7 +193,16 @@ class _Builder:
 
 def ui_message_of(chunks: Iterable[BaseChunk], *, message_id: str = 'assistant') -> UIMessage:
     """The assistant message `useChat` builds from `chunks` (one run's stream), late citations merged in."""
+    return ui_message_with_text_ids(chunks, message_id=message_id)[0]
+
+
+def ui_message_with_text_ids(
+    chunks: Iterable[BaseChunk], *, message_id: str = 'assistant'
+) -> tuple[UIMessage, list[str]]:
+    """`ui_message_of(chunks)`, and the chunk id of each of its text parts, in order."""
     builder = _Builder(message_id)
     for chunk in chunks:
         builder.add(chunk)
-    return UIMessage(id=builder.id, role='assistant', metadata=builder.metadata, parts=builder.parts)
+    ids = sorted((place, name) for name, place in builder.texts.items() if isinstance(builder.parts[place], TextUIPart))
+    message = UIMessage(id=builder.id, role='assistant', metadata=builder.metadata, parts=builder.parts)
+    return message, [name for _, name in ids]
