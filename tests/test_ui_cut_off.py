@@ -408,15 +408,7 @@ async def test_texts_a_response_streams_in_pieces_are_its_dump_and_come_back_not
         return 'K2'
 
     results: list[Any] = []
-
-    async def on_complete(result: Any) -> AsyncIterator[Any]:
-        results.append(result)
-        return
-        yield
-
-    async with agent.run_stream_events('q') as events:
-        stream = CitedVercelAIEventStream[None, str]().transform_stream(events, on_complete=on_complete)
-        chunks = [c async for c in stream]
+    chunks = await vercel_chunks(agent, results)
     streamed = [
         ''.join(c.delta for c in chunks if isinstance(c, TextDeltaChunk) and c.id == end.id)
         for end in chunks
@@ -535,17 +527,8 @@ async def test_a_cited_response_streamed_in_pieces_comes_back_not_stale(script: 
     with the answer's citations on the same words."""
     from pydantic_ai_citations import CleanStaleCitations, find_stale
 
-    agent = Agent(ScriptedModel(script), capabilities=[CleanStaleCitations()])
     results: list[Any] = []
-
-    async def on_complete(result: Any) -> AsyncIterator[Any]:
-        results.append(result)
-        return
-        yield
-
-    async with agent.run_stream_events('q') as events:
-        stream = CitedVercelAIEventStream[None, str]().transform_stream(events, on_complete=on_complete)
-        chunks = [c async for c in stream]
+    chunks = await vercel_chunks(Agent(ScriptedModel(script), capabilities=[CleanStaleCitations()]), results)
     user = UIMessage(id='u', role='user', parts=[TextUIPart(text='q')])
     history = CitedVercelAIAdapter.load_messages([user, ui_message_of(chunks)])
     assert find_stale(history) == []
@@ -559,9 +542,18 @@ async def test_a_cited_response_streamed_in_pieces_comes_back_not_stale(script: 
 # --- the verdict on the answer's end travels with the UI message ------------------------------------------------------
 
 
-async def vercel_chunks(agent: Agent[None, str]) -> list[BaseChunk]:
+async def vercel_chunks(agent: Agent[None, str], results: list[Any] | None = None) -> list[BaseChunk]:
+    """The chunks the Vercel AI stream sends of a run of `agent`; its result is appended to `results`."""
+
+    async def on_complete(result: Any) -> AsyncIterator[BaseChunk]:
+        if results is not None:
+            results.append(result)
+        return
+        yield
+
     async with agent.run_stream_events('q') as events:
-        return [c async for c in CitedVercelAIEventStream[None, str]().transform_stream(events)]
+        stream = CitedVercelAIEventStream[None, str]().transform_stream(events, on_complete=on_complete)
+        return [c async for c in stream]
 
 
 def sent_back(ui: UIMessage) -> list[ModelMessage]:

@@ -44,6 +44,7 @@ from pydantic_ai.exceptions import UserError
 from pydantic_ai.models import Model
 from pydantic_ai.run import AgentRunResultEvent
 from pydantic_ai.settings import ModelSettings
+from pydantic_ai.ui import UIEventStream
 
 from .._answer import CitedAnswer, SourceRef
 from .._checks import require_at_least, shown
@@ -1196,6 +1197,31 @@ async def _path_resend(checker: _Checker, seen: _Seen, cut: int | None) -> None:
                     seen.sent_texts.append((f'history sent to {checker.other} (TextPart.content)', part.content))
 
 
+async def _ui_events(
+    checker: _Checker,
+    seen: _Seen,
+    cut: int | None,
+    encoder: UIEventStream[Any, Any, Any, Any],
+    answer: Callable[[Any], Any],
+    *more: AbstractCapability[Any],
+) -> list[Any]:
+    """What a UI protocol's stream sends of a run (`encoder`), ending with the whole answer (`answer(result)`)."""
+    sent: list[dict[str, JsonValue]] = []
+    agent, _ = checker.agent(cut, sent, *more)
+    out: list[Any] = []
+
+    async def on_complete(result: Any) -> AsyncIterator[Any]:
+        yield answer(result)
+
+    try:
+        async with agent.run_stream_events(checker.subject.prompt, **checker.kwargs) as events:
+            async for item in encoder.transform_stream(events, on_complete=on_complete):
+                out.append(item)
+    finally:
+        seen.consumed = len(sent)
+    return out
+
+
 async def _path_ui_vercel(checker: _Checker, seen: _Seen, cut: int | None) -> None:
     from pydantic_ai.ui.vercel_ai.request_types import TextUIPart, UIMessage
     from pydantic_ai.ui.vercel_ai.response_types import BaseChunk, DataChunk, ErrorChunk
@@ -1205,21 +1231,9 @@ async def _path_ui_vercel(checker: _Checker, seen: _Seen, cut: int | None) -> No
     from ..ui import CITED_ANSWER_DATA_TYPE, CitedVercelAIAdapter, CitedVercelAIEventStream, cited_answer_chunk
     from ..ui._vercel_message import ui_message_of
 
-    sent: list[dict[str, JsonValue]] = []
-    agent, _ = checker.agent(cut, sent, CleanStaleCitations())
     prompt = checker.subject.prompt
-    chunks: list[BaseChunk] = []
-
-    async def answer_chunk(result: Any) -> AsyncIterator[BaseChunk]:
-        yield cited_answer_chunk(result)
-
-    try:
-        async with agent.run_stream_events(prompt, **checker.kwargs) as events:
-            stream = CitedVercelAIEventStream[Any, Any]().transform_stream(events, on_complete=answer_chunk)
-            async for chunk in stream:
-                chunks.append(chunk)
-    finally:
-        seen.consumed = len(sent)
+    encoder = CitedVercelAIEventStream[Any, Any]()
+    chunks: list[BaseChunk] = await _ui_events(checker, seen, cut, encoder, cited_answer_chunk, CleanStaleCitations())
     message = ui_message_of(chunks)
     seen.texts.extend(
         ('UI text part (text-delta chunks joined)', p.text) for p in message.parts if isinstance(p, TextUIPart)
@@ -1245,20 +1259,10 @@ async def _path_ui_ag_ui(checker: _Checker, seen: _Seen, cut: int | None) -> Non
     from ..ui import CITATIONS_EVENT_NAME, CITED_ANSWER_EVENT_NAME, CitedAGUIEventStream, cited_answer_event
     from ..ui._common import load_citations
 
-    sent: list[dict[str, JsonValue]] = []
-    agent, _ = checker.agent(cut, sent)
     prompt = checker.subject.prompt
-    sent_events: list[BaseEvent] = []
-
-    async def answer_event(result: Any) -> AsyncIterator[BaseEvent]:
-        yield cited_answer_event(result)
-
-    try:
-        async with agent.run_stream_events(prompt, **checker.kwargs) as events:
-            async for event in CitedAGUIEventStream[Any, Any]().transform_stream(events, on_complete=answer_event):
-                sent_events.append(event)
-    finally:
-        seen.consumed = len(sent)
+    sent_events: list[BaseEvent] = await _ui_events(
+        checker, seen, cut, CitedAGUIEventStream[Any, Any](), cited_answer_event
+    )
     texts: dict[str, str] = {}
     cited: dict[str, Any] = {}
     for event in sent_events:

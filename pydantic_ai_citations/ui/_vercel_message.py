@@ -149,46 +149,30 @@ class _Builder:
 
     def tool_part(self, call_id: str, provider_executed: bool | None, result: BaseChunk | None = None) -> UIMessagePart:
         name, given, dynamic, meta = self.inputs.get(call_id, ('unknown', None, None, None))
-        if dynamic:
-            if isinstance(result, ToolOutputAvailableChunk):
-                return DynamicToolOutputAvailablePart(
-                    tool_name=name, tool_call_id=call_id, input=given, output=result.output,
-                    provider_executed=provider_executed, call_provider_metadata=meta,
-                )  # fmt: skip
-            if isinstance(result, ToolOutputErrorChunk):
-                return DynamicToolOutputErrorPart(
-                    tool_name=name, tool_call_id=call_id, input=given, error_text=result.error_text,
-                    provider_executed=provider_executed, call_provider_metadata=meta,
-                )  # fmt: skip
-            return DynamicToolInputAvailablePart(
-                tool_name=name,
-                tool_call_id=call_id,
-                input=given,
-                provider_executed=provider_executed,
-                call_provider_metadata=meta,
-            )
-        kind = f'tool-{name}'
+        fields: dict[str, Any] = {
+            'tool_call_id': call_id,
+            'input': given,
+            'provider_executed': provider_executed,
+            'call_provider_metadata': meta,
+            **({'tool_name': name} if dynamic else {'type': f'tool-{name}'}),
+        }
+        state = 'input-available'
         if isinstance(result, ToolOutputAvailableChunk):
-            return ToolOutputAvailablePart(
-                type=kind,
-                tool_call_id=call_id,
-                input=given,
-                output=result.output,
-                provider_executed=provider_executed,
-                call_provider_metadata=meta,
-            )
-        if isinstance(result, ToolOutputErrorChunk):
-            return ToolOutputErrorPart(
-                type=kind, tool_call_id=call_id, input=given, error_text=result.error_text,
-                provider_executed=provider_executed, call_provider_metadata=meta,
-            )  # fmt: skip
-        return ToolInputAvailablePart(
-            type=kind,
-            tool_call_id=call_id,
-            input=given,
-            provider_executed=provider_executed,
-            call_provider_metadata=meta,
-        )
+            state, fields['output'] = 'output-available', result.output
+        elif isinstance(result, ToolOutputErrorChunk):
+            state, fields['error_text'] = 'output-error', result.error_text
+        return cast(UIMessagePart, _TOOL_PARTS[bool(dynamic), state](**fields))
+
+
+_TOOL_PARTS: dict[tuple[bool, str], type[Any]] = {
+    (False, 'input-available'): ToolInputAvailablePart,
+    (False, 'output-available'): ToolOutputAvailablePart,
+    (False, 'output-error'): ToolOutputErrorPart,
+    (True, 'input-available'): DynamicToolInputAvailablePart,
+    (True, 'output-available'): DynamicToolOutputAvailablePart,
+    (True, 'output-error'): DynamicToolOutputErrorPart,
+}
+"""The AI SDK's tool part for each state, a dynamic tool's (named by `tool_name`) or a static one's (`tool-NAME`)."""
 
 
 def ui_message_of(chunks: Iterable[BaseChunk], *, message_id: str = 'assistant') -> UIMessage:
