@@ -547,13 +547,7 @@ class CapabilityMatrix:
             for c in COLUMNS
         )
         notes = ''.join(f'<li>{_h_code(n)}</li>' for n in self._notes_lines())
-        evidence_legend = (
-            '<p class="ev">Under each value: the evidence behind it and how many runs back it '
-            '(<code>probe</code>: built-in wire fixtures through the real model classes; <code>recording</code>: '
-            'recorded provider responses; <code>live</code>: live provider calls; <code>observed</code>: your own runs '
-            'through <code>TrackCitations</code>). <code>a / b</code>: runs disagreed; <code>n/a</code>: nothing '
-            'could be measured (see notes).</p>'
-        )
+        evidence_legend = f'<p class="ev">{_h_code(EVIDENCE_LEGEND)}</p>'
         return (
             '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             '<meta name="viewport" content="width=device-width, initial-scale=1">'
@@ -589,10 +583,10 @@ class CapabilityMatrix:
             models = ', '.join(self._shown(row)[0])
             title = _rich_escape(row.title) + (f'\n[dim]{_rich_escape(models)}[/dim]' if models else '')
             table.add_row(title, *cells)
-        unusable = self.unusable_lines()
-        if unusable:
-            table.caption = '\n'.join(_rich_escape(line) for line in unusable)
-            table.caption_justify = 'left'
+        table.caption = '\n'.join(
+            _rich_escape(line) for line in [EVIDENCE_LEGEND.replace('`', ''), *self.unusable_lines()]
+        )
+        table.caption_justify = 'left'
         return table
 
     def _fill_family(self, family: str | None) -> str:
@@ -665,6 +659,14 @@ def _h(text: str) -> str:
 
 
 _BACKTICKS = re.compile(r'`([^`<>]+)`')
+
+
+EVIDENCE_LEGEND = (
+    'Under each value: the evidence behind it and how many runs back it (`probe`: built-in wire fixtures through the '
+    'real model classes; `recording`: recorded provider responses; `live`: live provider calls; `observed`: your own '
+    'runs through `TrackCitations`). `a / b`: runs disagreed; `n/a`: nothing could be measured (see notes).'
+)
+"""The key to the evidence shown under each value, in the HTML report and under the terminal table."""
 
 
 def _h_code(text: str) -> str:
