@@ -34,6 +34,7 @@ from ._checks import require_at_least, shown
 from ._problems import CitationProblem
 from ._store import (
     _BACKFILLS,  # pyright: ignore[reportPrivateUsage]
+    _GROUNDING_KEY,  # pyright: ignore[reportPrivateUsage]
     SCHEMA_VERSION,
     StoreCorruptionError,
     StoredAnswer,
@@ -524,6 +525,7 @@ class PostgresConversationStore(_StoredAnswers):
             await conn.execute(_pg(sql.DELETE_TIPS), (conversation_id,))
             for statement in sql.PG_COLLECT_GARBAGE:
                 await conn.execute(_pg(statement))
+            await conn.execute(_pg(sql.FORGET_RESOLVED), (_GROUNDING_KEY,))
             await pipeline.sync()
 
         await self._write(None, delete)

@@ -1535,6 +1535,7 @@ class SQLiteConversationStore(_StoredAnswers):
             conn.execute(sql.DELETE_TIPS, (conversation_id,))
             for statement in sql.COLLECT_GARBAGE:
                 conn.execute(statement)
+            conn.execute(sql.FORGET_RESOLVED, (_GROUNDING_KEY,))
 
         await self._write(delete)
 

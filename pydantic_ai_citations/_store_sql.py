@@ -181,6 +181,12 @@ INDEX_RESOLVED = (
 )
 REMEMBER_RESOLVED = 'INSERT INTO resolved_redirects (url, host_key) VALUES (?, ?) ON CONFLICT DO NOTHING'
 """(redirect URL key, page's host key): where a grounding redirect led."""
+FORGET_RESOLVED = (
+    # (the grounding host's key): after a delete, where a redirect no stored answer cites any more led. (A redirect is
+    # opaque and made per response: only the answers citing it would ever be indexed by it.)
+    'DELETE FROM resolved_redirects WHERE NOT EXISTS (SELECT 1 FROM answer_sources s '
+    'WHERE s.host_key = ? AND s.url = resolved_redirects.url)'
+)
 APPLY_RESOLVED = (
     # (entry, redirect URL key, entry): the domains the redirect an answer cites led to, unless it has them already.
     "INSERT INTO answer_sources (entry_id, host_key, url) SELECT DISTINCT CAST(? AS TEXT), r.host_key, '' "

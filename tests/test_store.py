@@ -1787,6 +1787,31 @@ async def test_domains_from_snapshots_stay_with_the_answers_an_edit_stores_again
 
 
 @pytest.mark.anyio
+async def test_deleting_the_last_answer_citing_a_redirect_forgets_where_it_led(
+    store: Store, backend: str, target: str
+) -> None:
+    """Where a grounding redirect led is kept for answers stored later that cite it; once no stored answer cites it,
+    a delete removes it with the conversation (it told something of what that conversation looked up)."""
+    from datetime import UTC, datetime
+
+    from pydantic_ai_citations.support import PageSnapshot
+
+    redirect = 'https://vertexaisearch.cloud.google.com/grounding-api-redirect/AUZIYQH'
+    for cid in ('c', 'd'):
+        messages = [ModelRequest.user_text_prompt('q'), cited(redirect, title='Some title')]
+        await store.save(Conversation(conversation_id=cid, messages=messages))
+    await store.index_snapshots([PageSnapshot(redirect, 'https://realpage.org/p', 200, 'ok', datetime.now(UTC))])
+    remembered = 'SELECT count(*) FROM resolved_redirects'
+    assert raw_execute(backend, target, remembered)[0][0] == 1
+    await store.delete('c')
+    assert raw_execute(backend, target, remembered)[0][0] == 1  # conversation 'd' still cites it
+    assert len(await store.answers_citing(domain='realpage.org')) == 1
+    await store.delete('d')
+    assert raw_execute(backend, target, remembered)[0][0] == 0
+    assert await store.answers_citing(domain='realpage.org') == []
+
+
+@pytest.mark.anyio
 async def test_domains_from_snapshots_reach_the_answers_a_rewritten_history_stores_again(store: Store) -> None:
     """Pydantic AI's `save` stores the messages of a rewritten history again from the first one that differs: the new
     entries of an answer citing a grounding redirect are indexed by where `index_snapshots` found it led."""
