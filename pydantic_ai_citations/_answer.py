@@ -43,6 +43,7 @@ from pydantic_core import PydanticSerializationError
 
 from ._checks import require_messages, require_optional_bools, require_result, shown
 from ._edit import PrintKeys, copy_with, edited_parts, print_keys, shown_realigned
+from ._lazy import lazy_adapter
 from ._problems import CitationProblem, ProblemCode, shorten
 from .formats._raw import as_map
 from .formats.markup import MARKER_END, MARKER_SEPARATOR, MARKER_START, remove_cuts, strip_joined
@@ -266,7 +267,7 @@ class CitedAnswer:
         return cited_answer_ta.validate_json(data)
 
 
-cited_answer_ta: TypeAdapter[CitedAnswer] = TypeAdapter(CitedAnswer)
+cited_answer_ta: TypeAdapter[CitedAnswer] = lazy_adapter(CitedAnswer)
 """JSON round trip for `CitedAnswer`; equality holds after a round trip."""
 
 

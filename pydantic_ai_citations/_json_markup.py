@@ -29,6 +29,7 @@ from typing import Literal, cast
 import pydantic_core
 from pydantic import JsonValue, TypeAdapter
 
+from ._lazy import lazy_adapter
 from ._problems import CitationProblem, shorten
 from .formats.markup import (
     MARKER_END,
@@ -90,7 +91,7 @@ class RemovedMarkup:
     the text between them that stayed. `None` for well-formed markup."""
 
 
-removed_markup_ta: TypeAdapter[list[RemovedMarkup]] = TypeAdapter(list[RemovedMarkup])
+removed_markup_ta: TypeAdapter[list[RemovedMarkup]] = lazy_adapter(list[RemovedMarkup])
 """JSON round trip for lists of `RemovedMarkup`."""
 
 

@@ -18,6 +18,7 @@ from pydantic_ai import ModelMessage, ModelResponse, ModelResponsePart, TextPart
 from pydantic_ai.models import ModelRequestContext, StreamedResponse
 
 from ._answer import CitedAnswer, incomplete_reason
+from ._lazy import lazy_adapter
 from ._models import ApiLabel, ModelInfo, describe_model
 from ._problems import CitationProblem
 
@@ -120,7 +121,7 @@ class CitedRun:
     """The answer's problems plus those recorded during the run (by this and the package's other capabilities)."""
 
 
-cited_run_ta: TypeAdapter[CitedRun] = TypeAdapter(CitedRun)
+cited_run_ta: TypeAdapter[CitedRun] = lazy_adapter(CitedRun)
 """JSON round trip for `CitedRun`."""
 
 

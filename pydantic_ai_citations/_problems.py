@@ -12,6 +12,8 @@ from typing import Literal
 
 from pydantic import TypeAdapter
 
+from ._lazy import lazy_adapter
+
 __all__ = ('CitationProblem', 'ProblemCode', 'PROBLEM_CODES')
 
 ProblemCode = Literal[
@@ -85,7 +87,7 @@ class CitationProblem:
     """The offending raw value, shortened, when it helps (a marker, an id, a field path)."""
 
 
-problems_ta: TypeAdapter[list[CitationProblem]] = TypeAdapter(list[CitationProblem])
+problems_ta: TypeAdapter[list[CitationProblem]] = lazy_adapter(list[CitationProblem])
 """JSON round trip for lists of problems."""
 
 

@@ -57,7 +57,7 @@ from pydantic_ai.result import StreamedRunResult
 from pydantic_core import PydanticSerializationError
 
 from . import _store_sql as sql
-from ._answer import CitedAnswer, answer_parts, cited_outside, response_answer
+from ._answer import CitedAnswer, answer_parts, cited_answer_ta, cited_outside, response_answer
 from ._checks import first_error, require, require_at_least, shown
 from ._edit import edit_response
 from ._problems import PROBLEM_CODES, CitationProblem, ProblemCode
@@ -203,9 +203,6 @@ class StoredAnswer:
     """What produced and stored it."""
 
 
-_answer_ta: TypeAdapter[CitedAnswer] = TypeAdapter(CitedAnswer)
-
-
 # --- schema ---------------------------------------------------------------------------------------------------------
 
 _Statements = list[tuple[str, list[tuple[object, ...]]]]
@@ -254,7 +251,7 @@ def _stored_keys(blob: bytes, message: bytes | None) -> _SourceKeys:
     Raises:
         ValueError: The answer cannot be read.
     """
-    answer = _answer_ta.validate_json(blob)
+    answer = cited_answer_ta.validate_json(blob)
     outside: list[TextPart] = []
     if message is not None and b'citation_outside_answer' in blob:  # (only then does it cite outside its text)
         try:
@@ -1638,7 +1635,7 @@ def _stored_answer(
     stored_at: str,
 ) -> StoredAnswer:
     try:
-        cited = _answer_ta.validate_json(answer)
+        cited = cited_answer_ta.validate_json(answer)
         raw_value = _json_ta.validate_json(raw)
         versions = AnswerVersions(
             package_version,
