@@ -672,3 +672,24 @@ async def test_a_retried_cited_answer_comes_back_from_the_ui_not_stale():
     answer = CitedAnswer.from_messages(history)
     assert answer.text == 'K2 is tall.K2 is tall.'
     assert [answer.span_text(s) for s in answer.spans] == ['K2', 'K2']
+
+
+async def test_an_answer_sent_back_after_its_on_complete_callback_raised_stays_complete():
+    """The run ended whole and then the stream's `on_complete` raised: the message the UI keeps is judged by the run's
+    answer (complete), not taken for a stream that broke off."""
+
+    async def on_complete(result: Any) -> AsyncIterator[BaseChunk]:
+        raise RuntimeError('callback failed')
+        yield  # pragma: no cover - makes this an async generator
+
+    async with Agent(ScriptedModel([('text', 'a', 'K2 is 8,611 m tall.')])).run_stream_events('q') as events:
+        stream = CitedVercelAIEventStream[None, str]().transform_stream(events, on_complete=on_complete)
+        chunks = [c async for c in stream]
+    assert 'error' in [str(getattr(c, 'type', '')) for c in chunks]
+    answer = CitedAnswer.from_messages(sent_back(ui_message_of(chunks)))
+    assert (answer.text, answer.complete) == ('K2 is 8,611 m tall.', True)
+    cut = CutOffModel([('text', 'a', 'K2 is 8,611 m tall.')])
+    async with Agent(cut).run_stream_events('q') as events:
+        stream = CitedVercelAIEventStream[None, str]().transform_stream(events, on_complete=on_complete)
+        chunks = [c async for c in stream]
+    assert CitedAnswer.from_messages(sent_back(ui_message_of(chunks))).complete is False

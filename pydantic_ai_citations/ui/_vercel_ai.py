@@ -290,13 +290,20 @@ def _streamed_fingerprint(response: ModelResponse, *, last: bool) -> dict[str, o
     return _loaded_fingerprint(response, _as_streamed(ui, cut_off=cut_off))
 
 
-def _broken_metadata(error: Exception) -> MessageMetadataChunk:
-    """The verdict on a run whose stream broke off (`FINISH_METADATA_KEY`), for the message the UI keeps of it."""
-    reason = (
-        f'The stream broke off before the run ended ({type(error).__name__}: {error}); '
-        'text and citations may be missing (citations often arrive last).'
-    )
-    return MessageMetadataChunk(message_metadata={FINISH_METADATA_KEY: finish_record(False, reason)})
+def _broken_metadata(error: Exception, result: AgentRunResult[Any] | None) -> list[BaseChunk]:
+    """The verdict (`FINISH_METADATA_KEY`) for the message the UI keeps of a run whose stream `error` broke off.
+
+    `result`: the run's, when it ended before (an `on_complete` callback raised): its answer is judged as it is.
+    """
+    if result is not None:
+        record = unfinished_record(result.response)
+    else:
+        reason = (
+            f'The stream broke off before the run ended ({type(error).__name__}: {error}); '
+            'text and citations may be missing (citations often arrive last).'
+        )
+        record = finish_record(False, reason)
+    return [] if record is None else [MessageMetadataChunk(message_metadata={FINISH_METADATA_KEY: record})]
 
 
 def _spread_steps(loaded: list[ModelMessage], messages: Sequence[UIMessage]) -> None:
@@ -505,8 +512,6 @@ class CitedVercelAIEventStream(
             if isinstance(chunk, MessageMetadataChunk):
                 chunk = _streamed_metadata(chunk, event.result, self._cit_prints(event.result))
             yield chunk
-        for chunk in self._all_late_chunks():  # (none, unless the parent's chunks changed the parts)
-            yield chunk
 
     def _cit_prints(self, result: AgentRunResult[Any]) -> list[dict[str, object] | None] | None:
         """The fingerprints of each response the UI message loads as, of the message the AI SDK builds of the chunks.
@@ -537,9 +542,9 @@ class CitedVercelAIEventStream(
                 prints.append(None)
                 continue
             sent = run[steps.pop()]
-            joins = {place: list(owner[1]) for place, owner in zip(places, owners, strict=True) if owner is not None}
-            if any(
-                not isinstance(sent.parts[i], TextPart) for held in joins.values() for i in held if i < len(sent.parts)
+            joins = {place: owner[1] for place, owner in zip(places, owners, strict=True) if owner is not None}
+            if not all(
+                i < len(sent.parts) and isinstance(sent.parts[i], TextPart) for held in joins.values() for i in held
             ):
                 return None
             prints.append(joined_fingerprint(sent, response, joins) if METADATA_KEY in (sent.metadata or {}) else None)
@@ -548,7 +553,8 @@ class CitedVercelAIEventStream(
     async def on_error(self, error: Exception) -> AsyncIterator[BaseChunk]:
         for chunk in self._cit_late_text(cut_off=True):
             yield chunk
-        yield _broken_metadata(error)
+        for chunk in _broken_metadata(error, self._result):
+            yield chunk
         async for chunk in super().on_error(error):
             yield chunk
 
@@ -556,7 +562,8 @@ class CitedVercelAIEventStream(
         for chunk in self._cit_late_text(cut_off=True):
             yield chunk
         if cut_off_by(cancelled):
-            yield _broken_metadata(cancelled)
+            for chunk in _broken_metadata(cancelled, None):
+                yield chunk
         async for chunk in super().on_cancelled(cancelled):
             yield chunk
 
