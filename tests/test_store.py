@@ -1591,6 +1591,100 @@ async def test_sqlite_reads_wait_for_a_busy_connection(tmp_path: Path) -> None:
         store.close()
 
 
+def traced(store: SQLiteConversationStore) -> list[tuple[str, bool]]:
+    """`(statement, run on this thread)` of every statement the store's connection runs from now on."""
+    import threading
+
+    here = threading.get_ident()
+    seen: list[tuple[str, bool]] = []
+    store._conn.set_trace_callback(lambda s: seen.append((s, threading.get_ident() == here)))  # pyright: ignore[reportPrivateUsage]
+    return seen
+
+
+def commits(seen: list[tuple[str, bool]]) -> list[str]:
+    """Where each save committed (`'here'` or `'thread'`), `+checkpoint` when it checkpointed after."""
+    found: list[str] = []
+    for statement, here in seen:
+        if statement == 'COMMIT':
+            found.append('here' if here else 'thread')
+        elif statement.startswith('PRAGMA wal_checkpoint'):
+            found[-1] += '+checkpoint'
+    return found
+
+
+@pytest.mark.anyio
+async def test_sqlite_saves_commit_on_the_loop_and_checkpoint_in_the_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pydantic_ai_citations import _store
+
+    monkeypatch.setattr(_store, 'CHECKPOINT_SAVES', 3)
+    store = SQLiteConversationStore(tmp_path / 'here.db')
+    try:
+        seen = traced(store)
+        for n in range(7):
+            await saved_chain(store, f'c{n}')
+        # the saves commit right here, and every third one in the worker thread, checkpointing the WAL after it
+        assert commits(seen) == ['here', 'here', 'thread+checkpoint'] * 2 + ['here']
+        assert ('PRAGMA busy_timeout = 30000', True) in seen  # set back after the lock was tried
+        seen.clear()
+        monkeypatch.setattr(_store, 'CHECKPOINT_BYTES', 1)  # every save is due: bytes count too
+        await saved_chain(store, 'big')
+        assert commits(seen) == ['thread+checkpoint']
+        monkeypatch.setattr(_store, 'CHECKPOINT_BYTES', 4 << 20)
+        monkeypatch.setattr(_store, 'CHECKPOINT_SAVES', 100)
+        seen.clear()
+        monkeypatch.setattr(_store, 'INLINE_SAVE_BYTES', 10)  # a large save: in the thread
+        await saved_chain(store, 'large')
+        monkeypatch.setattr(_store, 'INLINE_SAVE_BYTES', 256 << 10)
+        monkeypatch.setattr(_store, 'SLOW_COMMIT', 0.0)  # a slow commit here sends the next saves to the thread
+        monkeypatch.setattr(_store, 'SLOW_COMMIT_SAVES', 2)
+        for n in range(4):
+            await saved_chain(store, f'slow{n}')
+        assert commits(seen) == ['thread', 'here', 'thread', 'thread', 'here']
+        assert [c.conversation_id for c in await store.list_conversations(limit=3)] == ['slow3', 'slow2', 'slow1']
+    finally:
+        store.close()
+
+
+@pytest.mark.anyio
+async def test_sqlite_save_never_waits_on_the_loop_for_another_writer(tmp_path: Path) -> None:
+    import time
+
+    store = SQLiteConversationStore(tmp_path / 'locked.db')
+    other = sqlite3.connect(tmp_path / 'locked.db', isolation_level=None)
+    try:
+        seen = traced(store)
+        other.execute('BEGIN IMMEDIATE')  # another process writing: the save must wait for it, off the loop
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(saved_chain, store, 'waits')
+            started = time.perf_counter()
+            await anyio.sleep(0.2)
+            assert time.perf_counter() - started < 1.0  # the loop ran on while the save waited
+            other.execute('COMMIT')
+        assert commits(seen) == ['thread']
+        loaded = await store.load('waits')
+        assert loaded is not None and len(loaded.messages) == 4
+    finally:
+        other.close()
+        store.close()
+
+
+@pytest.mark.anyio
+async def test_in_memory_sqlite_saves_stay_on_the_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pydantic_ai_citations import _store
+
+    monkeypatch.setattr(_store, 'CHECKPOINT_SAVES', 2)
+    store = SQLiteConversationStore()
+    try:
+        seen = traced(store)
+        for n in range(4):
+            await saved_chain(store, f'c{n}')
+        assert commits(seen) == ['here', 'thread'] * 2  # (no WAL to checkpoint)
+    finally:
+        store.close()
+
+
 def test_versions_and_hosts(monkeypatch: pytest.MonkeyPatch) -> None:
     import importlib.metadata
 
