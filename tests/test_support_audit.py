@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import importlib.util
 import io
 import json
+import os
 import statistics
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from importlib.machinery import ModuleSpec
 from pathlib import Path
@@ -512,15 +515,36 @@ def test_dask_client_gives_the_same_results(tmp_path: Path, monkeypatch: pytest.
     expected = run(ANSWERS, partition_size=3)
     assert len(split) == 2  # the two readable pages, once each for the whole run
     path = json_lines(tmp_path)
+    monkeypatch.setattr(tempfile, 'tempdir', str(tmp_path / 'spool'))
+    (tmp_path / 'spool').mkdir()
+    spooled: list[str] = []
+    real_remove = os.remove
+
+    def remove(path: str) -> None:
+        spooled.append(os.path.basename(path))
+        real_remove(path)
+
+    monkeypatch.setattr(os, 'remove', remove)
     cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=':0')
     with cluster, Client(cluster) as client:
         split.clear()
         assert run(ANSWERS, partition_size=3, client=client) == expected
         assert len(split) <= 4  # once per worker for the whole run, not once per partition (8 of them)
+        # the workers of this machine wrote each partition's output to a file of the run, copied in order
+        assert sorted((n for n in spooled if n.endswith('.out')), key=lambda name: int(name.split('.')[0])) == [
+            f'{n}.out' for n in range(9)
+        ]
         assert run(path, partition_size=3, client=client) == expected  # the workers read their byte ranges
         assert run(ANSWERS, 'html', partition_size=2, client=client)[0] == run(ANSWERS, 'html')[0]
+        odd = [*ANSWERS[1:3], dataclasses.replace(ANSWERS[0], text=ANSWERS[0].text.replace('.', '\ud800.', 1))]
+        for fmt in ('jsonl', 'json', 'markdown', 'html'):  # a lone surrogate: named, not a crash where it is written
+            for where in ({}, {'client': client}):
+                with pytest.raises(AuditInputError, match='answer 3 holds text that cannot be written as UTF-8'):
+                    run(odd, fmt, partition_size=1, **where)
         with pytest.raises(AuditInputError, match='answer 2 is not a CitedAnswer'):
             run([ANSWERS[0], 'oops', *ANSWERS], partition_size=1, client=client)  # type: ignore[list-item]
+        stray = [p.name for p in (tmp_path / 'spool').iterdir() if p.name.startswith('pydantic-ai-citations')]
+        assert stray == []  # every run's folder is gone, a failed one's too
         left = cast(dict[str, list[str]], client.run(audit_plugins))  # pyright: ignore[reportUnknownMemberType]
         assert left == {w: [] for w in left} and len(left) == 2  # each run's pages and caches are gone
     assert gc.get_freeze_count() == 0  # the workers' plugins unfroze what they froze

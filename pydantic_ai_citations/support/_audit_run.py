@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, BinaryIO, Literal, Protocol, TextIO, TypeVar, 
 import anyio.from_thread
 from pydantic import TypeAdapter, ValidationError
 from pydantic_ai.exceptions import UserError
+from pydantic_core import PydanticSerializationError
 
 from .._answer import CitedAnswer, RawCitation
 from .._checks import first_error
@@ -466,9 +467,12 @@ class PartitionResult:
     answers: int
     """Answers in it."""
     output: str
-    """What it adds to the output, in the requested format."""
+    """What it adds to the output, in the requested format (empty when `spool` holds it)."""
     tally: SupportTally
     """Raw counts of its checks, for the exact merge."""
+    spool: str | None = None
+    """A file on this machine holding the output instead (UTF-8, lone surrogates passed through), written where the
+    partition was checked: the writer copies it to the output and removes it."""
 
 
 def _parse(item: _Item) -> CitedAnswer:
@@ -500,6 +504,17 @@ def _render(fmt: AuditFormat, n: int, item: _Item, audited: AuditedAnswer) -> st
     if fmt == 'markdown':
         return markdown_answer(n, audited)
     return html_answer(n, audited)
+
+
+def _rendered(fmt: AuditFormat, n: int, item: _Item, audited: AuditedAnswer) -> tuple[str, str | None]:
+    """`_render`'s output, or why it cannot be written as UTF-8 text."""
+    try:
+        rendered = _render(fmt, n, item, audited)
+        if fmt in ('markdown', 'html'):
+            rendered.encode()  # (the JSON formats' serializer checks as it writes)
+    except (UnicodeEncodeError, PydanticSerializationError) as e:
+        return '', str(e)
+    return rendered, None
 
 
 _V = TypeVar('_V')
@@ -597,7 +612,13 @@ def check_partition(
             stems=cache.stems,
         )
         audited = AuditedAnswer(answer.text, answer.provider_name, answer.model_name, report)
-        outputs.append(_render(fmt, n, item, audited))
+        rendered, unwritable = _rendered(fmt, n, item, audited)
+        if unwritable is not None:  # (raised here, not where it was caught: its context would not pickle back)
+            raise AuditInputError(
+                f'{item.where} holds text that cannot be written as UTF-8 (a lone surrogate): {unwritable}. Replace '
+                "it first (`text.encode('utf-8', 'replace').decode()`)."
+            )
+        outputs.append(rendered)
         checks += report.checks
         page_passages.update(report.page_passages)
         incomplete += not report.complete
@@ -622,11 +643,16 @@ class _Writer:
         self.wrote_item = False
 
     def add(self, result: PartitionResult) -> None:
-        if not result.output:
+        if not (result.output or result.spool):
             return
         if self.fmt == 'json' and self.wrote_item:
             self.body.write(',')
-        self.body.write(result.output)
+        if result.spool is None:
+            self.body.write(result.output)
+        else:
+            with open(result.spool, encoding='utf-8', errors='surrogatepass', newline='') as spooled:
+                shutil.copyfileobj(spooled, self.body, _CHUNK)
+            os.remove(result.spool)
         self.wrote_item = True
         if self.fmt == 'jsonl':
             self.body.flush()
