@@ -9,8 +9,9 @@ Each run is a fresh interpreter that imports, warms up on a small audit (imports
 between audits) and then times `audit_answers(path, store, out)` with the package's default partition size:
 
 - *single process*: in that interpreter;
-- *Dask*: with a `distributed.Client` on a `LocalCluster` of 2 worker processes (one thread each), started before the
-  clock starts (a cluster is started once and serves many audits; its start-up time is printed, not counted).
+- *Dask*: with a `distributed.Client` on the local cluster `--workers 2` starts (2 worker processes of one thread, no
+  dashboard and so no worker profiler), started before the clock starts (a cluster is started once and serves many
+  audits; its start-up time is printed, not counted).
 
 Throughput is answers per wall-clock second of the timed call: what a user waits for. The machine has 2 cores shared
 with other work, so a single-process run and a Dask run are timed back to back, `ROUNDS` times, and each pair gives a
@@ -69,7 +70,7 @@ SENTENCE_END = re.compile(r'(?<=[.!?])\s+(?=[A-Z"“])')
 # One run: `single` or `dask`, the number of Dask workers, the store, where outputs go, then the answer files, audited in turn (the last is timed
 # for throughput; the peak memory after each is reported). Prints one JSON object.
 RUN = """
-import json, logging, os, sys, time
+import json, os, sys, time
 from pydantic import TypeAdapter
 from pydantic_ai_citations.support import SnapshotStore, SupportSummary, audit_answers
 
@@ -89,11 +90,9 @@ def main(mode, workers, store_path, out_dir, warm, *sources):
     client = cluster = None
     started = time.perf_counter()
     if mode == 'dask':
-        from distributed import Client, LocalCluster
-        cluster = LocalCluster(
-            n_workers=int(workers), threads_per_worker=1, processes=True, dashboard_address=None,
-            silence_logs=logging.WARNING,
-        )
+        from distributed import Client
+        from pydantic_ai_citations.support._dask import local_cluster
+        cluster = local_cluster(int(workers))  # the cluster `audit_answers(workers=2)` and `--workers 2` start
         client = Client(cluster)
     startup = time.perf_counter() - started
     try:

@@ -555,6 +555,20 @@ def test_dask_client_gives_the_same_results(tmp_path: Path, monkeypatch: pytest.
         run(ANSWERS, client=object())
 
 
+def test_the_local_cluster_started_for_an_audit_does_not_profile():
+    from distributed import Client
+
+    from pydantic_ai_citations.support._dask import local_cluster
+
+    def profiles(dask_worker: Any) -> bool:
+        return 'profile' in dask_worker.periodic_callbacks
+
+    with local_cluster(1) as cluster, Client(cluster) as client:
+        found = cast(dict[str, bool], client.run(profiles))  # pyright: ignore[reportUnknownMemberType]
+        assert list(found.values()) == [False]  # (no dashboard to show what it sampled)
+        assert next(iter(cast(dict[str, int], client.nthreads()).values())) == 1  # pyright: ignore[reportUnknownMemberType]
+
+
 def test_missing_dask_names_the_extra(monkeypatch: pytest.MonkeyPatch):
     real = importlib.util.find_spec
 
