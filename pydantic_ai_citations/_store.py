@@ -474,7 +474,7 @@ def _transaction_now(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection]
     try:
         conn.execute('BEGIN IMMEDIATE')
     except sqlite3.OperationalError as e:
-        if e.sqlite_errorcode not in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+        if e.sqlite_errorcode & 0xFF not in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):  # (extended codes too)
             raise
         return False
     finally:
@@ -483,15 +483,31 @@ def _transaction_now(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection]
     return True
 
 
+def _checkpointed(conn: sqlite3.Connection) -> bool:
+    """Checkpoint the WAL as far as readers allow (PASSIVE, as SQLite's own): whether it ran.
+
+    After a commit: an error here (a full disk while pages are copied) is not the write's, which is stored. It is
+    dropped, as SQLite drops its own checkpoint's, and the next write tries again.
+    """
+    try:
+        conn.execute('PRAGMA wal_checkpoint(PASSIVE)').fetchall()
+    except sqlite3.Error:
+        return False
+    return True
+
+
+_MAX_BUSY_MS = 2**31 - 1
+"""The longest wait for a lock SQLite takes, in ms (a C int): a longer `timeout` waits this long."""
+
 INLINE_SAVE_BYTES = 256 << 10
 """A SQLite save writing more than this (messages, answers and record, as JSON) always commits in the worker thread."""
 SLOW_COMMIT = 0.004
 """Seconds: a save committed on the event loop's thread that took longer sends the next saves to the worker thread."""
 SLOW_COMMIT_SAVES = 64
 """How many: then one is tried on the event loop's thread again."""
-CHECKPOINT_SAVES = 64
+CHECKPOINT_WRITES = 64
 CHECKPOINT_BYTES = 4 << 20
-"""A SQLite store checkpoints its WAL (in the worker thread) after this many saves or bytes saved, whichever first."""
+"""A SQLite store checkpoints its WAL (in the worker thread) after this many writes or bytes saved, whichever first."""
 
 
 def _rollback(conn: sqlite3.Connection, error: BaseException) -> None:
@@ -1432,15 +1448,17 @@ class SQLiteConversationStore(_StoredAnswers):
         """
         require('SQLiteConversationStore', 'path', path, (str, os.PathLike), 'a str or path-like (or `:memory:`)')
         require_at_least('SQLiteConversationStore', 'timeout', timeout, 0, (int, float), 'a number of seconds (>= 0)')
+        if timeout != timeout:  # NaN
+            raise UserError(f'SQLiteConversationStore: `timeout` must be a number of seconds (>= 0), got {timeout!r}.')
         self.path = os.fspath(path)
         self._versions = _versions()
         _build_adapters()
         self._lock = threading.Lock()
         self._closed = False
-        self._busy_ms = round(timeout * 1000)
-        self._since_checkpoint = 0
-        """Bytes the saves committed right here wrote since the last checkpoint (see `_save_now`)."""
-        self._saves_since_checkpoint = 0
+        self._busy_ms = _MAX_BUSY_MS if timeout * 1000 >= _MAX_BUSY_MS else round(timeout * 1000)
+        self._writes_since_checkpoint = 0
+        self._bytes_since_checkpoint = 0
+        """Writes, and bytes saved, since the WAL was last checkpointed (see `_save`)."""
         self._threaded_saves = 0
         """Saves left that go to the worker thread after a slow commit right here."""
         self._conn = sqlite3.connect(self.path, timeout=timeout, isolation_level=None, check_same_thread=False)
@@ -1455,11 +1473,12 @@ class SQLiteConversationStore(_StoredAnswers):
         conn.execute('PRAGMA foreign_keys = OFF')
         if self.path != ':memory:':
             conn.execute('PRAGMA journal_mode = WAL')
-            # Saves checkpoint in the worker thread (`_save`), so that one committed right here never does. SQLite's
-            # own checkpoint stays as the backstop, at 4,000 pages of WAL (16 MB with 4 kB pages) instead of 1,000.
-            # Commits are flushed to the WAL as before (`synchronous` is left at FULL).
-            conn.execute('PRAGMA wal_autocheckpoint = 4000')
         migrate(conn)
+        if self.path != ':memory:':
+            # The store checkpoints the WAL itself, in the worker thread (`_checkpoint_due`), so that a save committed
+            # on the event loop's thread never copies pages to the database. Commits are flushed to the WAL as before
+            # (`synchronous` is left at FULL).
+            conn.execute('PRAGMA wal_autocheckpoint = 0')
 
     def close(self) -> None:
         """Close the connection. The store cannot be used after this (make a new one)."""
@@ -1489,28 +1508,43 @@ class SQLiteConversationStore(_StoredAnswers):
         return await anyio.to_thread.run_sync(call)
 
     async def _write(self, fn: Callable[[sqlite3.Connection], _T]) -> _T:
-        return await self._run(lambda conn: _transaction(conn, 'BEGIN IMMEDIATE', fn))
+        checkpoint = self._checkpoint_due(0)
+
+        def write(conn: sqlite3.Connection) -> tuple[_T, bool]:
+            return _transaction(conn, 'BEGIN IMMEDIATE', fn), checkpoint and _checkpointed(conn)
+
+        result, checkpointed = await self._run(write)
+        self._checkpointed(checkpointed)
+        return result
+
+    def _checkpoint_due(self, size: int) -> bool:
+        """Count a write of `size` bytes: whether the WAL is to be checkpointed after it (`CHECKPOINT_WRITES`, ...)."""
+        self._writes_since_checkpoint += 1
+        self._bytes_since_checkpoint += size
+        return self.path != ':memory:' and (
+            self._writes_since_checkpoint >= CHECKPOINT_WRITES or self._bytes_since_checkpoint >= CHECKPOINT_BYTES
+        )
+
+    def _checkpointed(self, done: bool) -> None:
+        if done:  # (else the next write tries again)
+            self._writes_since_checkpoint = self._bytes_since_checkpoint = 0
 
     async def _save(self, fn: Callable[[sqlite3.Connection], None], size: int) -> None:
         """A save's transaction (`size` bytes of rows): committed right here when it can be, else in the worker thread.
 
-        The trip to the worker thread and back cost a save of 20 messages more than its whole commit (measured: 2.7x
+        The trip to the worker thread and back cost a save of 20 messages more than its whole commit (measured: 2.7-2.9x
         the `sqlite3` blob baseline right here, 3.1x through the thread). A save stays here only while that keeps the
         event loop free of long waits: the connection is free (no other write or read under way), the save is small
         (`INLINE_SAVE_BYTES`), no other writer holds the database (the lock is tried once, never waited for), and the
         last save committed here took under `SLOW_COMMIT` seconds (a slow disk sends the next `SLOW_COMMIT_SAVES`
-        to the thread). The WAL is checkpointed in the worker thread after `CHECKPOINT_SAVES` saves or
-        `CHECKPOINT_BYTES` bytes, by the save that reaches either, so no save made here copies pages to the database.
+        to the thread). The WAL is checkpointed in the worker thread, after the write that reaches `CHECKPOINT_WRITES`
+        writes or `CHECKPOINT_BYTES` bytes saved (SQLite's own checkpoint is off for this connection), so no save
+        committed here copies pages to the database.
         """
-        due = self._saves_since_checkpoint + 1 >= CHECKPOINT_SAVES or self._since_checkpoint + size >= CHECKPOINT_BYTES
-        if due:
-            self._saves_since_checkpoint = self._since_checkpoint = 0
-        else:
-            self._saves_since_checkpoint += 1
-            self._since_checkpoint += size
+        checkpoint = self._checkpoint_due(size)
         if self._threaded_saves:
             self._threaded_saves -= 1
-        elif not due and size <= INLINE_SAVE_BYTES and self._lock.acquire(blocking=False):
+        elif not checkpoint and size <= INLINE_SAVE_BYTES and self._lock.acquire(blocking=False):
             try:
                 started = time.perf_counter()
                 done = self._guarded(lambda conn: _transaction_now(conn, fn, self._busy_ms))
@@ -1520,14 +1554,12 @@ class SQLiteConversationStore(_StoredAnswers):
                 if time.perf_counter() - started > SLOW_COMMIT:
                     self._threaded_saves = SLOW_COMMIT_SAVES
                 return
-        checkpoint = due and self.path != ':memory:'
 
-        def save(conn: sqlite3.Connection) -> None:
+        def save(conn: sqlite3.Connection) -> bool:
             _transaction(conn, 'BEGIN IMMEDIATE', fn)
-            if checkpoint:
-                conn.execute('PRAGMA wal_checkpoint(PASSIVE)').fetchall()
+            return checkpoint and _checkpointed(conn)
 
-        await self._run(save)
+        self._checkpointed(await self._run(save))
 
     async def _read(
         self, conversation_id: str, *, limit: int | None = None, scope: str | None = None

@@ -9,7 +9,7 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import pytest
@@ -1618,7 +1618,7 @@ async def test_sqlite_saves_commit_on_the_loop_and_checkpoint_in_the_thread(
 ) -> None:
     from pydantic_ai_citations import _store
 
-    monkeypatch.setattr(_store, 'CHECKPOINT_SAVES', 3)
+    monkeypatch.setattr(_store, 'CHECKPOINT_WRITES', 3)
     store = SQLiteConversationStore(tmp_path / 'here.db')
     try:
         seen = traced(store)
@@ -1632,7 +1632,7 @@ async def test_sqlite_saves_commit_on_the_loop_and_checkpoint_in_the_thread(
         await saved_chain(store, 'big')
         assert commits(seen) == ['thread+checkpoint']
         monkeypatch.setattr(_store, 'CHECKPOINT_BYTES', 4 << 20)
-        monkeypatch.setattr(_store, 'CHECKPOINT_SAVES', 100)
+        monkeypatch.setattr(_store, 'CHECKPOINT_WRITES', 100)
         seen.clear()
         monkeypatch.setattr(_store, 'INLINE_SAVE_BYTES', 10)  # a large save: in the thread
         await saved_chain(store, 'large')
@@ -1643,6 +1643,89 @@ async def test_sqlite_saves_commit_on_the_loop_and_checkpoint_in_the_thread(
             await saved_chain(store, f'slow{n}')
         assert commits(seen) == ['thread', 'here', 'thread', 'thread', 'here']
         assert [c.conversation_id for c in await store.list_conversations(limit=3)] == ['slow3', 'slow2', 'slow1']
+        # other writes count too, and checkpoint in the thread when due
+        monkeypatch.setattr(_store, 'CHECKPOINT_WRITES', 1)
+        seen.clear()
+        record = await store.read_record('slow0')
+        assert record is not None
+        await store.delete_record('slow0', expected_revision=record.revision)
+        assert commits(seen) == ['thread+checkpoint']
+    finally:
+        store.close()
+
+
+class FailingCheckpoint:
+    """A connection whose WAL checkpoint fails, as on a disk that fills up while pages are copied."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def execute(self, statement: str, *args: Any) -> Any:
+        if statement.startswith('PRAGMA wal_checkpoint'):
+            raise sqlite3.OperationalError('database or disk is full')
+        return self.conn.execute(statement, *args)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.conn, name)
+
+
+@pytest.mark.anyio
+async def test_a_failed_checkpoint_does_not_fail_the_committed_save(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pydantic_ai_citations import _store
+
+    monkeypatch.setattr(_store, 'CHECKPOINT_WRITES', 1)
+    store = SQLiteConversationStore(tmp_path / 'full.db')
+    real = store._conn  # pyright: ignore[reportPrivateUsage]
+    try:
+        store._conn = FailingCheckpoint(real)  # type: ignore[assignment]  # pyright: ignore[reportPrivateUsage, reportAttributeAccessIssue]
+        await saved_chain(store, 'kept')  # committed: the checkpoint's error is not the save's
+        loaded = await store.load('kept')
+        assert loaded is not None and len(loaded.messages) == 4
+        assert store._writes_since_checkpoint == 1  # pyright: ignore[reportPrivateUsage]  # the next write tries again
+        store._conn = real  # pyright: ignore[reportPrivateUsage]
+        await saved_chain(store, 'next')
+        assert store._writes_since_checkpoint == 0  # pyright: ignore[reportPrivateUsage]
+    finally:
+        store._conn = real  # pyright: ignore[reportPrivateUsage]
+        store.close()
+
+
+class BusyConnection:
+    """A connection whose write lock is taken, with SQLite's extended code `code` (`SQLITE_BUSY_RECOVERY`: 261)."""
+
+    def __init__(self, code: int) -> None:
+        self.code = code
+        self.statements: list[str] = []
+
+    def execute(self, statement: str) -> None:
+        self.statements.append(statement)
+        if statement == 'BEGIN IMMEDIATE':
+            error = sqlite3.OperationalError('database is locked')
+            error.sqlite_errorcode = self.code
+            raise error
+
+
+@pytest.mark.parametrize('code', [sqlite3.SQLITE_BUSY, 261, sqlite3.SQLITE_LOCKED])
+def test_a_busy_database_in_any_form_sends_the_save_to_the_thread(code: int) -> None:
+    from pydantic_ai_citations._store import _transaction_now  # pyright: ignore[reportPrivateUsage]
+
+    conn = BusyConnection(code)
+    assert _transaction_now(cast(sqlite3.Connection, conn), lambda c: None, 1500) is False
+    assert conn.statements == ['PRAGMA busy_timeout = 0', 'BEGIN IMMEDIATE', 'PRAGMA busy_timeout = 1500']
+    conn = BusyConnection(sqlite3.SQLITE_IOERR)
+    with pytest.raises(sqlite3.OperationalError):
+        _transaction_now(cast(sqlite3.Connection, conn), lambda c: None, 1500)
+    assert conn.statements[-1] == 'PRAGMA busy_timeout = 1500'  # set back on every path
+
+
+def test_sqlite_timeout_bounds(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match='`timeout` must be a number of seconds'):
+        SQLiteConversationStore(tmp_path / 'nan.db', timeout=float('nan'))
+    store = SQLiteConversationStore(tmp_path / 'inf.db', timeout=float('inf'))  # waits as long as SQLite can
+    try:
+        assert store._busy_ms == 2**31 - 1  # pyright: ignore[reportPrivateUsage]
     finally:
         store.close()
 
@@ -1674,13 +1757,13 @@ async def test_sqlite_save_never_waits_on_the_loop_for_another_writer(tmp_path: 
 async def test_in_memory_sqlite_saves_stay_on_the_loop(monkeypatch: pytest.MonkeyPatch) -> None:
     from pydantic_ai_citations import _store
 
-    monkeypatch.setattr(_store, 'CHECKPOINT_SAVES', 2)
+    monkeypatch.setattr(_store, 'CHECKPOINT_WRITES', 2)
     store = SQLiteConversationStore()
     try:
         seen = traced(store)
         for n in range(4):
             await saved_chain(store, f'c{n}')
-        assert commits(seen) == ['here', 'thread'] * 2  # (no WAL to checkpoint)
+        assert commits(seen) == ['here'] * 4  # (no WAL to checkpoint)
     finally:
         store.close()
 

@@ -8,6 +8,7 @@ import importlib.util
 import io
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -553,6 +554,49 @@ def test_dask_client_gives_the_same_results(tmp_path: Path, monkeypatch: pytest.
         stopped.check(next(partitions(ANSWERS, 1)))
     with pytest.raises(TypeError, match='client must be a distributed.Client'):
         run(ANSWERS, client=object())
+
+
+def test_a_worker_spools_whole_files_and_writes_nothing_once_stopped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    from pydantic_ai_citations.support import _dask
+
+    run = _dask._AuditRun(pages(), AuditOptions(), 'jsonl', str(tmp_path))  # pyright: ignore[reportPrivateUsage]
+    run.setup(object())
+    first = next(partitions(ANSWERS, 5))
+    result = run.check(first)
+    assert result.output == '' and result.spool == str(tmp_path / '0.out')
+    assert [p.name for p in tmp_path.iterdir()] == ['0.out']  # renamed into place: no part file left
+    assert (tmp_path / '0.out').read_text(encoding='utf-8') == run_partition(first)
+    real = _dask.check_partition
+
+    def stopped_meanwhile(*args: Any) -> Any:
+        found = real(*args)
+        run.teardown(object())  # the run ends while this partition is checked
+        return found
+
+    monkeypatch.setattr(_dask, 'check_partition', stopped_meanwhile)
+    with pytest.raises(RuntimeError, match='the audit was stopped on this worker'):
+        run.check(next(partitions(ANSWERS[5:], 5)))
+    assert [p.name for p in tmp_path.iterdir()] == ['0.out']  # nothing written into a folder being removed
+    # the driver removes the folder again when a late partition wrote into it meanwhile
+    calls: list[str] = []
+
+    def late(path: str, ignore_errors: bool = False) -> None:
+        calls.append(path)
+        if len(calls) > 1:
+            real_rmtree(path, ignore_errors=ignore_errors)
+
+    real_rmtree = shutil.rmtree
+    monkeypatch.setattr(shutil, 'rmtree', late)
+    _dask._remove(str(tmp_path))  # pyright: ignore[reportPrivateUsage]
+    assert len(calls) == 2 and not tmp_path.exists()
+    _dask._remove(None)  # pyright: ignore[reportPrivateUsage]
+
+
+def run_partition(partition: Any) -> str:
+    """The jsonl output of one partition checked in this process."""
+    from pydantic_ai_citations.support._audit_run import AuditCache, check_partition
+
+    return check_partition(partition, AuditCache(pages()), AuditOptions(), 'jsonl').output
 
 
 def test_the_local_cluster_started_for_an_audit_does_not_profile():

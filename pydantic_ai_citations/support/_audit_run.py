@@ -615,8 +615,8 @@ def check_partition(
         rendered, unwritable = _rendered(fmt, n, item, audited)
         if unwritable is not None:  # (raised here, not where it was caught: its context would not pickle back)
             raise AuditInputError(
-                f'{item.where} holds text that cannot be written as UTF-8 (a lone surrogate): {unwritable}. Replace '
-                "it first (`text.encode('utf-8', 'replace').decode()`)."
+                f'{item.where} holds text that cannot be written as UTF-8 (a lone surrogate, in the answer or in a page '
+                f"it cites): {unwritable}. Replace it first (`text.encode('utf-8', 'replace').decode()`)."
             )
         outputs.append(rendered)
         checks += report.checks

@@ -24,6 +24,7 @@ import os
 import shutil
 import tempfile
 import threading
+import time
 import uuid
 from collections.abc import Generator, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
@@ -98,9 +99,15 @@ class _AuditRun(WorkerPlugin):
         result = check_partition(partition, cache, self.options, self.fmt)
         if self.spool is None or not result.output:
             return result
-        path = os.path.join(self.spool, f'{partition.index}.out')  # (a retried partition writes it again, whole)
-        with open(path, 'w', encoding='utf-8', errors='surrogatepass', newline='') as file:
+        if self.local is None:  # stopped meanwhile: the driver is removing the run's folder, write nothing there
+            raise RuntimeError('the audit was stopped on this worker')
+        path = os.path.join(self.spool, f'{partition.index}.out')
+        # Written under a name of its own, then renamed: a partition checked twice at once (a retry while a worker the
+        # scheduler gave up on still runs it) never leaves the driver a file half written.
+        part = f'{path}.{uuid.uuid4().hex}'
+        with open(part, 'w', encoding='utf-8', errors='surrogatepass', newline='') as file:
             file.write(result.output)
+        os.replace(part, path)
         return dataclasses.replace(result, output='', spool=path)
 
 
@@ -154,8 +161,14 @@ def _checker(client: Any, *, local: bool) -> Checker:
 
 
 def _remove(spool: str | None) -> None:
-    if spool is not None:
+    """Remove the run's folder, again if a partition still running when the run stopped wrote into it meanwhile."""
+    if spool is None:
+        return
+    for _ in range(3):
         shutil.rmtree(spool, ignore_errors=True)
+        if not os.path.exists(spool):
+            return
+        time.sleep(0.05)
 
 
 @contextmanager
