@@ -1210,15 +1210,17 @@ async def test_damaged_bytes_only_raise_store_errors(tmp_path: Path) -> None:
     assert outcomes.get('StoreCorruptionError', 0) > 10
 
 
-class FailingRollback:
-    """A connection whose `ROLLBACK` fails, as after a full disk or a lost file."""
+class FailingStatement:
+    """A connection on which the statements starting with `prefix` fail with `message` (a full disk, a lost file)."""
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: sqlite3.Connection, prefix: str, message: str) -> None:
         self.conn = conn
+        self.prefix = prefix
+        self.message = message
 
     def execute(self, statement: str, *args: Any) -> Any:
-        if statement == 'ROLLBACK':
-            raise sqlite3.OperationalError('cannot rollback - disk I/O error')
+        if statement.startswith(self.prefix):
+            raise sqlite3.OperationalError(self.message)
         return self.conn.execute(statement, *args)
 
     def __getattr__(self, name: str) -> Any:
@@ -1242,7 +1244,7 @@ async def test_full_disk_error_not_hidden_by_rollback(tmp_path: Path) -> None:
         # the rollback itself fails: the original error is still the one raised, the rollback's is noted on it
         loaded = await store.load('small')
         assert loaded is not None
-        store._conn = FailingRollback(store._conn)  # type: ignore[assignment]  # pyright: ignore[reportPrivateUsage, reportAttributeAccessIssue]
+        store._conn = FailingStatement(store._conn, 'ROLLBACK', 'cannot rollback - disk I/O error')  # type: ignore[assignment]  # pyright: ignore[reportPrivateUsage, reportAttributeAccessIssue]
         record = await store.read_record('small')
         assert record is not None
         with pytest.raises(ConversationConflict) as excinfo:  # found inside the write transaction
@@ -1612,14 +1614,21 @@ def commits(seen: list[tuple[str, bool]]) -> list[str]:
     return found
 
 
+def checkpointing_every(writes: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> SQLiteConversationStore:
+    """A SQLite store on a file that checkpoints its WAL after every `writes` writes."""
+    from pydantic_ai_citations import _store
+
+    monkeypatch.setattr(_store, 'CHECKPOINT_WRITES', writes)
+    return SQLiteConversationStore(tmp_path / f'every-{writes}.db')
+
+
 @pytest.mark.anyio
 async def test_sqlite_saves_commit_on_the_loop_and_checkpoint_in_the_thread(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from pydantic_ai_citations import _store
 
-    monkeypatch.setattr(_store, 'CHECKPOINT_WRITES', 3)
-    store = SQLiteConversationStore(tmp_path / 'here.db')
+    store = checkpointing_every(3, tmp_path, monkeypatch)
     try:
         seen = traced(store)
         for n in range(7):
@@ -1654,32 +1663,14 @@ async def test_sqlite_saves_commit_on_the_loop_and_checkpoint_in_the_thread(
         store.close()
 
 
-class FailingCheckpoint:
-    """A connection whose WAL checkpoint fails, as on a disk that fills up while pages are copied."""
-
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self.conn = conn
-
-    def execute(self, statement: str, *args: Any) -> Any:
-        if statement.startswith('PRAGMA wal_checkpoint'):
-            raise sqlite3.OperationalError('database or disk is full')
-        return self.conn.execute(statement, *args)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.conn, name)
-
-
 @pytest.mark.anyio
 async def test_a_failed_checkpoint_does_not_fail_the_committed_save(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from pydantic_ai_citations import _store
-
-    monkeypatch.setattr(_store, 'CHECKPOINT_WRITES', 1)
-    store = SQLiteConversationStore(tmp_path / 'full.db')
+    store = checkpointing_every(1, tmp_path, monkeypatch)
     real = store._conn  # pyright: ignore[reportPrivateUsage]
     try:
-        store._conn = FailingCheckpoint(real)  # type: ignore[assignment]  # pyright: ignore[reportPrivateUsage, reportAttributeAccessIssue]
+        store._conn = FailingStatement(real, 'PRAGMA wal_checkpoint', 'database or disk is full')  # type: ignore[assignment]  # pyright: ignore[reportPrivateUsage, reportAttributeAccessIssue]
         await saved_chain(store, 'kept')  # committed: the checkpoint's error is not the save's
         loaded = await store.load('kept')
         assert loaded is not None and len(loaded.messages) == 4
