@@ -5,8 +5,9 @@ read back dumps to the same bytes, citations, `provider_details` and this packag
 each stored `ModelResponse` that has text, the store keeps its normalised `CitedAnswer`, the raw provider citation
 data and the versions that produced it, indexed by cited URL, domain and problem code.
 
-Everything runs on the stdlib `sqlite3` module, in a worker thread (`anyio.to_thread`), on one connection guarded by
-a lock. Writes are single `BEGIN IMMEDIATE` transactions that check the conversation's revision first, so two
+Everything runs on the stdlib `sqlite3` module, on one connection guarded by a lock: in a worker thread
+(`anyio.to_thread`), or right on the event loop's thread for the few reads and small saves that cannot make it wait
+(`_read_now`, `SQLiteConversationStore._save`). Writes are single `BEGIN IMMEDIATE` transactions that check the conversation's revision first, so two
 writers of one conversation (in this process or another) cannot both win: the second gets Pydantic AI's
 `ConversationConflict`, as with `InMemoryConversationStore`.
 
@@ -1508,13 +1509,17 @@ class SQLiteConversationStore(_StoredAnswers):
         return await anyio.to_thread.run_sync(call)
 
     async def _write(self, fn: Callable[[sqlite3.Connection], _T]) -> _T:
-        checkpoint = self._checkpoint_due(0)
+        return await self._write_in_thread(fn, checkpoint=self._checkpoint_due(0))
+
+    async def _write_in_thread(self, fn: Callable[[sqlite3.Connection], _T], *, checkpoint: bool) -> _T:
+        """`fn` in one write transaction in the worker thread, then the WAL checkpointed if `checkpoint`."""
 
         def write(conn: sqlite3.Connection) -> tuple[_T, bool]:
             return _transaction(conn, 'BEGIN IMMEDIATE', fn), checkpoint and _checkpointed(conn)
 
         result, checkpointed = await self._run(write)
-        self._checkpointed(checkpointed)
+        if checkpointed:  # (else the next write tries again)
+            self._writes_since_checkpoint = self._bytes_since_checkpoint = 0
         return result
 
     def _checkpoint_due(self, size: int) -> bool:
@@ -1524,10 +1529,6 @@ class SQLiteConversationStore(_StoredAnswers):
         return self.path != ':memory:' and (
             self._writes_since_checkpoint >= CHECKPOINT_WRITES or self._bytes_since_checkpoint >= CHECKPOINT_BYTES
         )
-
-    def _checkpointed(self, done: bool) -> None:
-        if done:  # (else the next write tries again)
-            self._writes_since_checkpoint = self._bytes_since_checkpoint = 0
 
     async def _save(self, fn: Callable[[sqlite3.Connection], None], size: int) -> None:
         """A save's transaction (`size` bytes of rows): committed right here when it can be, else in the worker thread.
@@ -1554,12 +1555,7 @@ class SQLiteConversationStore(_StoredAnswers):
                 if time.perf_counter() - started > SLOW_COMMIT:
                     self._threaded_saves = SLOW_COMMIT_SAVES
                 return
-
-        def save(conn: sqlite3.Connection) -> bool:
-            _transaction(conn, 'BEGIN IMMEDIATE', fn)
-            return checkpoint and _checkpointed(conn)
-
-        self._checkpointed(await self._run(save))
+        await self._write_in_thread(fn, checkpoint=checkpoint)
 
     async def _read(
         self, conversation_id: str, *, limit: int | None = None, scope: str | None = None

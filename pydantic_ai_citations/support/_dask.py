@@ -10,8 +10,8 @@ a worker splits each page once per run, not once per partition; removing the plu
 
 On a cluster of this machine's processes, a worker writes each partition's output to a file in a folder of the run
 and sends back only its name and tally: the driver copies the file to the output instead of receiving, unpickling and
-holding megabytes per partition (measured on 20,000 answers: a third less CPU time in the driver, and its peak memory
-no longer moves with how many results happen to arrive at once). Workers elsewhere send their output with the result.
+holding megabytes per partition (measured from 20,000 to 80,000 answers: its peak memory grew 5.6-5.8 %, against up to
+16 % when results carried their output). Workers elsewhere send their output with the result.
 """
 
 from __future__ import annotations
@@ -89,18 +89,21 @@ class _AuditRun(WorkerPlugin):
         if self.frozen:
             gc.unfreeze()
 
-    def check(self, partition: Partition) -> PartitionResult:
-        local = self.local
-        if local is None:
+    def _running(self) -> threading.local:
+        """This worker's thread-local caches of the run (raises once the run was stopped here)."""
+        if self.local is None:
             raise RuntimeError('the audit was stopped on this worker')
+        return self.local
+
+    def check(self, partition: Partition) -> PartitionResult:
+        local = self._running()
         cache: AuditCache | None = getattr(local, 'cache', None)
         if cache is None:
             cache = local.cache = AuditCache(self.pages)
         result = check_partition(partition, cache, self.options, self.fmt)
         if self.spool is None or not result.output:
             return result
-        if self.local is None:  # stopped meanwhile: the driver is removing the run's folder, write nothing there
-            raise RuntimeError('the audit was stopped on this worker')
+        self._running()  # (stopped meanwhile: the driver is removing the run's folder, write nothing there)
         path = os.path.join(self.spool, f'{partition.index}.out')
         # Written under a name of its own, then renamed: a partition checked twice at once (a retry while a worker the
         # scheduler gave up on still runs it) never leaves the driver a file half written.
