@@ -35,6 +35,8 @@ from pydantic_ai_citations.support import (
     CitationCheck,
     PageSnapshot,
     Passage,
+    SupportReport,
+    SupportSummary,
     SupportTally,
     _audit_run,
     _report,
@@ -48,7 +50,7 @@ from pydantic_ai_citations.support import (
     summarize,
 )
 from pydantic_ai_citations.support._audit_run import partitions
-from pydantic_ai_citations.support._report import VERDICTS, Basis, Verdict
+from pydantic_ai_citations.support._report import NOT_SUMMARIZED, VERDICTS, Basis, Verdict, check_lexical
 
 PAGES = Path(__file__).parent / 'pages'
 TRAPS = (PAGES / 'traps.html').read_text(encoding='utf-8')
@@ -693,3 +695,41 @@ def test_merging_many_tallies_is_linear():
     assert (merged.checks, len(merged.page_passages), merged.dead_links[-1]) == (3, 3, 'https://dead.test/2')
     cost(5_000)
     assert cost(80_000) <= 8 * cost(20_000) + 0.05
+
+
+def test_only_the_json_report_summarizes_each_answer(monkeypatch: pytest.MonkeyPatch):
+    """Per-citation lines and report sections show checks, not per-answer summaries: those are not computed for them."""
+    summaries: list[int] = []
+    real = SupportTally.summary
+
+    def counted(self: SupportTally) -> SupportSummary:
+        summaries.append(self.checks)
+        return real(self)
+
+    monkeypatch.setattr(SupportTally, 'summary', counted)
+    expected = audit(ANSWERS, pages())
+    for fmt in ('jsonl', 'markdown', 'html'):
+        summaries.clear()
+        assert run(ANSWERS, fmt, partition_size=3)[1].summary == expected.summary
+        assert summaries == [expected.summary.checks]  # the audit's own summary, once
+    summaries.clear()
+    run(ANSWERS, 'json', partition_size=3)
+    assert len(summaries) == len(ANSWERS) + 1
+    o = AuditOptions()
+
+    def lexical(summarized: bool) -> SupportReport:
+        return check_lexical(
+            ANSWERS[0],
+            pages(),
+            threshold=o.threshold,
+            weak_threshold=o.weak_threshold,
+            judge=None,
+            language=o.language,
+            min_passage_words=o.min_passage_words,
+            min_claim_words=o.min_claim_words,
+            max_bytes=o.max_bytes,
+            summarized=summarized,
+        )
+
+    unsummarized = lexical(False)
+    assert unsummarized.summary is NOT_SUMMARIZED and unsummarized.checks == lexical(True).checks

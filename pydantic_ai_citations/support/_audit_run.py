@@ -610,6 +610,7 @@ def check_partition(
             max_bytes=options.max_bytes,
             page_cache=cache.split,
             stems=cache.stems,
+            summarized=fmt == 'json',  # (the other formats show checks; the partition's tally sums them)
         )
         audited = AuditedAnswer(answer.text, answer.provider_name, answer.model_name, report)
         rendered, unwritable = _rendered(fmt, n, item, audited)

@@ -384,6 +384,10 @@ def summarize(
     return SupportTally.of(checks, pages, incomplete_answers=incomplete_answers, not_checked=not_checked).summary()
 
 
+NOT_SUMMARIZED = summarize([])
+"""The summary of a report made with `check_lexical(..., summarized=False)`: no counts (internal, never shown)."""
+
+
 @dataclass(frozen=True)
 class _Page:
     index: PassageIndex | None
@@ -631,7 +635,7 @@ class _Planner:
             claim_end=job.claim.end,
         )
 
-    def report(self, checks: list[CitationCheck]) -> SupportReport:
+    def report(self, checks: list[CitationCheck], *, summarized: bool = True) -> SupportReport:
         answer = self.answer
         return SupportReport(
             checks=checks,
@@ -640,7 +644,9 @@ class _Planner:
                 list(self.page_passages.values()),
                 incomplete_answers=0 if answer.complete else 1,
                 not_checked=len(answer.raw_only),
-            ),
+            )
+            if summarized
+            else NOT_SUMMARIZED,
             threshold=self.threshold,
             weak_threshold=self.weak_threshold,
             page_passages=dict(self.page_passages),
@@ -662,10 +668,13 @@ def check_lexical(
     max_bytes: int,
     page_cache: MutableMapping[str, _Page] | None = None,
     stems: StemCache | None = None,
+    summarized: bool = True,
 ) -> SupportReport:
     """`check_support` with the lexical judge, keeping split pages (`page_cache`) and stems (`stems`) across answers.
 
-    Both caches are for one set of pages and options: `page_cache` from `page_cache()`, `stems` a `StemCache`.
+    Both caches are for one set of pages and options: `page_cache` from `page_cache()`, `stems` a `StemCache`. With
+    `summarized=False` the report's `summary` is `NOT_SUMMARIZED`, for a caller that drops it: an audit writing its
+    checks and tallying them itself (a summary of each answer is a tenth of its audit's time).
     """
     lexical = judge or LexicalJudge()
     planner = _Planner(
@@ -684,7 +693,7 @@ def check_lexical(
         planner.finish(job, None if job.index is None else lexical.judge_sync(job.claim.text, job.index), 'lexical')
         for job in planner.plan()
     ]
-    return planner.report(checks)
+    return planner.report(checks, summarized=summarized)
 
 
 class _PageCache(OrderedDict[str, _Page]):
