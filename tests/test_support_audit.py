@@ -601,17 +601,26 @@ def run_partition(partition: Any) -> str:
     return check_partition(partition, AuditCache(pages()), AuditOptions(), 'jsonl').output
 
 
-def test_the_local_cluster_started_for_an_audit_does_not_profile():
+def test_the_local_cluster_started_for_an_audit_does_not_profile_and_ticks_less():
+    """No profiler (no dashboard to show it), and Dask's health ticks, memory checks and host metrics less often."""
     from distributed import Client
 
     from pydantic_ai_citations.support._dask import local_cluster
 
-    def profiles(dask_worker: Any) -> bool:
-        return 'profile' in dask_worker.periodic_callbacks
+    def every(server: Any) -> dict[str, float]:
+        return {name: callback.callback_time for name, callback in server.periodic_callbacks.items()}
+
+    def on_worker(dask_worker: Any) -> dict[str, float]:
+        return every(dask_worker)
 
     with local_cluster(1) as cluster, Client(cluster) as client:
-        found = cast(dict[str, bool], client.run(profiles))  # pyright: ignore[reportUnknownMemberType]
-        assert list(found.values()) == [False]  # (no dashboard to show what it sampled)
+        [worker] = cast(dict[str, dict[str, float]], client.run(on_worker)).values()  # pyright: ignore[reportUnknownMemberType]
+        assert 'profile' not in worker
+        assert (worker['tick'], worker['memory_monitor'], worker['monitor']) == (500, 500, 2000)
+        [nanny] = [every(n) for n in cast(dict[str, Any], cluster.workers).values()]  # (in this process)
+        assert (nanny['tick'], nanny['memory_monitor'], nanny['monitor']) == (500, 500, 2000)
+        scheduler = every(cluster.scheduler)
+        assert (scheduler['tick'], scheduler['monitor']) == (500, 2000)
         assert next(iter(cast(dict[str, int], client.nthreads()).values())) == 1  # pyright: ignore[reportUnknownMemberType]
 
 

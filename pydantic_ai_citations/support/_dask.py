@@ -191,14 +191,33 @@ def dask_checker(*, workers: int | None, scheduler: str | None, client: object |
         yield _checker(stack.enter_context(Client(cluster)), local=True)
 
 
+QUIET_CLUSTER: dict[str, object] = {
+    'distributed.worker.profile.enabled': False,
+    'distributed.admin.tick.interval': '500ms',
+    'distributed.worker.memory.monitor-interval': '500ms',
+    'distributed.admin.system-monitor.interval': '2s',
+}
+"""The Dask settings of the local cluster `workers=` starts: less of Dask's own background work than its defaults.
+
+- No worker profiler: it samples the running task's stack every 10 ms for the dashboard alone, which this cluster
+  does not have (it cost an audit on 2 workers 4 % of its throughput, measured on 20,000 answers, 4 runs each way).
+- Event-loop health ticks every 500 ms (default 20 ms): a loop blocked for longer than Dask's limit (3 s) is still
+  reported.
+- Memory checks every 500 ms (default 100 ms): a worker past its memory limit is still paused, spilled or restarted.
+- Host metrics (CPU, memory, network, disks) sampled every 2 s (default 500 ms): they feed the dashboard and logs.
+
+Measured on 2 workers, 12 audits of 20,000 answers each way in alternating processes: 10 % less wall time (faster
+in each of the 6 pairs), the workers 9 % and the driver (scheduler and nannies) about 30 % less CPU. Idle, the
+driver used 0.2 s of CPU per 5 s and each worker 0.09 s with Dask's defaults; 0.03-0.06 s and 0.02 s with these.
+"""
+
+
 def local_cluster(workers: int) -> Any:
     """The local cluster `workers=` starts: `workers` processes of one thread (the check is pure Python: one per core).
 
-    It has no dashboard, so its workers do not profile what they run: the profiler samples the running task's stack
-    every 10 ms for the dashboard alone, and cost an audit on 2 workers 4 % of its throughput (measured on 20,000
-    answers, 4 runs each way alternating).
+    It has no dashboard, and runs with `QUIET_CLUSTER`'s settings.
     """
-    with dask.config.set({'distributed.worker.profile.enabled': False}):  # (the workers are started with it)
+    with dask.config.set(QUIET_CLUSTER):  # (the scheduler, the nannies and the workers they start read them)
         return LocalCluster(
             n_workers=workers,
             threads_per_worker=1,
