@@ -603,6 +603,7 @@ def run_partition(partition: Any) -> str:
 
 def test_the_local_cluster_started_for_an_audit_does_not_profile_and_ticks_less():
     """No profiler (no dashboard to show it), and Dask's health ticks, memory checks and host metrics less often."""
+    import dask
     from distributed import Client
 
     from pydantic_ai_citations.support._dask import local_cluster
@@ -613,10 +614,15 @@ def test_the_local_cluster_started_for_an_audit_does_not_profile_and_ticks_less(
     def on_worker(dask_worker: Any) -> dict[str, float]:
         return every(dask_worker)
 
+    config = cast(Any, dask.config)  # (its annotations are partly missing)
+    default = config.get('distributed.admin.tick.interval')
     with local_cluster(1) as cluster, Client(cluster) as client:
-        [worker] = cast(dict[str, dict[str, float]], client.run(on_worker)).values()  # pyright: ignore[reportUnknownMemberType]
-        assert 'profile' not in worker
-        assert (worker['tick'], worker['memory_monitor'], worker['monitor']) == (500, 500, 2000)
+        assert config.get('distributed.admin.tick.interval') == default  # (set while the cluster started only)
+        for _ in range(2):  # as started, then restarted by its nanny (as past its memory limit): the same settings
+            [worker] = cast(dict[str, dict[str, float]], client.run(on_worker)).values()  # pyright: ignore[reportUnknownMemberType]
+            assert 'profile' not in worker
+            assert (worker['tick'], worker['memory_monitor'], worker['monitor']) == (500, 500, 2000)
+            client.restart()  # pyright: ignore[reportUnknownMemberType]
         [nanny] = [every(n) for n in cast(dict[str, Any], cluster.workers).values()]  # (in this process)
         assert (nanny['tick'], nanny['memory_monitor'], nanny['monitor']) == (500, 500, 2000)
         scheduler = every(cluster.scheduler)

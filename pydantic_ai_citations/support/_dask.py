@@ -16,6 +16,7 @@ holding megabytes per partition (measured from 20,000 to 80,000 answers: its pea
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import gc
 import importlib.util
@@ -28,6 +29,7 @@ import time
 import uuid
 from collections.abc import Generator, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
+from types import MappingProxyType
 from typing import Any, cast
 
 from ._audit_run import (
@@ -191,12 +193,14 @@ def dask_checker(*, workers: int | None, scheduler: str | None, client: object |
         yield _checker(stack.enter_context(Client(cluster)), local=True)
 
 
-QUIET_CLUSTER: dict[str, object] = {
-    'distributed.worker.profile.enabled': False,
-    'distributed.admin.tick.interval': '500ms',
-    'distributed.worker.memory.monitor-interval': '500ms',
-    'distributed.admin.system-monitor.interval': '2s',
-}
+QUIET_CLUSTER: Mapping[str, object] = MappingProxyType(
+    {
+        'distributed.worker.profile.enabled': False,
+        'distributed.admin.tick.interval': '500ms',
+        'distributed.worker.memory.monitor-interval': '500ms',
+        'distributed.admin.system-monitor.interval': '2s',
+    }
+)
 """The Dask settings of the local cluster `workers=` starts: less of Dask's own background work than its defaults.
 
 - No worker profiler: it samples the running task's stack every 10 ms for the dashboard alone, which this cluster
@@ -215,13 +219,18 @@ driver used 0.2 s of CPU per 5 s and each worker 0.09 s with Dask's defaults; 0.
 def local_cluster(workers: int) -> Any:
     """The local cluster `workers=` starts: `workers` processes of one thread (the check is pure Python: one per core).
 
-    It has no dashboard, and runs with `QUIET_CLUSTER`'s settings.
+    It has no dashboard, and runs with `QUIET_CLUSTER`'s settings: the scheduler and the nannies read them as they
+    start, and each nanny keeps a copy of its own for every worker process it starts, a worker it restarts (past its
+    memory limit, or after a crash) included. They are set for this process only while the cluster starts (another
+    thread starting a cluster of its own meanwhile would get them too), and restored after.
     """
-    with dask.config.set(QUIET_CLUSTER):  # (the scheduler, the nannies and the workers they start read them)
+    with dask.config.set(QUIET_CLUSTER):
+        # A copy: a nanny keeps the configuration it is given, and the global one goes back to the defaults after this.
         return LocalCluster(
             n_workers=workers,
             threads_per_worker=1,
             processes=True,
             dashboard_address=None,  # pyright: ignore[reportArgumentType]  # None: no dashboard
             silence_logs=logging.WARNING,
+            config=copy.deepcopy(cast(Any, dask).config.config),
         )

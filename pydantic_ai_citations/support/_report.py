@@ -385,7 +385,9 @@ def summarize(
 
 
 NOT_SUMMARIZED = summarize([])
-"""The summary of a report made with `check_lexical(..., summarized=False)`: no counts (internal, never shown)."""
+"""The summary of a report made with `check_lexical(..., summarized=False)`: no counts, the same as a report of no
+citations would have, so such a report never leaves the audit that made it (`check_partition` renders its checks, and
+tallies them itself) and is never rendered by what reads `summary` (the JSON report)."""
 
 
 @dataclass(frozen=True)
@@ -674,7 +676,7 @@ def check_lexical(
 
     Both caches are for one set of pages and options: `page_cache` from `page_cache()`, `stems` a `StemCache`. With
     `summarized=False` the report's `summary` is `NOT_SUMMARIZED`, for a caller that drops it: an audit writing its
-    checks and tallying them itself (a summary of each answer is a tenth of its audit's time).
+    checks and tallying them itself (a summary of each answer is 7 % of the time spent checking it).
     """
     lexical = judge or LexicalJudge()
     planner = _Planner(
