@@ -7,9 +7,9 @@ data and the versions that produced it, indexed by cited URL, domain and problem
 
 Everything runs on the stdlib `sqlite3` module, on one connection guarded by a lock: in a worker thread
 (`anyio.to_thread`), or right on the event loop's thread for the few reads and small saves that cannot make it wait
-(`_read_now`, `SQLiteConversationStore._save`). Writes are single `BEGIN IMMEDIATE` transactions that check the conversation's revision first, so two
-writers of one conversation (in this process or another) cannot both win: the second gets Pydantic AI's
-`ConversationConflict`, as with `InMemoryConversationStore`.
+(`_read_now`, `SQLiteConversationStore._save`). Writes are single `BEGIN IMMEDIATE` transactions that check the
+conversation's revision first, so two writers of one conversation (in this process or another) cannot both win: the
+second gets Pydantic AI's `ConversationConflict`, as with `InMemoryConversationStore`.
 
 The schema is versioned with `PRAGMA user_version`; `MIGRATIONS` upgrades a database step by step on open, each
 step in its own transaction, and logs it in `schema_migrations`.

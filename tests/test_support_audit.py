@@ -35,7 +35,6 @@ from pydantic_ai_citations.support import (
     CitationCheck,
     PageSnapshot,
     Passage,
-    SupportReport,
     SupportSummary,
     SupportTally,
     _audit_run,
@@ -50,7 +49,7 @@ from pydantic_ai_citations.support import (
     summarize,
 )
 from pydantic_ai_citations.support._audit_run import partitions
-from pydantic_ai_citations.support._report import NOT_SUMMARIZED, VERDICTS, Basis, Verdict, check_lexical
+from pydantic_ai_citations.support._report import VERDICTS, Basis, Verdict
 
 PAGES = Path(__file__).parent / 'pages'
 TRAPS = (PAGES / 'traps.html').read_text(encoding='utf-8')
@@ -730,21 +729,3 @@ def test_only_the_json_report_summarizes_each_answer(monkeypatch: pytest.MonkeyP
     summaries.clear()
     run(ANSWERS, 'json', partition_size=3)
     assert len(summaries) == len(ANSWERS) + 1
-    o = AuditOptions()
-
-    def lexical(summarized: bool) -> SupportReport:
-        return check_lexical(
-            ANSWERS[0],
-            pages(),
-            threshold=o.threshold,
-            weak_threshold=o.weak_threshold,
-            judge=None,
-            language=o.language,
-            min_passage_words=o.min_passage_words,
-            min_claim_words=o.min_claim_words,
-            max_bytes=o.max_bytes,
-            summarized=summarized,
-        )
-
-    unsummarized = lexical(False)
-    assert unsummarized.summary is NOT_SUMMARIZED and unsummarized.checks == lexical(True).checks
